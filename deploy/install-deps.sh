@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The one place that lists and installs symmesh's Debian packages.
+# Usage: deploy/install-deps.sh [--bench]
+#   (no flag)  what building and testing need
+#   --bench    also the peers the benchmarks compare against (Gloo, OpenMPI)
+# Idempotent: when every package is present it returns without touching apt.
+set -euo pipefail
+
+build_packages=(
+  build-essential cmake pkg-config
+  protobuf-compiler libprotobuf-dev
+  libasio-dev
+  libgtest-dev
+  libcli11-dev
+  libspdlog-dev libfmt-dev
+  nlohmann-json3-dev
+  libtomlplusplus-dev
+  libssl-dev
+  libibverbs-dev
+  iproute2 procps
+)
+bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin)
+
+wanted=("${build_packages[@]}")
+if [[ "${1:-}" == "--bench" ]]; then
+  wanted+=("${bench_packages[@]}")
+elif [[ $# -gt 0 ]]; then
+  echo "install-deps.sh: unknown argument '$1' (allowed: --bench)" >&2
+  exit 2
+fi
+
+missing=()
+for pkg in "${wanted[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "install-deps.sh: installing ${missing[*]}"
+sudo_cmd=()
+[[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,91 @@
+#include "runtime/local_cluster.h"
+
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace symmesh {
+
+LocalCluster::LocalCluster(const LocalClusterOptions& options) : options_(options) {
+  std::vector<HostPort> endpoints;
+  for (int n = 0; n < options.nodes; ++n) {
+    NodeConfig config;
+    config.node_rank = n;
+    config.nodes = options.nodes;
+    config.ranks_per_node = options.ranks_per_node;
+    config.heap_size = options.heap_size;
+    config.wait_timeout = options.wait_timeout;
+    nodes_.push_back(std::make_unique<Node>(config));
+    if (options.nodes == 1) break;
+    TcpOptions tcp = options.tcp;
+    tcp.op_timeout = options.wait_timeout;
+    tcp_.push_back(std::make_unique<TcpTransport>(n, options.nodes, options.ranks_per_node,
+                                                  nodes_[n]->segment(), nodes_[n]->doorbell(),
+                                                  options.secret, tcp));
+    endpoints.push_back(tcp_[n]->listen(HostPort{"127.0.0.1", 0}));
+  }
+  if (options.nodes == 1) return;
+  const Deadline deadline = deadline_after(options.wait_timeout);
+  std::vector<std::thread> connectors;
+  std::vector<std::exception_ptr> errors(options.nodes);
+  for (int n = 0; n < options.nodes; ++n) {
+    connectors.emplace_back([&, n] {
+      try {
+        tcp_[n]->connect(endpoints, deadline);
+      } catch (...) {
+        errors[n] = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : connectors) thread.join();
+  for (auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  for (int n = 0; n < options.nodes; ++n) {
+    for (int peer = 0; peer < options.nodes; ++peer) {
+      if (peer != n) nodes_[n]->set_transport(peer, tcp_[n].get());
+    }
+  }
+}
+
+LocalCluster::~LocalCluster() {
+  for (auto& tcp : tcp_) tcp->expect_shutdown();
+  for (auto& tcp : tcp_) tcp->shutdown();
+}
+
+void LocalCluster::run(const std::function<void(Pe&)>& body) {
+  // A fresh job: everything sent before has landed, then every sync pool is cleared.
+  for (auto& tcp : tcp_) tcp->flush_all(deadline_after(options_.wait_timeout));
+  for (auto& node : nodes_) node->reset_between_jobs();
+
+  std::mutex mutex;
+  std::exception_ptr first_error;
+  std::vector<std::thread> threads;
+  for (auto& node : nodes_) {
+    for (int local = 0; local < options_.ranks_per_node; ++local) {
+      threads.emplace_back([&, node = node.get(), local] {
+        try {
+          Pe pe(*node, local);
+          body(pe);
+          pe.quiet();
+        } catch (...) {
+          std::lock_guard lock(mutex);
+          if (!first_error) {
+            first_error = std::current_exception();
+            std::string reason = "another PE failed";
+            try {
+              std::rethrow_exception(first_error);
+            } catch (const std::exception& e) {
+              reason = std::string("PE on node ") + std::to_string(node->rank()) + " failed: " + e.what();
+            }
+            for (auto& other : nodes_) other->doorbell().abort(reason);
+          }
+        }
+      });
+    }
+  }
+  for (auto& thread : threads) thread.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace symmesh

@@ -1,0 +1,44 @@
+// K nodes in one process, TCP on loopback between them: the runtime without the daemon,
+// for tests and for programs that embed symmesh. Each run() is a fresh job: the wires are
+// flushed, sync pools zeroed and allocations freed first, as the daemon does between jobs.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/node.h"
+#include "runtime/pe.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace symmesh {
+
+struct LocalClusterOptions {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  size_t heap_size = size_t{64} << 20;
+  std::chrono::milliseconds wait_timeout{30000};
+  TcpOptions tcp;
+  std::string secret = "local-cluster";
+};
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(const LocalClusterOptions& options);
+  ~LocalCluster();
+
+  // Runs `body` on every PE, one thread each, and returns when all are done. If a PE
+  // throws, the others are aborted and the first error is rethrown.
+  void run(const std::function<void(Pe&)>& body);
+
+  Node& node(int index) { return *nodes_.at(index); }
+  TcpTransport& tcp(int index) { return *tcp_.at(index); }
+  int n_pes() const { return options_.nodes * options_.ranks_per_node; }
+
+ private:
+  LocalClusterOptions options_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<TcpTransport>> tcp_;
+};
+
+}  // namespace symmesh

@@ -1,0 +1,65 @@
+// One node's share of the runtime: its segment (one slice per local rank), the doorbell its
+// PEs wait on, an allocator per local rank, and the transport used to reach each node.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/heap_allocator.h"
+#include "runtime/segment.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/wait.h"
+
+namespace symmesh {
+
+struct NodeConfig {
+  int node_rank = 0;
+  int nodes = 1;
+  int ranks_per_node = 1;
+  size_t heap_size = size_t{64} << 20;
+  std::chrono::milliseconds wait_timeout{60000};
+};
+
+// The smallest --heap-size that leaves every local rank kMinUserHeapBytes of user heap.
+size_t minimum_heap_size(int ranks_per_node);
+
+class Node {
+ public:
+  explicit Node(const NodeConfig& config);
+
+  const NodeConfig& config() const { return config_; }
+  int rank() const { return config_.node_rank; }
+  int nodes() const { return config_.nodes; }
+  int ranks_per_node() const { return config_.ranks_per_node; }
+  int n_pes() const { return config_.nodes * config_.ranks_per_node; }
+  size_t slice_bytes() const { return slice_bytes_; }
+  SegmentView segment() const { return segment_.view(); }
+  const SharedSegment& shared_segment() const { return segment_; }
+  Doorbell& doorbell() { return doorbell_; }
+  HeapAllocator& allocator(int local_rank) { return *allocators_.at(local_rank); }
+  std::chrono::milliseconds wait_timeout() const { return config_.wait_timeout; }
+
+  // The transport to `node` (the shm transport for this node).
+  Transport& transport_to(int node);
+  void set_transport(int node, Transport* transport);
+  std::string transport_name(int node) const;
+
+  // Between jobs, with no PE running and the wires flushed: zero every sync pool, free every
+  // symmetric allocation, clear an abort.
+  void reset_between_jobs();
+  size_t heap_used() const;
+  size_t heap_capacity() const;
+
+ private:
+  NodeConfig config_;
+  size_t slice_bytes_;
+  SharedSegment segment_;
+  Doorbell doorbell_;
+  ShmTransport shm_;
+  std::vector<Transport*> transports_;
+  std::vector<std::unique_ptr<HeapAllocator>> allocators_;
+};
+
+}  // namespace symmesh

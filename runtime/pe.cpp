@@ -1,0 +1,228 @@
+#include "runtime/pe.h"
+
+#include "runtime/barrier.h"
+
+namespace symmesh {
+namespace {
+
+constexpr int kWorldIndex = 0;
+constexpr int kNodeIndex = 1;
+constexpr int kCrossIndex = 2;
+
+std::vector<int> range_members(int start, int stride, int count) {
+  std::vector<int> members;
+  for (int i = 0; i < count; ++i) members.push_back(start + i * stride);
+  return members;
+}
+
+}  // namespace
+
+const char* cmp_name(Cmp cmp) {
+  switch (cmp) {
+    case Cmp::kEq: return "==";
+    case Cmp::kNe: return "!=";
+    case Cmp::kGt: return ">";
+    case Cmp::kGe: return ">=";
+    case Cmp::kLt: return "<";
+    case Cmp::kLe: return "<=";
+  }
+  return "?";
+}
+
+bool compare(uint64_t seen, Cmp cmp, uint64_t value) {
+  switch (cmp) {
+    case Cmp::kEq: return seen == value;
+    case Cmp::kNe: return seen != value;
+    case Cmp::kGt: return seen > value;
+    case Cmp::kGe: return seen >= value;
+    case Cmp::kLt: return seen < value;
+    case Cmp::kLe: return seen <= value;
+  }
+  return false;
+}
+
+Pe::Pe(Node& node, int local_rank)
+    : node_(node),
+      local_rank_(local_rank),
+      my_pe_(node.rank() * node.ranks_per_node() + local_rank),
+      slice_base_(node.segment().base + local_rank * node.slice_bytes()) {
+  if (local_rank < 0 || local_rank >= node.ranks_per_node()) {
+    throw InvalidArgument("local rank " + std::to_string(local_rank) + " outside 0.." +
+                          std::to_string(node.ranks_per_node() - 1));
+  }
+  const int per_node = node.ranks_per_node();
+  world_ = std::make_shared<Team>("world", kWorldIndex, range_members(0, 1, node.n_pes()),
+                                  my_pe_, per_node);
+  node_team_ = std::make_shared<Team>("node", kNodeIndex,
+                                      range_members(node.rank() * per_node, 1, per_node),
+                                      my_pe_, per_node);
+  cross_team_ = std::make_shared<Team>("cross", kCrossIndex,
+                                       range_members(local_rank, per_node, node.nodes()), my_pe_,
+                                       per_node);
+  world_->node_part = node_team_;
+  world_->cross_part = cross_team_;
+  free_team_indices_ = ((uint64_t{1} << kMaxTeams) - 1) & ~uint64_t{0b111};
+}
+
+void* Pe::malloc(size_t bytes, size_t alignment) {
+  try {
+    return slice_base_ + node_.allocator(local_rank_).allocate(bytes, alignment);
+  } catch (const HeapExhausted& e) {
+    throw HeapExhausted("PE " + std::to_string(my_pe_) + ": " + e.what());
+  }
+}
+
+void Pe::free(void* address) {
+  if (address == nullptr) return;
+  node_.allocator(local_rank_).release(slice_offset(address));
+}
+
+uint64_t Pe::slice_offset(const void* address) const {
+  const auto* byte = static_cast<const std::byte*>(address);
+  if (byte < slice_base_ || byte >= slice_base_ + node_.slice_bytes()) {
+    throw InvalidArgument("PE " + std::to_string(my_pe_) +
+                          ": address is not in the symmetric heap (allocate it with the "
+                          "symmetric malloc)");
+  }
+  return static_cast<uint64_t>(byte - slice_base_);
+}
+
+uint64_t Pe::segment_offset(const void* address, int pe) const {
+  if (pe < 0 || pe >= n_pes()) {
+    throw InvalidArgument("PE " + std::to_string(pe) + " outside 0.." +
+                          std::to_string(n_pes() - 1));
+  }
+  return uint64_t(local_rank_of(pe)) * node_.slice_bytes() + slice_offset(address);
+}
+
+void* Pe::ptr(const void* address, int pe) const {
+  if (node_of(pe) != my_node()) return nullptr;
+  return node_.segment().base + segment_offset(address, pe);
+}
+
+void Pe::put(void* dest, const void* source, size_t bytes, int pe) {
+  transport(pe).put(my_pe_, node_of(pe), segment_offset(dest, pe), source, bytes, nullptr);
+}
+
+// Every transport returns from put at local completion, which put_nbi allows too.
+void Pe::put_nbi(void* dest, const void* source, size_t bytes, int pe) {
+  put(dest, source, bytes, pe);
+}
+
+void Pe::get(void* dest, const void* source, size_t bytes, int pe) {
+  transport(pe).get(my_pe_, node_of(pe), segment_offset(source, pe), dest, bytes);
+}
+
+void Pe::atomic_add(uint64_t* dest, uint64_t value, int pe) {
+  transport(pe).atomic_add(my_pe_, node_of(pe), segment_offset(dest, pe), value);
+}
+
+uint64_t Pe::atomic_fetch_add(uint64_t* dest, uint64_t value, int pe) {
+  return transport(pe).atomic_fetch_add(my_pe_, node_of(pe), segment_offset(dest, pe), value);
+}
+
+void Pe::put_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
+                    uint64_t signal_value, SignalOp op, int pe) {
+  const SignalUpdate update{segment_offset(signal, pe), signal_value, op};
+  transport(pe).put(my_pe_, node_of(pe), bytes ? segment_offset(dest, pe) : 0, source, bytes,
+                    &update);
+}
+
+void Pe::signal_set(uint64_t* signal, uint64_t value, int pe) {
+  put_signal(nullptr, nullptr, 0, signal, value, SignalOp::kSet, pe);
+}
+
+void Pe::signal_add(uint64_t* signal, uint64_t value, int pe) {
+  put_signal(nullptr, nullptr, 0, signal, value, SignalOp::kAdd, pe);
+}
+
+uint64_t Pe::signal_fetch(const uint64_t* signal) const {
+  return std::atomic_ref<const uint64_t>(*signal).load(std::memory_order_acquire);
+}
+
+uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value) {
+  return signal_wait_until(signal, cmp, value, deadline());
+}
+
+uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value,
+                               Deadline deadline, const std::string& what) {
+  uint64_t seen = 0;
+  wait_until(
+      node_.doorbell(), deadline,
+      [&] {
+        seen = signal_fetch(signal);
+        return compare(seen, cmp, value);
+      },
+      [&] {
+        const auto offset = reinterpret_cast<const std::byte*>(signal) - node_.segment().base;
+        return "PE " + std::to_string(my_pe_) + ": " + what + ": signal at segment offset " +
+               std::to_string(offset) + " expected " + cmp_name(cmp) + " " +
+               std::to_string(value) + ", saw " + std::to_string(seen);
+      });
+  return seen;
+}
+
+void Pe::fence() {
+  for (int node = 0; node < node_.nodes(); ++node) node_.transport_to(node).fence(my_pe_);
+}
+
+void Pe::quiet() {
+  for (int node = 0; node < node_.nodes(); ++node) node_.transport_to(node).quiet(my_pe_);
+}
+
+uint64_t* Pe::sync_slot(const Team& team, int slot_number) {
+  return reinterpret_cast<uint64_t*>(slice_base_ + sync_slot_offset(team.index(), slot_number));
+}
+
+std::byte* Pe::team_scratch(const Team& team) {
+  return slice_base_ + team_scratch_offset(team.index());
+}
+
+std::vector<uint64_t> Pe::exchange(Team& team, uint64_t value) {
+  const uint64_t sequence = team.next_collective();
+  const int me = team.my_index();
+  uint64_t* my_value = sync_slot(team, slot::kExchangeValue + me);
+  for (int i = 0; i < team.size(); ++i) {
+    put_signal(my_value, &value, sizeof(value), sync_slot(team, slot::kPerSource + me), sequence,
+               SignalOp::kSet, team.pe(i));
+  }
+  std::vector<uint64_t> values(team.size());
+  const Deadline until = deadline();
+  for (int i = 0; i < team.size(); ++i) {
+    signal_wait_until(sync_slot(team, slot::kPerSource + i), Cmp::kGe, sequence, until,
+                      "exchange on team '" + team.name() + "' waiting for PE " +
+                          std::to_string(team.pe(i)));
+    values[i] = signal_fetch(sync_slot(team, slot::kExchangeValue + i));
+  }
+  // No member may overwrite a value slot before every member has read it.
+  barrier(*this, team);
+  return values;
+}
+
+std::shared_ptr<Team> Pe::team_split_strided(Team& parent, int start, int stride, int size,
+                                             const std::string& name) {
+  std::vector<int> members = strided_members(parent, start, stride, size);
+  // Agree on a team index free on every member of the parent (so on every member).
+  uint64_t common = ~uint64_t{0};
+  for (uint64_t mask : exchange(parent, free_team_indices_)) common &= mask;
+  if (common == 0) {
+    throw InvalidArgument("team split: all " + std::to_string(kMaxTeams) +
+                          " team indices are in use on some PE of team '" + parent.name() +
+                          "'; destroy a team first");
+  }
+  const int index = __builtin_ctzll(common);
+  uint64_t base = 0;
+  for (uint64_t floor : exchange(parent, epoch_floor_)) base = std::max(base, floor);
+  if (std::find(members.begin(), members.end(), my_pe_) == members.end()) return nullptr;
+  free_team_indices_ &= ~(uint64_t{1} << index);
+  return std::make_shared<Team>(name, index, std::move(members), my_pe_, node_.ranks_per_node(),
+                                base + 1);
+}
+
+void Pe::team_destroy(const Team& team) {
+  if (team.index() <= kCrossIndex) return;
+  epoch_floor_ = std::max(epoch_floor_, team.high_water());
+  free_team_indices_ |= uint64_t{1} << team.index();
+}
+
+}  // namespace symmesh

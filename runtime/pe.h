@@ -1,0 +1,95 @@
+// A processing element: one rank's view of the runtime, with the OpenSHMEM names users know.
+// Symmetric addresses are pointers into this PE's own slice; the same pointer names the same
+// object on every PE, and the runtime turns it into (node, segment offset) for the transport.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "runtime/layout.h"
+#include "runtime/node.h"
+#include "runtime/team.h"
+
+namespace symmesh {
+
+enum class Cmp { kEq, kNe, kGt, kGe, kLt, kLe };
+const char* cmp_name(Cmp cmp);
+bool compare(uint64_t seen, Cmp cmp, uint64_t value);
+
+class Pe {
+ public:
+  Pe(Node& node, int local_rank);
+
+  int my_pe() const { return my_pe_; }
+  int n_pes() const { return node_.n_pes(); }
+  int my_node() const { return node_.rank(); }
+  int local_rank() const { return local_rank_; }
+  int node_of(int pe) const { return pe / node_.ranks_per_node(); }
+  int local_rank_of(int pe) const { return pe % node_.ranks_per_node(); }
+  Node& node() { return node_; }
+  Deadline deadline() const { return deadline_after(node_.wait_timeout()); }
+
+  // Symmetric heap. Every PE must make the same calls in the same order.
+  void* malloc(size_t bytes, size_t alignment = 64);
+  template <class T>
+  T* malloc_array(size_t count) {
+    return static_cast<T*>(malloc(count * sizeof(T), std::max<size_t>(alignof(T), 64)));
+  }
+  void free(void* address);
+  // A direct pointer to `address` on `pe` when it shares this node's memory, else nullptr.
+  void* ptr(const void* address, int pe) const;
+  // The offset of a symmetric address inside a slice; throws when it is not in this slice.
+  uint64_t slice_offset(const void* address) const;
+
+  // One-sided operations (OpenSHMEM semantics).
+  void put(void* dest, const void* source, size_t bytes, int pe);
+  void put_nbi(void* dest, const void* source, size_t bytes, int pe);
+  void get(void* dest, const void* source, size_t bytes, int pe);
+  void atomic_add(uint64_t* dest, uint64_t value, int pe);
+  uint64_t atomic_fetch_add(uint64_t* dest, uint64_t value, int pe);
+  // The data, then the signal word (set or add); the signal is never visible before the data.
+  void put_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
+                  uint64_t signal_value, SignalOp op, int pe);
+  void signal_set(uint64_t* signal, uint64_t value, int pe);
+  void signal_add(uint64_t* signal, uint64_t value, int pe);
+  // Waits until the local word `signal` compares true against `value`; returns what it saw.
+  uint64_t signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value);
+  uint64_t signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value, Deadline deadline,
+                             const std::string& what = "signal_wait_until");
+  uint64_t signal_fetch(const uint64_t* signal) const;
+  void fence();
+  void quiet();
+
+  // Teams: world, the PEs of this node, and the PEs sharing this local rank on every node.
+  Team& team_world() { return *world_; }
+  Team& team_node() { return *node_team_; }
+  Team& team_cross() { return *cross_team_; }
+  // Collective over `parent`: the strided sub-team, or nullptr on PEs not in it.
+  std::shared_ptr<Team> team_split_strided(Team& parent, int start, int stride, int size,
+                                           const std::string& name = "split");
+  void team_destroy(const Team& team);
+
+  // This PE's sync slot of a team (its local address) and its team scratch.
+  uint64_t* sync_slot(const Team& team, int slot_number);
+  std::byte* team_scratch(const Team& team);
+
+  // Small exchange: every member's value, in team order (collective over `team`).
+  std::vector<uint64_t> exchange(Team& team, uint64_t value);
+
+ private:
+  uint64_t segment_offset(const void* address, int pe) const;
+  Transport& transport(int pe) { return node_.transport_to(node_of(pe)); }
+
+  Node& node_;
+  int local_rank_;
+  int my_pe_;
+  std::byte* slice_base_;
+  std::shared_ptr<Team> world_;
+  std::shared_ptr<Team> node_team_;
+  std::shared_ptr<Team> cross_team_;
+  uint64_t free_team_indices_;  // bit i set: team index i is free on this PE
+  uint64_t epoch_floor_ = 0;    // the highest counter a destroyed team reached
+};
+
+}  // namespace symmesh

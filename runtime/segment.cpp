@@ -1,0 +1,37 @@
+#include "runtime/segment.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "transport/errors.h"
+
+namespace symmesh {
+
+SharedSegment::SharedSegment(size_t bytes, const std::string& name) : size_(bytes) {
+  fd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd_ < 0) throw Error("memfd_create(" + name + ") failed: " + std::strerror(errno));
+  if (ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
+    const int error = errno;
+    close(fd_);
+    throw Error("cannot size the symmetric heap to " + std::to_string(bytes) +
+                " bytes: " + std::strerror(error));
+  }
+  void* address = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (address == MAP_FAILED) {
+    const int error = errno;
+    close(fd_);
+    throw Error("cannot map the symmetric heap of " + std::to_string(bytes) +
+                " bytes: " + std::strerror(error));
+  }
+  base_ = static_cast<std::byte*>(address);
+}
+
+SharedSegment::~SharedSegment() {
+  if (base_) munmap(base_, size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+}  // namespace symmesh

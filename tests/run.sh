@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The one test command: installs what it needs, builds, and runs the whole suite (ctest),
+# then the unit tests again under AddressSanitizer+UndefinedBehaviorSanitizer and
+# ThreadSanitizer. SYMMESH_SKIP_SANITIZERS=1 skips the sanitizer builds (for quick local runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deploy/install-deps.sh
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+
+if [[ "${SYMMESH_SKIP_SANITIZERS:-0}" == 1 ]]; then
+  echo "tests/run.sh: sanitizer builds skipped (SYMMESH_SKIP_SANITIZERS=1)"
+  exit 0
+fi
+for sanitizer in ASAN TSAN; do
+  dir="build-${sanitizer,,}"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSYMMESH_UNIT_TESTS_ONLY=ON \
+    "-DSYMMESH_${sanitizer}=ON" >/dev/null
+  cmake --build "$dir" -j "$jobs" --target symmesh_unit_tests
+  ctest --test-dir "$dir" -L unit --output-on-failure -j "$jobs" --timeout 900
+done

@@ -1,0 +1,57 @@
+#include "runtime/heap_allocator.h"
+
+#include <gtest/gtest.h>
+
+namespace symmesh {
+namespace {
+
+TEST(HeapAllocator, SameCallsGiveSameOffsets) {
+  HeapAllocator a(4096, 1 << 20), b(4096, 1 << 20);
+  for (size_t size : {100, 7, 4096, 33, 1000}) EXPECT_EQ(a.allocate(size), b.allocate(size));
+}
+
+TEST(HeapAllocator, AlignsAndDoesNotOverlap) {
+  HeapAllocator heap(8, 1 << 20);
+  uint64_t first = heap.allocate(10, 64);
+  uint64_t second = heap.allocate(10, 256);
+  EXPECT_EQ(first % 64, 0u);
+  EXPECT_EQ(second % 256, 0u);
+  EXPECT_GE(second, first + 10);
+}
+
+TEST(HeapAllocator, FreeCoalescesSoTheWholeRangeIsUsableAgain) {
+  HeapAllocator heap(0, 1 << 16);
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 16; ++i) blocks.push_back(heap.allocate(4096, 8));
+  EXPECT_THROW(heap.allocate(1, 8), HeapExhausted);
+  for (size_t i = 0; i < blocks.size(); i += 2) heap.release(blocks[i]);
+  for (size_t i = 1; i < blocks.size(); i += 2) heap.release(blocks[i]);
+  EXPECT_EQ(heap.used(), 0u);
+  EXPECT_EQ(heap.largest_free_block(), size_t{1} << 16);
+  EXPECT_EQ(heap.allocate((1 << 16) - 8, 8), 0u);
+}
+
+TEST(HeapAllocator, ExhaustionNamesSizeAskedAndSizeFree) {
+  HeapAllocator heap(0, 1 << 20);
+  heap.allocate(512 << 10);
+  try {
+    heap.allocate(1 << 20);
+    FAIL() << "expected HeapExhausted";
+  } catch (const HeapExhausted& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("asked 1.0 MiB"), std::string::npos) << message;
+    EXPECT_NE(message.find("512.0 KiB free"), std::string::npos) << message;
+    EXPECT_NE(message.find("--heap-size"), std::string::npos) << message;
+  }
+}
+
+TEST(HeapAllocator, RejectsFreeOfUnknownOffsetAndBadAlignment) {
+  HeapAllocator heap(0, 1 << 20);
+  const uint64_t offset = heap.allocate(64);
+  heap.release(offset);
+  EXPECT_THROW(heap.release(offset), InvalidArgument);
+  EXPECT_THROW(heap.allocate(64, 3), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace symmesh

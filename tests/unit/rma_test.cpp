@@ -1,0 +1,208 @@
+// One-sided operations on every transport: parameterised over cluster shapes so that each
+// op runs over shm (same node) and tcp (other nodes), with small and striped sizes.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "runtime/barrier.h"
+#include "runtime/local_cluster.h"
+
+namespace symmesh {
+namespace {
+
+struct Shape {
+  int nodes;
+  int ranks;
+};
+
+class Rma : public ::testing::TestWithParam<Shape> {
+ protected:
+  static LocalClusterOptions options(Shape shape) {
+    LocalClusterOptions o;
+    o.nodes = shape.nodes;
+    o.ranks_per_node = shape.ranks;
+    o.heap_size = size_t(shape.ranks) * (24 << 20);
+    o.wait_timeout = std::chrono::seconds(20);
+    o.tcp.stripe_threshold = 256 << 10;  // make the 1 MiB puts below striped
+    return o;
+  }
+};
+
+TEST_P(Rma, PutAndGetReachEveryPeAtEverySize) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    for (size_t bytes : {size_t{1}, size_t{4000}, size_t{100'000}, size_t{1} << 20}) {
+      auto* inbox = static_cast<uint8_t*>(pe.malloc(bytes * n));
+      std::vector<uint8_t> mine(bytes);
+      for (size_t i = 0; i < bytes; ++i) mine[i] = uint8_t(pe.my_pe() * 31 + i * 7);
+      for (int target = 0; target < n; ++target) {
+        pe.put(inbox + bytes * pe.my_pe(), mine.data(), bytes, target);
+      }
+      pe.quiet();
+      barrier_all(pe);
+      for (int source = 0; source < n; ++source) {
+        for (size_t i = 0; i < bytes; i += 97) {
+          ASSERT_EQ(inbox[bytes * source + i], uint8_t(source * 31 + i * 7))
+              << "bytes=" << bytes << " source=" << source << " i=" << i;
+        }
+      }
+      std::vector<uint8_t> fetched(bytes);
+      const int neighbour = (pe.my_pe() + 1) % n;
+      pe.get(fetched.data(), inbox + bytes * pe.my_pe(), bytes, neighbour);
+      EXPECT_EQ(fetched, mine);
+      barrier_all(pe);
+      pe.free(inbox);
+    }
+  });
+}
+
+TEST_P(Rma, AtomicsCountEveryAddOnce) {
+  LocalCluster cluster(options(GetParam()));
+  constexpr int kAdds = 200;
+  cluster.run([](Pe& pe) {
+    auto* counter = pe.malloc_array<uint64_t>(1);
+    *counter = 0;
+    barrier_all(pe);
+    std::vector<uint64_t> fetched;
+    for (int i = 0; i < kAdds; ++i) {
+      if (i % 2) {
+        pe.atomic_add(counter, 1, 0);
+      } else {
+        fetched.push_back(pe.atomic_fetch_add(counter, 1, 0));
+      }
+    }
+    pe.quiet();
+    barrier_all(pe);
+    if (pe.my_pe() == 0) {
+      EXPECT_EQ(*counter, uint64_t(kAdds) * pe.n_pes());
+    }
+    // Every fetched value is distinct across all PEs; here: strictly increasing per PE.
+    for (size_t i = 1; i < fetched.size(); ++i) EXPECT_GT(fetched[i], fetched[i - 1]);
+  });
+}
+
+TEST_P(Rma, PutSignalNeverShowsTheSignalBeforeTheData) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    const size_t bytes = (1 << 20) + 123;  // striped on tcp
+    constexpr int kRounds = 12;
+    auto* inbox = static_cast<uint32_t*>(pe.malloc(bytes * kRounds));
+    auto* signal = pe.malloc_array<uint64_t>(1);
+    *signal = 0;
+    barrier_all(pe);
+    const int to = (pe.my_pe() + 1) % n;
+    const int from = (pe.my_pe() + n - 1) % n;
+    const size_t words = bytes / 4;
+    std::vector<uint32_t> data(words);
+    for (int round = 0; round < kRounds; ++round) {
+      std::iota(data.begin(), data.end(), uint32_t(round * 1000 + pe.my_pe()));
+      // Back to back, no quiet in between: each signal must still trail its data.
+      pe.put_signal(reinterpret_cast<std::byte*>(inbox) + bytes * round, data.data(), words * 4,
+                    signal, 1, SignalOp::kAdd, to);
+    }
+    // The last add must trail every stripe of every put before it arrived.
+    pe.signal_wait_until(signal, Cmp::kGe, uint64_t(kRounds));
+    for (int round = 0; round < kRounds; ++round) {
+      const auto* got = reinterpret_cast<const uint32_t*>(
+          reinterpret_cast<std::byte*>(inbox) + bytes * round);
+      ASSERT_EQ(got[0], uint32_t(round * 1000 + from));
+      ASSERT_EQ(got[words - 1], uint32_t(round * 1000 + from + words - 1));
+    }
+    barrier_all(pe);
+  });
+}
+
+TEST_P(Rma, SignalSetOrderingOneRoundAtATime) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    const size_t words = 300'000;  // 1.2 MB: striped on tcp
+    auto* inbox = pe.malloc_array<uint32_t>(words);
+    auto* signal = pe.malloc_array<uint64_t>(1);
+    auto* ack = pe.malloc_array<uint64_t>(1);
+    *signal = 0;
+    *ack = 0;
+    barrier_all(pe);
+    const int to = (pe.my_pe() + 1) % n;
+    const int from = (pe.my_pe() + n - 1) % n;
+    std::vector<uint32_t> data(words);
+    for (uint64_t round = 1; round <= 20; ++round) {
+      std::fill(data.begin(), data.end(), uint32_t(round));
+      if (round > 1) pe.signal_wait_until(ack, Cmp::kGe, round - 1);  // inbox free again
+      pe.put_signal(inbox, data.data(), words * 4, signal, round, SignalOp::kSet, to);
+      pe.signal_wait_until(signal, Cmp::kGe, round);
+      ASSERT_EQ(inbox[0], round);
+      ASSERT_EQ(inbox[words / 2], round);
+      ASSERT_EQ(inbox[words - 1], round);
+      pe.signal_set(ack, round, from);
+    }
+    barrier_all(pe);
+  });
+}
+
+TEST_P(Rma, QuietMeansDeliveredAndPtrIsDirectOnlyOnTheSameNode) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    auto* word = pe.malloc_array<uint64_t>(1);
+    *word = 0;
+    barrier_all(pe);
+    const int n = pe.n_pes();
+    for (int target = 0; target < n; ++target) {
+      void* direct = pe.ptr(word, target);
+      EXPECT_EQ(direct != nullptr, pe.node_of(target) == pe.my_node()) << "target " << target;
+    }
+    const int to = (pe.my_pe() + 1) % n;
+    const uint64_t value = 1000 + pe.my_pe();
+    pe.put(word, &value, sizeof(value), to);
+    pe.quiet();
+    uint64_t seen = 0;
+    pe.get(&seen, word, sizeof(seen), to);
+    EXPECT_EQ(seen, value);
+  });
+}
+
+TEST_P(Rma, WaitTimeoutNamesThePeTheSignalAndTheValues) {
+  LocalClusterOptions o = options(GetParam());
+  o.wait_timeout = std::chrono::milliseconds(300);
+  LocalCluster cluster(o);
+  cluster.run([](Pe& pe) {
+    auto* signal = pe.malloc_array<uint64_t>(1);
+    *signal = 3;
+    try {
+      pe.signal_wait_until(signal, Cmp::kGe, 7);
+      FAIL() << "expected a timeout";
+    } catch (const TimeoutError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("PE " + std::to_string(pe.my_pe())), std::string::npos) << message;
+      EXPECT_NE(message.find(">= 7"), std::string::npos) << message;
+      EXPECT_NE(message.find("saw 3"), std::string::npos) << message;
+    }
+  });
+}
+
+TEST_P(Rma, NonSymmetricAddressAndExhaustedHeapAreClearErrors) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    uint64_t local = 0;
+    EXPECT_THROW(pe.put(&local, &local, 8, 0), InvalidArgument);
+    EXPECT_THROW(pe.put(pe.malloc(8), &local, 8, pe.n_pes()), InvalidArgument);
+    try {
+      pe.malloc(size_t{1} << 40);
+      FAIL();
+    } catch (const HeapExhausted& e) {
+      EXPECT_NE(std::string(e.what()).find("asked 1.0 TiB"), std::string::npos) << e.what();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Rma,
+                         ::testing::Values(Shape{1, 3}, Shape{2, 1}, Shape{2, 2}, Shape{3, 2}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.nodes) + "x" +
+                                  std::to_string(info.param.ranks);
+                         });
+
+}  // namespace
+}  // namespace symmesh

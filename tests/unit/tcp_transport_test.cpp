@@ -1,0 +1,121 @@
+// The receiving side of the tcp transport refuses what a peer must not do: every frame is
+// checked before a byte is written, and a violating connection is closed while the node
+// goes on serving its real peers.
+#include <gtest/gtest.h>
+
+#include "runtime/barrier.h"
+#include "runtime/local_cluster.h"
+#include "transport/auth.h"
+#include "transport/frame.h"
+
+namespace symmesh {
+namespace {
+
+LocalClusterOptions two_nodes() {
+  LocalClusterOptions o;
+  o.nodes = 2;
+  o.ranks_per_node = 1;
+  o.heap_size = 16 << 20;
+  o.wait_timeout = std::chrono::seconds(20);
+  return o;
+}
+
+// A data connection to `node` that claims to be node 0's extra connection.
+std::unique_ptr<BlockingChannel> rogue_connection(LocalCluster& cluster, int node) {
+  auto channel = BlockingChannel::connect(cluster.tcp(node).listening_on(),
+                                          deadline_after(std::chrono::seconds(10)));
+  authenticate(*channel, "local-cluster", AuthIdentity{"data", 0, 7},
+               deadline_after(std::chrono::seconds(10)));
+  return channel;
+}
+
+// True when the daemon side closed the connection.
+bool closed_by_peer(BlockingChannel& channel) {
+  wire::DataHeader ignored;
+  try {
+    channel.read(ignored, deadline_after(std::chrono::seconds(10)));
+  } catch (const PeerError& e) {
+    return std::string(e.what()).find("closed") != std::string::npos ||
+           std::string(e.what()).find("reset") != std::string::npos;
+  }
+  return false;
+}
+
+void cluster_still_works(LocalCluster& cluster) {
+  cluster.run([](Pe& pe) {
+    auto* word = pe.malloc_array<uint64_t>(1);
+    *word = 0;
+    barrier_all(pe);
+    const uint64_t value = 42 + pe.my_pe();
+    pe.put(word, &value, 8, 1 - pe.my_pe());
+    pe.quiet();
+    barrier_all(pe);
+    EXPECT_EQ(*word, uint64_t(42 + 1 - pe.my_pe()));
+  });
+}
+
+TEST(TcpTransport, PutOutsideTheSegmentClosesOnlyThatConnection) {
+  LocalCluster cluster(two_nodes());
+  const size_t segment = cluster.node(1).segment().size;
+  const uint64_t canary_offset = segment - 8;
+  auto* canary = reinterpret_cast<uint64_t*>(cluster.node(1).segment().base + canary_offset);
+  *canary = 0x1234;
+  auto channel = rogue_connection(cluster, 1);
+  wire::DataHeader header;
+  header.set_kind(wire::PUT);
+  header.set_offset(canary_offset);
+  header.set_length(4096);  // runs past the end
+  channel->write(header, deadline_after(std::chrono::seconds(10)));
+  channel->write_raw(std::string(4096, 'x'), deadline_after(std::chrono::seconds(10)));
+  EXPECT_TRUE(closed_by_peer(*channel));
+  EXPECT_EQ(*canary, 0x1234u) << "no byte may be written before the bounds check";
+  EXPECT_TRUE(cluster.tcp(1).peer_up(0));
+  cluster_still_works(cluster);
+}
+
+TEST(TcpTransport, SignalOutsideTheSegmentOrMisalignedIsRefused) {
+  LocalCluster cluster(two_nodes());
+  for (uint64_t signal_offset : {uint64_t{1} << 40, uint64_t{12}}) {
+    auto channel = rogue_connection(cluster, 1);
+    wire::DataHeader header;
+    header.set_kind(wire::PUT);
+    header.set_has_signal(true);
+    header.set_signal_offset(signal_offset);
+    channel->write(header, deadline_after(std::chrono::seconds(10)));
+    EXPECT_TRUE(closed_by_peer(*channel)) << signal_offset;
+  }
+  cluster_still_works(cluster);
+}
+
+TEST(TcpTransport, MalformedAndOversizedHeadersAreRefused) {
+  LocalCluster cluster(two_nodes());
+  {
+    auto channel = rogue_connection(cluster, 1);
+    char prefix[4];
+    write_length_prefix(6, prefix);
+    channel->write_raw(std::string(prefix, 4) + "\xff\xff\xff\xff\xff\xff",
+                       deadline_after(std::chrono::seconds(10)));
+    EXPECT_TRUE(closed_by_peer(*channel));
+  }
+  {
+    auto channel = rogue_connection(cluster, 1);
+    char prefix[4];
+    write_length_prefix(kMaxDataHeader + 1, prefix);
+    channel->write_raw(std::string(prefix, 4), deadline_after(std::chrono::seconds(10)));
+    EXPECT_TRUE(closed_by_peer(*channel));
+  }
+  cluster_still_works(cluster);
+}
+
+TEST(TcpTransport, WrongSecretNeverGetsADataConnection) {
+  LocalCluster cluster(two_nodes());
+  auto channel = BlockingChannel::connect(cluster.tcp(1).listening_on(),
+                                          deadline_after(std::chrono::seconds(10)));
+  EXPECT_THROW(authenticate(*channel, "not-the-secret", AuthIdentity{"data", 0, 0},
+                            deadline_after(std::chrono::seconds(10))),
+               AuthError);
+  cluster_still_works(cluster);
+}
+
+}  // namespace
+}  // namespace symmesh

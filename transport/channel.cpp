@@ -1,0 +1,218 @@
+#include "transport/channel.h"
+
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "transport/errors.h"
+#include "transport/frame.h"
+
+namespace symmesh {
+namespace {
+
+constexpr auto kRunSlice = std::chrono::milliseconds(50);
+
+asio::ip::address resolve_address(const std::string& host) {
+  asio::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (!ec) return address;
+  asio::io_context io;
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, "", ec);
+  if (ec || results.empty()) {
+    throw InvalidArgument("cannot resolve host '" + host + "': " + ec.message());
+  }
+  return results.begin()->endpoint().address();
+}
+
+}  // namespace
+
+Deadline no_deadline() { return Deadline::max(); }
+
+HostPort parse_host_port(const std::string& text, std::string_view what) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    throw InvalidArgument(std::string(what) + ": '" + text + "' is not HOST:PORT");
+  }
+  HostPort out;
+  out.host = text.substr(0, colon);
+  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') {
+    out.host = out.host.substr(1, out.host.size() - 2);
+  }
+  const std::string port = text.substr(colon + 1);
+  size_t used = 0;
+  unsigned long value = 0;
+  try {
+    value = std::stoul(port, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != port.size() || value > 65535) {
+    throw InvalidArgument(std::string(what) + ": port '" + port + "' is not in 0..65535");
+  }
+  out.port = static_cast<uint16_t>(value);
+  return out;
+}
+
+BlockingChannel::BlockingChannel() : socket_(io_) {}
+
+BlockingChannel::~BlockingChannel() { close(); }
+
+void BlockingChannel::close() {
+  asio::error_code ignored;
+  if (socket_.is_open()) {
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+}
+
+int BlockingChannel::release_native() { return socket_.release(); }
+
+HostPort BlockingChannel::local_endpoint() const {
+  auto ep = socket_.local_endpoint();
+  return HostPort{ep.address().to_string(), ep.port()};
+}
+
+void BlockingChannel::run_until_done(bool& done, Deadline deadline, std::string_view what) {
+  io_.restart();
+  while (!done) {
+    const auto now = Clock::now();
+    const bool stop = stopped_.load();
+    if (stop || now >= deadline) {
+      asio::error_code ignored;
+      socket_.cancel(ignored);
+      io_.restart();
+      io_.run();  // let the cancelled handler run
+      if (stop) throw PeerError(std::string(what) + " " + peer_name_ + ": channel stopped");
+      throw TimeoutError(std::string(what) + " " + peer_name_ + ": deadline passed");
+    }
+    io_.run_for(std::min<Clock::duration>(deadline - now, kRunSlice));
+    if (io_.stopped()) io_.restart();
+  }
+}
+
+std::unique_ptr<BlockingChannel> BlockingChannel::connect(const HostPort& to, Deadline deadline) {
+  std::unique_ptr<BlockingChannel> channel(new BlockingChannel());
+  channel->peer_name_ = to.str();
+  const asio::ip::tcp::endpoint endpoint(resolve_address(to.host), to.port);
+  for (int attempt = 0;; ++attempt) {
+    bool done = false;
+    asio::error_code result;
+    channel->socket_.async_connect(endpoint, [&](const asio::error_code& ec) {
+      result = ec;
+      done = true;
+    });
+    channel->run_until_done(done, deadline, "connecting to");
+    if (!result) break;
+    asio::error_code ignored;
+    channel->socket_.close(ignored);
+    const bool retryable = result == asio::error::connection_refused ||
+                           result == asio::error::connection_reset ||
+                           result == asio::error::timed_out;
+    if (!retryable || Clock::now() + std::chrono::milliseconds(20) >= deadline) {
+      throw PeerError("cannot connect to " + to.str() + ": " + result.message() + " (after " +
+                      std::to_string(attempt + 1) + " attempts)");
+    }
+    // The peer may still be starting: back off briefly, bounded by the deadline.
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20 * (attempt + 1), 200)));
+  }
+  channel->socket_.set_option(asio::ip::tcp::no_delay(true));
+  return channel;
+}
+
+std::unique_ptr<BlockingChannel> BlockingChannel::adopt(int native_fd, std::string peer_name) {
+  std::unique_ptr<BlockingChannel> channel(new BlockingChannel());
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  getsockname(native_fd, reinterpret_cast<sockaddr*>(&address), &length);
+  channel->socket_.assign(address.ss_family == AF_INET6 ? asio::ip::tcp::v6() : asio::ip::tcp::v4(),
+                          native_fd);
+  channel->socket_.set_option(asio::ip::tcp::no_delay(true));
+  channel->peer_name_ = std::move(peer_name);
+  return channel;
+}
+
+void BlockingChannel::write(const google::protobuf::MessageLite& message, Deadline deadline) {
+  write_raw(encode_frame(message), deadline);
+}
+
+void BlockingChannel::write_raw(std::string_view bytes, Deadline deadline) {
+  bool done = false;
+  asio::error_code result;
+  asio::async_write(socket_, asio::buffer(bytes), [&](const asio::error_code& ec, size_t) {
+    result = ec;
+    done = true;
+  });
+  run_until_done(done, deadline, "writing to");
+  if (result) throw PeerError("writing to " + peer_name_ + ": " + result.message());
+}
+
+void BlockingChannel::read(google::protobuf::MessageLite& message, Deadline deadline) {
+  char prefix[kLengthPrefixBytes];
+  std::string body;
+  bool done = false;
+  asio::error_code result;
+  asio::async_read(socket_, asio::buffer(prefix), [&](const asio::error_code& ec, size_t) {
+    result = ec;
+    done = true;
+  });
+  run_until_done(done, deadline, "reading from");
+  if (result == asio::error::eof) throw PeerError("connection closed by " + peer_name_);
+  if (result) throw PeerError("reading from " + peer_name_ + ": " + result.message());
+  const uint32_t length = read_length_prefix(prefix);
+  check_frame_length(length, kMaxMessageFrame, message.GetTypeName(), peer_name_);
+  body.resize(length);
+  done = false;
+  asio::async_read(socket_, asio::buffer(body), [&](const asio::error_code& ec, size_t) {
+    result = ec;
+    done = true;
+  });
+  run_until_done(done, deadline, "reading from");
+  if (result) throw PeerError("reading from " + peer_name_ + ": " + result.message());
+  parse_frame_body(message, body, peer_name_);
+}
+
+Listener::Listener(const HostPort& at) : acceptor_(io_) {
+  const asio::ip::tcp::endpoint endpoint(resolve_address(at.host), at.port);
+  asio::error_code ec;
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw InvalidArgument("cannot listen on " + at.str() + ": " + ec.message());
+}
+
+HostPort Listener::local_endpoint() const {
+  auto ep = acceptor_.local_endpoint();
+  return HostPort{ep.address().to_string(), ep.port()};
+}
+
+std::unique_ptr<BlockingChannel> Listener::accept(Deadline deadline) {
+  asio::ip::tcp::socket socket(io_);
+  bool done = false;
+  asio::error_code result;
+  acceptor_.async_accept(socket, [&](const asio::error_code& ec) {
+    result = ec;
+    done = true;
+  });
+  io_.restart();
+  while (!done) {
+    const auto now = Clock::now();
+    if (stopped_.load() || now >= deadline) {
+      acceptor_.cancel();
+      io_.restart();
+      io_.run();
+      return nullptr;
+    }
+    io_.run_for(std::min<Clock::duration>(deadline - now, kRunSlice));
+    if (io_.stopped()) io_.restart();
+  }
+  if (result) return nullptr;
+  std::string peer;
+  asio::error_code ec;
+  auto remote = socket.remote_endpoint(ec);
+  peer = ec ? "unknown peer" : remote.address().to_string() + ":" + std::to_string(remote.port());
+  return BlockingChannel::adopt(socket.release(), peer);
+}
+
+}  // namespace symmesh

@@ -1,0 +1,156 @@
+#include "transport/tcp/tcp_connection.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include "transport/frame.h"
+
+namespace symmesh {
+namespace {
+
+void fail_completion(const std::shared_ptr<Completion>& completion, const std::string& why) {
+  if (!completion || completion->finished()) return;
+  completion->error = why;
+  completion->state.store(2, std::memory_order_release);
+}
+
+asio::ip::tcp protocol_of(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  return address.ss_family == AF_INET6 ? asio::ip::tcp::v6() : asio::ip::tcp::v4();
+}
+
+}  // namespace
+
+OutFrame make_frame(const wire::DataHeader& header) {
+  OutFrame frame;
+  const size_t size = header.ByteSizeLong();
+  frame.head.resize(kLengthPrefixBytes + size);
+  write_length_prefix(static_cast<uint32_t>(size), frame.head.data());
+  header.SerializeToArray(frame.head.data() + kLengthPrefixBytes, static_cast<int>(size));
+  return frame;
+}
+
+TcpConnection::TcpConnection(asio::io_context& io, int native_fd, int peer_node, uint32_t index,
+                             std::string peer_name, FrameHandler& handler)
+    : strand_(asio::make_strand(io)),
+      socket_(strand_, protocol_of(native_fd), native_fd),
+      peer_node_(peer_node),
+      index_(index),
+      peer_name_(std::move(peer_name)),
+      handler_(handler) {
+  socket_.set_option(asio::ip::tcp::no_delay(true));
+}
+
+void TcpConnection::start() {
+  asio::dispatch(strand_, [self = shared_from_this()] { self->read_prefix(); });
+}
+
+void TcpConnection::read_prefix() {
+  asio::async_read(socket_, asio::buffer(prefix_),
+                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
+                     if (ec) return self->fail(ec == asio::error::eof ? "closed by the peer"
+                                                                       : ec.message());
+                     self->read_header(read_length_prefix(self->prefix_));
+                   });
+}
+
+void TcpConnection::read_header(uint32_t length) {
+  if (length == 0 || length > kMaxDataHeader) {
+    return fail("data header of " + std::to_string(length) + " bytes is outside the allowed 1.." +
+                std::to_string(kMaxDataHeader));
+  }
+  header_bytes_.resize(length);
+  asio::async_read(socket_, asio::buffer(header_bytes_),
+                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
+                     if (ec) return self->fail(ec.message());
+                     if (!self->header_.ParseFromString(self->header_bytes_)) {
+                       return self->fail("malformed DataHeader (" +
+                                         std::to_string(self->header_bytes_.size()) + " bytes)");
+                     }
+                     self->read_payload();
+                   });
+}
+
+void TcpConnection::read_payload() {
+  std::string error;
+  std::byte* target = handler_.payload_target(*this, header_, error, payload_owner_);
+  if (!error.empty()) return fail(error);
+  const bool has_payload =
+      header_.kind() == wire::PUT || header_.kind() == wire::GET_REPLY;
+  if (!has_payload || header_.length() == 0) return finish_frame();
+  if (target == nullptr) {  // a reply nobody waits for any more: drop its bytes
+    discard_.resize(header_.length());
+    target = reinterpret_cast<std::byte*>(discard_.data());
+  }
+  asio::async_read(socket_, asio::buffer(target, header_.length()),
+                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
+                     if (ec) return self->fail(ec.message());
+                     self->finish_frame();
+                   });
+}
+
+void TcpConnection::finish_frame() {
+  handler_.frame_complete(*this, header_);
+  payload_owner_.reset();
+  if (!discard_.empty()) std::string().swap(discard_);
+  read_prefix();
+}
+
+void TcpConnection::send(OutFrame frame) {
+  if (!open_.load()) {
+    fail_completion(frame.written, "connection to " + peer_name_ + " is closed");
+    return;
+  }
+  asio::post(strand_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
+    if (!self->open_.load()) {
+      fail_completion(frame.written, "connection to " + self->peer_name_ + " is closed");
+      self->handler_.frame_written();
+      return;
+    }
+    self->queue_.push_back(std::move(frame));
+    if (!self->writing_) self->write_next();
+  });
+}
+
+void TcpConnection::write_next() {
+  if (queue_.empty()) {
+    writing_ = false;
+    return;
+  }
+  writing_ = true;
+  OutFrame& frame = queue_.front();
+  std::array<asio::const_buffer, 2> buffers{
+      asio::buffer(frame.head),
+      frame.owned_payload.empty() ? asio::buffer(frame.payload, frame.payload_length)
+                                  : asio::buffer(frame.owned_payload)};
+  asio::async_write(socket_, buffers,
+                    [self = shared_from_this()](const asio::error_code& ec, size_t) {
+                      if (ec) return self->fail(ec.message());
+                      OutFrame done = std::move(self->queue_.front());
+                      self->queue_.pop_front();
+                      if (done.written) done.written->state.store(1, std::memory_order_release);
+                      self->handler_.frame_written();
+                      self->write_next();
+                    });
+}
+
+void TcpConnection::close(const std::string& why) {
+  asio::dispatch(strand_, [self = shared_from_this(), why] { self->fail(why); });
+}
+
+void TcpConnection::fail(const std::string& why) {
+  if (!open_.exchange(false)) return;
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  const std::string reason = "connection " + std::to_string(index_) + " to node " +
+                             std::to_string(peer_node_) + " (" + peer_name_ + "): " + why;
+  for (auto& frame : queue_) fail_completion(frame.written, reason);
+  queue_.clear();
+  writing_ = false;
+  handler_.connection_lost(*this, reason);
+}
+
+}  // namespace symmesh

@@ -1,0 +1,568 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "transport/auth.h"
+#include "transport/errors.h"
+#include "transport/segment_ops.h"
+
+namespace symmesh {
+namespace {
+
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+constexpr uint32_t kMaxStripes = 64;
+constexpr size_t kStripeAlignment = 4096;
+
+}  // namespace
+
+TcpTransport::TcpTransport(int node, int nodes, int ranks_per_node, SegmentView segment,
+                           Doorbell& doorbell, std::string secret, TcpOptions options)
+    : node_(node),
+      nodes_(nodes),
+      ranks_per_node_(ranks_per_node),
+      segment_(segment),
+      doorbell_(doorbell),
+      secret_(std::move(secret)),
+      options_(options),
+      connections_(nodes, std::vector<std::shared_ptr<TcpConnection>>(
+                              static_cast<size_t>(options.connections_per_peer))),
+      down_(nodes),
+      pe_states_(ranks_per_node) {
+  if (options_.connections_per_peer < 1 || options_.connections_per_peer > 16) {
+    throw InvalidArgument("tcp connections per peer must be in 1..16, got " +
+                          std::to_string(options_.connections_per_peer));
+  }
+  for (auto& state : pe_states_) {
+    state.dirty.assign(nodes, std::vector<bool>(options_.connections_per_peer, false));
+  }
+  work_.emplace(io_.get_executor());
+  for (int i = 0; i < std::max(1, options_.io_threads); ++i) {
+    io_threads_.emplace_back([this] { io_.run(); });
+  }
+}
+
+TcpTransport::~TcpTransport() { shutdown(); }
+
+void TcpTransport::shutdown() {
+  if (stopping_.exchange(true)) return;
+  if (listener_) listener_->stop();
+  if (accept_thread_.joinable()) accept_thread_.join();
+  std::vector<std::shared_ptr<TcpConnection>> all;
+  {
+    std::lock_guard lock(mutex_);
+    all = all_connections_;
+  }
+  for (auto& connection : all) connection->close("transport shut down");
+  work_.reset();
+  for (auto& thread : io_threads_) thread.join();
+  io_threads_.clear();
+  std::lock_guard lock(mutex_);
+  all_connections_.clear();
+  for (auto& row : connections_) row.assign(row.size(), nullptr);
+}
+
+std::string TcpTransport::describe_node(int node) const {
+  std::string text = "node " + std::to_string(node);
+  if (node >= 0 && static_cast<size_t>(node) < endpoints_.size()) {
+    text += " (" + endpoints_[node].str() + ")";
+  }
+  return text;
+}
+
+HostPort TcpTransport::listen(const HostPort& at) {
+  listener_ = std::make_unique<Listener>(at);
+  accept_thread_ = std::thread([this] { accept_loop(); });
+  return listener_->local_endpoint();
+}
+
+void TcpTransport::accept_loop() {
+  while (!stopping_.load()) {
+    auto channel = listener_->accept(deadline_after(std::chrono::milliseconds(200)));
+    if (!channel) continue;
+    try {
+      const auto hello = authenticate(*channel, secret_, AuthIdentity{"data", uint32_t(node_), 0},
+                                      Clock::now() + kHandshakeTimeout);
+      const int peer = static_cast<int>(hello.node_rank());
+      if (peer >= nodes_ || peer == node_) {
+        throw PeerError("data connection claims node rank " + std::to_string(peer) +
+                        "; allowed: 0.." + std::to_string(nodes_ - 1) + " except " +
+                        std::to_string(node_));
+      }
+      adopt(std::move(channel), peer, hello.connection_index());
+    } catch (const std::exception& e) {
+      spdlog::warn("node {} data listener: refused a connection from {}: {}", node_,
+                   channel->peer_name(), e.what());
+    }
+  }
+}
+
+void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node,
+                         uint32_t index) {
+  const std::string name = channel->peer_name();
+  auto connection = std::make_shared<TcpConnection>(io_, channel->release_native(), peer_node,
+                                                    index, name, static_cast<FrameHandler&>(*this));
+  {
+    std::lock_guard lock(mutex_);
+    all_connections_.push_back(connection);
+    auto& row = connections_[peer_node];
+    // Connections beyond the configured count only receive (their replies go back on them).
+    if (index < row.size() && !row[index]) row[index] = connection;
+  }
+  connected_.notify_all();
+  connection->start();
+}
+
+void TcpTransport::connect(const std::vector<HostPort>& endpoints, Deadline deadline) {
+  if (endpoints.size() != static_cast<size_t>(nodes_)) {
+    throw InvalidArgument("tcp connect: " + std::to_string(endpoints.size()) +
+                          " endpoints for " + std::to_string(nodes_) + " nodes");
+  }
+  {
+    std::lock_guard lock(mutex_);
+    endpoints_ = endpoints;
+  }
+  for (int peer = node_ + 1; peer < nodes_; ++peer) {
+    for (int index = 0; index < options_.connections_per_peer; ++index) {
+      auto channel = BlockingChannel::connect(endpoints[peer], deadline);
+      const auto hello = authenticate(
+          *channel, secret_, AuthIdentity{"data", uint32_t(node_), uint32_t(index)}, deadline);
+      if (static_cast<int>(hello.node_rank()) != peer) {
+        throw PeerError("data endpoint " + endpoints[peer].str() + " answered as node " +
+                        std::to_string(hello.node_rank()) + ", expected node " +
+                        std::to_string(peer));
+      }
+      adopt(std::move(channel), peer, static_cast<uint32_t>(index));
+    }
+  }
+  std::unique_lock lock(mutex_);
+  auto missing = [&] {
+    std::string text;
+    for (int peer = 0; peer < nodes_; ++peer) {
+      if (peer == node_) continue;
+      for (size_t i = 0; i < connections_[peer].size(); ++i) {
+        if (!connections_[peer][i]) text += (text.empty() ? "" : ", ") + describe_node(peer) +
+                                            " connection " + std::to_string(i);
+      }
+    }
+    return text;
+  };
+  if (!connected_.wait_until(lock, deadline, [&] { return missing().empty(); })) {
+    throw PeerError("node " + std::to_string(node_) +
+                    ": data connections never arrived from: " + missing());
+  }
+}
+
+bool TcpTransport::peer_up(int node) const {
+  std::lock_guard lock(mutex_);
+  return down_.at(node).empty();
+}
+
+std::string TcpTransport::peer_down_reason(int node) const {
+  std::lock_guard lock(mutex_);
+  return down_.at(node);
+}
+
+void TcpTransport::on_peer_down(std::function<void(int, const std::string&)> callback) {
+  std::lock_guard lock(mutex_);
+  peer_down_callback_ = std::move(callback);
+}
+
+std::shared_ptr<TcpConnection> TcpTransport::connection(int node, uint32_t index) const {
+  if (node < 0 || node >= nodes_ || node == node_) {
+    throw InvalidArgument("tcp transport of node " + std::to_string(node_) +
+                          ": node " + std::to_string(node) + " is not a peer (0.." +
+                          std::to_string(nodes_ - 1) + ", not itself)");
+  }
+  std::lock_guard lock(mutex_);
+  if (!down_[node].empty()) throw PeerError(describe_node(node) + " is down: " + down_[node]);
+  auto connection = connections_[node][index];
+  if (!connection) throw PeerError(describe_node(node) + " is not connected");
+  return connection;
+}
+
+uint32_t TcpTransport::home_connection(int src_pe) const {
+  return static_cast<uint32_t>((src_pe % ranks_per_node_) % options_.connections_per_peer);
+}
+
+TcpTransport::PeState& TcpTransport::pe_state(int src_pe) {
+  const int local = src_pe - node_ * ranks_per_node_;
+  if (local < 0 || local >= ranks_per_node_) {
+    throw InvalidArgument("PE " + std::to_string(src_pe) + " does not live on node " +
+                          std::to_string(node_));
+  }
+  return pe_states_[local];
+}
+
+void TcpTransport::wait_for(const Completion& completion, Deadline deadline,
+                            const std::string& what) {
+  WaitPolicy policy;
+  wait_until(
+      doorbell_, deadline, [&] { return completion.finished(); },
+      [&] { return "node " + std::to_string(node_) + " waiting for " + what; }, policy);
+  if (completion.state.load(std::memory_order_acquire) == 2) throw PeerError(completion.error);
+}
+
+void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
+                       const SignalUpdate* signal) {
+  PeState& state = pe_state(src_pe);
+  wire::DataHeader header;
+  header.set_kind(wire::PUT);
+  header.set_src_pe(static_cast<uint32_t>(src_pe));
+  if (signal) {
+    header.set_has_signal(true);
+    header.set_signal_offset(signal->offset);
+    header.set_signal_value(signal->value);
+    header.set_signal_kind(signal->op == SignalOp::kSet ? wire::SIGNAL_SET : wire::SIGNAL_ADD);
+  }
+  const auto connections = static_cast<uint32_t>(options_.connections_per_peer);
+  const bool striped = length >= options_.stripe_threshold && connections > 1;
+  const uint32_t stripes = striped ? connections : 1;
+  size_t stripe_length = length;
+  if (striped) {
+    stripe_length = (length / stripes + kStripeAlignment - 1) / kStripeAlignment * kStripeAlignment;
+    header.set_stripe_count(static_cast<uint32_t>((length + stripe_length - 1) / stripe_length));
+    header.set_signal_id(state.next_signal_id++);
+  }
+
+  std::vector<std::pair<std::shared_ptr<TcpConnection>, std::shared_ptr<Completion>>> borrowed;
+  const auto* bytes = static_cast<const std::byte*>(data);
+  size_t done = 0;
+  uint32_t index = striped ? 0 : home_connection(src_pe);
+  do {
+    const size_t part = std::min(stripe_length, length - done);
+    auto target = connection(node, index);
+    header.set_offset(offset + done);
+    header.set_length(part);
+    OutFrame frame = make_frame(header);
+    if (part <= options_.eager_limit) {
+      frame.owned_payload.assign(reinterpret_cast<const char*>(bytes + done), part);
+    } else {
+      frame.payload = bytes + done;
+      frame.payload_length = part;
+      frame.written = std::make_shared<Completion>();
+      borrowed.emplace_back(target, frame.written);
+    }
+    target->send(std::move(frame));
+    state.dirty[node][index] = true;
+    done += part;
+    index = (index + 1) % connections;
+  } while (done < length);
+  if (striped) state.striped_since_fence = true;
+
+  if (borrowed.empty()) return;
+  // The payload is the caller's memory: wait until the kernel has it, even through an abort.
+  WaitPolicy policy;
+  policy.abortable = false;
+  auto all_written = [&] {
+    for (auto& [conn, completion] : borrowed) {
+      if (!completion->finished()) return false;
+    }
+    return true;
+  };
+  try {
+    wait_until(
+        doorbell_, Clock::now() + options_.op_timeout, all_written,
+        [&] { return "PE " + std::to_string(src_pe) + " sending " + std::to_string(length) +
+                     " bytes to " + describe_node(node); },
+        policy);
+  } catch (const TimeoutError&) {
+    // The peer stopped reading: close the connections so the buffer is released.
+    for (auto& [conn, completion] : borrowed) conn->close("put timed out");
+    const auto cutoff = Clock::now() + std::chrono::seconds(5);
+    while (!all_written() && Clock::now() < cutoff) doorbell_.park(doorbell_.sequence(), std::chrono::milliseconds(1));
+    throw;
+  }
+  for (auto& [conn, completion] : borrowed) {
+    if (completion->state.load(std::memory_order_acquire) == 2) throw PeerError(completion->error);
+  }
+}
+
+std::pair<uint64_t, std::shared_ptr<TcpTransport::Pending>> TcpTransport::register_pending(
+    int node) {
+  auto pending = std::make_shared<Pending>();
+  pending->node = node;
+  const uint64_t token = next_token_.fetch_add(1);
+  std::lock_guard lock(pending_mutex_);
+  pending_[token] = pending;
+  return {token, pending};
+}
+
+void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
+  auto [token, pending] = register_pending(node);
+  pending->data.resize(length);
+  wire::DataHeader header;
+  header.set_kind(wire::GET_REQUEST);
+  header.set_src_pe(static_cast<uint32_t>(src_pe));
+  header.set_offset(offset);
+  header.set_length(length);
+  header.set_token(token);
+  try {
+    connection(node, home_connection(src_pe))->send(make_frame(header));
+    wait_for(*pending->completion, Clock::now() + options_.op_timeout,
+             "get of " + std::to_string(length) + " bytes from " + describe_node(node));
+  } catch (...) {
+    std::lock_guard lock(pending_mutex_);
+    pending_.erase(token);
+    throw;
+  }
+  if (length > 0) std::memcpy(out, pending->data.data(), length);
+}
+
+void TcpTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
+  wire::DataHeader header;
+  header.set_kind(wire::ATOMIC_ADD);
+  header.set_src_pe(static_cast<uint32_t>(src_pe));
+  header.set_offset(offset);
+  header.set_value(value);
+  const uint32_t index = home_connection(src_pe);
+  connection(node, index)->send(make_frame(header));
+  pe_state(src_pe).dirty[node][index] = true;
+}
+
+uint64_t TcpTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
+  auto [token, pending] = register_pending(node);
+  wire::DataHeader header;
+  header.set_kind(wire::FETCH_ADD);
+  header.set_src_pe(static_cast<uint32_t>(src_pe));
+  header.set_offset(offset);
+  header.set_value(value);
+  header.set_token(token);
+  try {
+    connection(node, home_connection(src_pe))->send(make_frame(header));
+    wait_for(*pending->completion, Clock::now() + options_.op_timeout,
+             "fetch-add at offset " + std::to_string(offset) + " of " + describe_node(node));
+  } catch (...) {
+    std::lock_guard lock(pending_mutex_);
+    pending_.erase(token);
+    throw;
+  }
+  return pending->value;
+}
+
+void TcpTransport::send_flushes(const std::vector<std::pair<int, uint32_t>>& targets, int src_pe,
+                                Deadline deadline) {
+  std::vector<std::pair<uint64_t, std::shared_ptr<Pending>>> waits;
+  try {
+    for (auto [node, index] : targets) {
+      auto registered = register_pending(node);
+      wire::DataHeader header;
+      header.set_kind(wire::FLUSH);
+      header.set_src_pe(static_cast<uint32_t>(std::max(src_pe, 0)));
+      header.set_token(registered.first);
+      waits.push_back(registered);
+      connection(node, index)->send(make_frame(header));
+    }
+    for (auto& [token, pending] : waits) {
+      wait_for(*pending->completion, deadline, "flush of " + describe_node(pending->node));
+    }
+  } catch (...) {
+    std::lock_guard lock(pending_mutex_);
+    for (auto& [token, pending] : waits) pending_.erase(token);
+    throw;
+  }
+}
+
+void TcpTransport::quiet(int src_pe) {
+  PeState& state = pe_state(src_pe);
+  std::vector<std::pair<int, uint32_t>> targets;
+  for (int node = 0; node < nodes_; ++node) {
+    for (size_t i = 0; i < state.dirty[node].size(); ++i) {
+      if (state.dirty[node][i]) targets.emplace_back(node, static_cast<uint32_t>(i));
+    }
+  }
+  if (targets.empty()) return;
+  send_flushes(targets, src_pe, Clock::now() + options_.op_timeout);
+  for (auto& row : state.dirty) row.assign(row.size(), false);
+  state.striped_since_fence = false;
+}
+
+void TcpTransport::fence(int src_pe) {
+  if (pe_state(src_pe).striped_since_fence) quiet(src_pe);
+}
+
+void TcpTransport::flush_all(Deadline deadline) {
+  std::vector<std::pair<int, uint32_t>> targets;
+  {
+    std::lock_guard lock(mutex_);
+    for (int node = 0; node < nodes_; ++node) {
+      if (node == node_ || !down_[node].empty()) continue;
+      for (size_t i = 0; i < connections_[node].size(); ++i) {
+        if (connections_[node][i]) targets.emplace_back(node, static_cast<uint32_t>(i));
+      }
+    }
+  }
+  send_flushes(targets, -1, deadline);
+}
+
+void TcpTransport::reply(TcpConnection& to, wire::DataHeader header, const void* payload,
+                         size_t length) {
+  OutFrame frame = make_frame(header);
+  frame.payload = payload;
+  frame.payload_length = length;
+  to.send(std::move(frame));
+}
+
+std::byte* TcpTransport::payload_target(TcpConnection& from, const wire::DataHeader& header,
+                                        std::string& error, std::shared_ptr<void>& keep_alive) {
+  std::string problem;
+  switch (header.kind()) {
+    case wire::PUT:
+      problem = check_range(header.offset(), header.length(), segment_.size, false);
+      if (problem.empty() && header.has_signal()) {
+        problem = check_range(header.signal_offset(), 8, segment_.size, true);
+        if (!problem.empty()) problem = "signal " + problem;
+      }
+      if (problem.empty() && header.stripe_count() > kMaxStripes) {
+        problem = "stripe count " + std::to_string(header.stripe_count()) + " above " +
+                  std::to_string(kMaxStripes);
+      }
+      if (problem.empty()) return segment_.base + header.offset();
+      break;
+    case wire::GET_REQUEST:
+      problem = check_range(header.offset(), header.length(), segment_.size, false);
+      break;
+    case wire::ATOMIC_ADD:
+    case wire::FETCH_ADD:
+      problem = check_range(header.offset(), 8, segment_.size, true);
+      break;
+    case wire::GET_REPLY: {
+      std::lock_guard lock(pending_mutex_);
+      auto it = pending_.find(header.token());
+      if (it == pending_.end()) return nullptr;  // its waiter gave up: the bytes are dropped
+      if (it->second->data.size() != header.length()) {
+        problem = "GET_REPLY of " + std::to_string(header.length()) + " bytes for a get of " +
+                  std::to_string(it->second->data.size());
+        break;
+      }
+      keep_alive = it->second;
+      return it->second->data.data();
+    }
+    case wire::FETCH_ADD_REPLY:
+    case wire::FLUSH:
+    case wire::FLUSH_REPLY:
+      break;
+    default:
+      problem = "unknown data frame kind " + std::to_string(static_cast<int>(header.kind()));
+  }
+  if (!problem.empty()) {
+    error = wire::DataKind_Name(header.kind()) + " refused: " + problem;
+    spdlog::error("node {}: data connection {} from node {} ({}): {}; closing the connection",
+                  node_, from.index(), from.peer_node(), from.peer_name(), error);
+  }
+  return nullptr;
+}
+
+void TcpTransport::frame_complete(TcpConnection& from, const wire::DataHeader& header) {
+  switch (header.kind()) {
+    case wire::PUT:
+      if (header.has_signal()) {
+        bool last = header.stripe_count() <= 1;
+        if (!last) {
+          std::lock_guard lock(signal_mutex_);
+          const auto key = std::make_pair(header.src_pe(), header.signal_id());
+          if (++stripes_seen_[key] == header.stripe_count()) {
+            stripes_seen_.erase(key);
+            last = true;
+          }
+        }
+        if (last) {
+          apply_signal(segment_, SignalUpdate{header.signal_offset(), header.signal_value(),
+                                              header.signal_kind() == wire::SIGNAL_SET
+                                                  ? SignalOp::kSet
+                                                  : SignalOp::kAdd});
+        }
+      } else {
+        std::atomic_thread_fence(std::memory_order_release);
+      }
+      doorbell_.ring();
+      break;
+    case wire::ATOMIC_ADD:
+      segment_word(segment_, header.offset()).fetch_add(header.value(), std::memory_order_acq_rel);
+      doorbell_.ring();
+      break;
+    case wire::FETCH_ADD: {
+      wire::DataHeader answer;
+      answer.set_kind(wire::FETCH_ADD_REPLY);
+      answer.set_token(header.token());
+      answer.set_value(segment_word(segment_, header.offset())
+                           .fetch_add(header.value(), std::memory_order_acq_rel));
+      doorbell_.ring();
+      reply(from, answer, nullptr, 0);
+      break;
+    }
+    case wire::GET_REQUEST: {
+      wire::DataHeader answer;
+      answer.set_kind(wire::GET_REPLY);
+      answer.set_token(header.token());
+      answer.set_length(header.length());
+      std::atomic_thread_fence(std::memory_order_acquire);
+      reply(from, answer, segment_.base + header.offset(), header.length());
+      break;
+    }
+    case wire::FLUSH: {
+      wire::DataHeader answer;
+      answer.set_kind(wire::FLUSH_REPLY);
+      answer.set_token(header.token());
+      reply(from, answer, nullptr, 0);
+      break;
+    }
+    case wire::GET_REPLY:
+    case wire::FETCH_ADD_REPLY:
+    case wire::FLUSH_REPLY: {
+      std::shared_ptr<Pending> pending;
+      {
+        std::lock_guard lock(pending_mutex_);
+        auto it = pending_.find(header.token());
+        if (it == pending_.end()) return;
+        pending = it->second;
+        pending_.erase(it);
+      }
+      pending->value = header.value();
+      pending->completion->state.store(1, std::memory_order_release);
+      doorbell_.ring();
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void TcpTransport::connection_lost(TcpConnection& connection, const std::string& why) {
+  const int peer = connection.peer_node();
+  std::function<void(int, const std::string&)> callback;
+  bool peer_lost = false;
+  {
+    std::lock_guard lock(mutex_);
+    std::erase_if(all_connections_, [&](const auto& c) { return c.get() == &connection; });
+    auto& row = connections_[peer];
+    if (connection.index() < row.size() && row[connection.index()].get() == &connection) {
+      peer_lost = down_[peer].empty();
+      if (peer_lost) down_[peer] = why;
+      callback = peer_down_callback_;
+    }
+  }
+  if (stopping_.load() || closing_expected_.load()) return;
+  if (!peer_lost) {
+    spdlog::warn("node {}: {} (not one of the pair's connections; the peer stays up)", node_, why);
+    return;
+  }
+  spdlog::error("node {}: {}; node {} marked down", node_, why, peer);
+  {
+    std::lock_guard lock(pending_mutex_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second->node == peer) {
+        it->second->completion->error = describe_node(peer) + " is down: " + why;
+        it->second->completion->state.store(2, std::memory_order_release);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  doorbell_.ring();
+  if (callback) callback(peer, why);
+}
+
+}  // namespace symmesh

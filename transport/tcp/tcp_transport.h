@@ -1,0 +1,135 @@
+// The tcp transport (asio): remote writes are applied into the target segment by the
+// receiving node's io threads, every offset and length checked against the segment first.
+//
+// Connections: `connections_per_peer` per node pair, the lower node rank dials. A PE sends
+// on its home connection (local rank modulo the count), so its operations to one node stay
+// in order; puts of at least `stripe_threshold` bytes are split over all connections, and a
+// put_signal split so carries its signal on every stripe, applied once after the last one.
+// quiet() is a FLUSH round trip on each connection the PE used: TCP keeps order, so the reply
+// means everything before it was applied. fence() is a quiet when the PE striped since.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/channel.h"
+#include "transport/tcp/tcp_connection.h"
+#include "transport/transport.h"
+#include "transport/wait.h"
+
+namespace symmesh {
+
+struct TcpOptions {
+  int connections_per_peer = 2;
+  size_t stripe_threshold = size_t{1} << 20;
+  size_t eager_limit = size_t{64} << 10;  // puts up to this size are copied and return at once
+  int io_threads = 2;
+  std::chrono::milliseconds op_timeout{60000};
+};
+
+class TcpTransport final : public Transport, private FrameHandler {
+ public:
+  TcpTransport(int node, int nodes, int ranks_per_node, SegmentView segment, Doorbell& doorbell,
+               std::string secret, TcpOptions options);
+  ~TcpTransport() override;
+
+  // Starts accepting data connections on `at` (port 0 picks one); returns the address.
+  HostPort listen(const HostPort& at);
+  HostPort listening_on() const { return listener_->local_endpoint(); }
+  // Dials the higher-ranked nodes and waits until every pair has all its connections.
+  // `endpoints[n]` is node n's data address. Throws PeerError naming the missing nodes.
+  void connect(const std::vector<HostPort>& endpoints, Deadline deadline);
+  // Ensures everything this node sent, on every connection, has been applied.
+  void flush_all(Deadline deadline);
+  void shutdown();
+  // Peers closing from now on are expected (the cluster is stopping): log nothing.
+  void expect_shutdown() { closing_expected_.store(true); }
+
+  bool peer_up(int node) const;
+  std::string peer_down_reason(int node) const;
+  // Called (on an io thread) when a connection to a peer is lost.
+  void on_peer_down(std::function<void(int node, const std::string& why)> callback);
+
+  std::string_view name() const override { return "tcp"; }
+  void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
+           const SignalUpdate* signal) override;
+  void get(int src_pe, int node, uint64_t offset, void* out, size_t length) override;
+  void atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) override;
+  uint64_t atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) override;
+  void fence(int src_pe) override;
+  void quiet(int src_pe) override;
+
+ private:
+  struct Pending {
+    std::shared_ptr<Completion> completion = std::make_shared<Completion>();
+    std::vector<std::byte> data;  // GET_REPLY payload
+    uint64_t value = 0;           // FETCH_ADD_REPLY
+    int node = -1;
+  };
+  struct PeState {
+    std::vector<std::vector<bool>> dirty;  // [node][connection] used since the last quiet
+    bool striped_since_fence = false;
+    uint64_t next_signal_id = 0;
+  };
+
+  // FrameHandler
+  std::byte* payload_target(TcpConnection& from, const wire::DataHeader& header,
+                            std::string& error, std::shared_ptr<void>& keep_alive) override;
+  void frame_complete(TcpConnection& from, const wire::DataHeader& header) override;
+  void frame_written() override { doorbell_.ring(); }
+  void connection_lost(TcpConnection& connection, const std::string& why) override;
+
+  void accept_loop();
+  void adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index);
+  std::shared_ptr<TcpConnection> connection(int node, uint32_t index) const;
+  uint32_t home_connection(int src_pe) const;
+  PeState& pe_state(int src_pe);
+  // Registers a reply-carrying request; the caller sends it and waits.
+  std::pair<uint64_t, std::shared_ptr<Pending>> register_pending(int node);
+  void wait_for(const Completion& completion, Deadline deadline, const std::string& what);
+  void reply(TcpConnection& to, wire::DataHeader header, const void* payload, size_t length);
+  void send_flushes(const std::vector<std::pair<int, uint32_t>>& targets, int src_pe,
+                    Deadline deadline);
+  std::string describe_node(int node) const;
+
+  const int node_;
+  const int nodes_;
+  const int ranks_per_node_;
+  const SegmentView segment_;
+  Doorbell& doorbell_;
+  const std::string secret_;
+  const TcpOptions options_;
+
+  asio::io_context io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::vector<std::thread> io_threads_;
+  std::unique_ptr<Listener> listener_;
+  std::thread accept_thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> closing_expected_{false};
+
+  mutable std::mutex mutex_;  // connections_, down_, all receive-side connections
+  std::condition_variable connected_;
+  std::vector<std::vector<std::shared_ptr<TcpConnection>>> connections_;  // send set
+  std::vector<std::shared_ptr<TcpConnection>> all_connections_;
+  std::vector<std::string> down_;  // reason per node, empty while up
+  std::vector<HostPort> endpoints_;
+  std::function<void(int, const std::string&)> peer_down_callback_;
+
+  std::mutex pending_mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
+  std::atomic<uint64_t> next_token_{1};
+
+  std::mutex signal_mutex_;
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> stripes_seen_;  // (src_pe, signal_id)
+
+  std::vector<PeState> pe_states_;
+};
+
+}  // namespace symmesh

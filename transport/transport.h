@@ -1,0 +1,49 @@
+// One interface for every way of moving bytes into a node's symmetric segment: `shm` for
+// the PEs of this node, `tcp` (and later `verbs`) for other nodes. Offsets are byte offsets
+// into the destination node's segment; the runtime turns symmetric addresses into them.
+// Every call is made by a PE thread and names it (src_pe) so that completion (quiet) and
+// ordering (fence) are per PE, as OpenSHMEM defines them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace symmesh {
+
+enum class SignalOp : uint8_t { kSet, kAdd };
+
+// The 64-bit word a put_signal updates after its data, never before.
+struct SignalUpdate {
+  uint64_t offset = 0;
+  uint64_t value = 0;
+  SignalOp op = SignalOp::kSet;
+};
+
+// A node's symmetric segment as the transports see it.
+struct SegmentView {
+  std::byte* base = nullptr;
+  size_t size = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+
+  // Writes `length` bytes at `offset` of `node`'s segment, then applies `signal` if given.
+  // Returns when `data` may be reused (local completion); quiet() waits for delivery.
+  virtual void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
+                   const SignalUpdate* signal) = 0;
+  // Reads `length` bytes at `offset` of `node`'s segment into `out`; returns when done.
+  virtual void get(int src_pe, int node, uint64_t offset, void* out, size_t length) = 0;
+  // 64-bit atomics on 8-byte aligned words.
+  virtual void atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) = 0;
+  virtual uint64_t atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) = 0;
+  // Orders this PE's earlier puts to each node before its later ones.
+  virtual void fence(int src_pe) = 0;
+  // Returns when every put and atomic this PE issued has been applied at its target.
+  virtual void quiet(int src_pe) = 0;
+};
+
+}  // namespace symmesh

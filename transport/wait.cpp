@@ -1,0 +1,56 @@
+#include "transport/wait.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <thread>
+
+namespace symmesh {
+namespace {
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+}  // namespace
+
+void Doorbell::ring() {
+  sequence_.fetch_add(1, std::memory_order_seq_cst);
+  if (parked_.load(std::memory_order_seq_cst) > 0) {
+    futex(&sequence_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+  }
+}
+
+void Doorbell::park(uint32_t seen, std::chrono::nanoseconds max_sleep) {
+  if (max_sleep.count() <= 0) return;
+  timespec timeout{};
+  timeout.tv_sec = static_cast<time_t>(max_sleep.count() / 1'000'000'000);
+  timeout.tv_nsec = static_cast<long>(max_sleep.count() % 1'000'000'000);
+  parked_.fetch_add(1, std::memory_order_seq_cst);
+  futex(&sequence_, FUTEX_WAIT_PRIVATE, seen, &timeout);
+  parked_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void Doorbell::abort(const std::string& reason) {
+  {
+    std::lock_guard lock(reason_mutex_);
+    if (!aborted_.load(std::memory_order_relaxed)) reason_ = reason;
+  }
+  aborted_.store(true, std::memory_order_release);
+  ring();
+}
+
+void Doorbell::clear_abort() {
+  std::lock_guard lock(reason_mutex_);
+  reason_.clear();
+  aborted_.store(false, std::memory_order_release);
+}
+
+std::string Doorbell::abort_reason() const {
+  std::lock_guard lock(reason_mutex_);
+  return reason_;
+}
+
+}  // namespace symmesh

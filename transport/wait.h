@@ -1,0 +1,80 @@
+// Waiting without burning the CPU (ARCHITECTURE.md, "Waiting"): spin briefly, then yield,
+// then park on the node's doorbell with a deadline. Whoever changes memory that a PE may be
+// waiting on (a local put, a TCP receive, an abort) rings the doorbell.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "transport/errors.h"
+
+namespace symmesh {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+inline Deadline deadline_after(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+
+// An event count over a futex: waiters read sequence(), check their condition, and park
+// only if the sequence has not moved since, so a ring between the check and the park is
+// never lost. It also carries the abort state of the job running on this node.
+class Doorbell {
+ public:
+  uint32_t sequence() const { return sequence_.load(std::memory_order_seq_cst); }
+  void ring();
+  // Sleeps until the sequence moves past `seen`, a ring arrives, or `max_sleep` passes.
+  void park(uint32_t seen, std::chrono::nanoseconds max_sleep);
+
+  void abort(const std::string& reason);
+  void clear_abort();
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  std::string abort_reason() const;
+
+ private:
+  alignas(64) std::atomic<uint32_t> sequence_{0};
+  alignas(64) std::atomic<uint32_t> parked_{0};
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex reason_mutex_;
+  std::string reason_;
+};
+
+struct WaitPolicy {
+  int spins = 512;
+  int yields = 32;
+  // A parked waiter re-checks at least this often (memory written by RDMA rings no bell).
+  std::chrono::microseconds max_park{2000};
+  // False for waits that must outlive an abort (a borrowed buffer still being written).
+  bool abortable = true;
+};
+
+inline void cpu_relax() { __builtin_ia32_pause(); }
+
+// Returns when ready() is true. Throws TimeoutError (with describe()) at the deadline and
+// AbortedError when the doorbell is aborted.
+template <class Ready, class Describe>
+void wait_until(Doorbell& bell, Deadline deadline, Ready&& ready, Describe&& describe,
+                const WaitPolicy& policy = WaitPolicy{}) {
+  for (int i = 0; i < policy.spins; ++i) {
+    if (ready()) return;
+    cpu_relax();
+  }
+  for (int i = 0; i < policy.yields; ++i) {
+    if (ready()) return;
+    std::this_thread::yield();
+  }
+  for (;;) {
+    const uint32_t seen = bell.sequence();
+    if (ready()) return;
+    if (policy.abortable && bell.aborted()) throw AbortedError(describe() + ": aborted: " + bell.abort_reason());
+    const auto now = Clock::now();
+    if (now >= deadline) throw TimeoutError(describe() + ": deadline passed");
+    bell.park(seen, std::min<std::chrono::nanoseconds>(deadline - now, policy.max_park));
+  }
+}
+
+}  // namespace symmesh
