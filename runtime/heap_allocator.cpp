@@ -21,7 +21,9 @@ std::string format_bytes(uint64_t bytes) {
   return text;
 }
 
-HeapAllocator::HeapAllocator(uint64_t begin, uint64_t end) : begin_(begin), end_(end) { reset(); }
+HeapAllocator::HeapAllocator(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {
+  reset();
+}
 
 void HeapAllocator::reset() {
   free_.clear();

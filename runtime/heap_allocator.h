@@ -3,9 +3,9 @@
 // the same offsets, which is what makes an allocation symmetric.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <map>
 
 #include "transport/errors.h"
@@ -38,7 +38,7 @@ class HeapAllocator {
  private:
   uint64_t begin_;
   uint64_t end_;
-  std::atomic<size_t> used_{0};  // read by the status thread
+  std::atomic<size_t> used_{0};        // read by the status thread
   std::map<uint64_t, uint64_t> free_;  // offset -> size
   struct Block {
     uint64_t start;  // start of the carved block (before alignment)

@@ -76,7 +76,8 @@ void LocalCluster::run(const std::function<void(Pe&)>& body) {
             try {
               std::rethrow_exception(first_error);
             } catch (const std::exception& e) {
-              reason = std::string("PE on node ") + std::to_string(node->rank()) + " failed: " + e.what();
+              reason = std::string("PE on node ") + std::to_string(node->rank()) +
+                       " failed: " + e.what();
             }
             for (auto& other : nodes_) other->doorbell().abort(reason);
           }

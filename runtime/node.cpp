@@ -13,13 +13,13 @@ size_t slice_size(const NodeConfig& config) {
                           std::to_string(config.ranks_per_node));
   }
   if (config.nodes < 1 || config.node_rank < 0 || config.node_rank >= config.nodes) {
-    throw InvalidArgument("node rank " + std::to_string(config.node_rank) +
-                          " is outside 0.." + std::to_string(config.nodes - 1));
+    throw InvalidArgument("node rank " + std::to_string(config.node_rank) + " is outside 0.." +
+                          std::to_string(config.nodes - 1));
   }
   if (int64_t(config.nodes) * config.ranks_per_node > kMaxTeamSize) {
-    throw InvalidArgument("nodes x ranks per node = " +
-                          std::to_string(config.nodes * config.ranks_per_node) +
-                          " PEs; at most " + std::to_string(kMaxTeamSize) + " are supported");
+    throw InvalidArgument(
+        "nodes x ranks per node = " + std::to_string(config.nodes * config.ranks_per_node) +
+        " PEs; at most " + std::to_string(kMaxTeamSize) + " are supported");
   }
   const size_t minimum = minimum_heap_size(config.ranks_per_node);
   if (config.heap_size < minimum) {
@@ -54,13 +54,14 @@ Node::Node(const NodeConfig& config)
 Transport& Node::transport_to(int node) {
   if (node < 0 || node >= nodes() || transports_[node] == nullptr) {
     throw InvalidArgument("node " + std::to_string(rank()) + " has no transport to node " +
-                          std::to_string(node) + " (nodes 0.." + std::to_string(nodes() - 1) +
-                          ")");
+                          std::to_string(node) + " (nodes 0.." + std::to_string(nodes() - 1) + ")");
   }
   return *transports_[node];
 }
 
-void Node::set_transport(int node, Transport* transport) { transports_.at(node) = transport; }
+void Node::set_transport(int node, Transport* transport) {
+  transports_.at(node) = transport;
+}
 
 std::string Node::transport_name(int node) const {
   const Transport* transport = transports_.at(node);

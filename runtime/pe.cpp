@@ -19,24 +19,36 @@ std::vector<int> range_members(int start, int stride, int count) {
 
 const char* cmp_name(Cmp cmp) {
   switch (cmp) {
-    case Cmp::kEq: return "==";
-    case Cmp::kNe: return "!=";
-    case Cmp::kGt: return ">";
-    case Cmp::kGe: return ">=";
-    case Cmp::kLt: return "<";
-    case Cmp::kLe: return "<=";
+    case Cmp::kEq:
+      return "==";
+    case Cmp::kNe:
+      return "!=";
+    case Cmp::kGt:
+      return ">";
+    case Cmp::kGe:
+      return ">=";
+    case Cmp::kLt:
+      return "<";
+    case Cmp::kLe:
+      return "<=";
   }
   return "?";
 }
 
 bool compare(uint64_t seen, Cmp cmp, uint64_t value) {
   switch (cmp) {
-    case Cmp::kEq: return seen == value;
-    case Cmp::kNe: return seen != value;
-    case Cmp::kGt: return seen > value;
-    case Cmp::kGe: return seen >= value;
-    case Cmp::kLt: return seen < value;
-    case Cmp::kLe: return seen <= value;
+    case Cmp::kEq:
+      return seen == value;
+    case Cmp::kNe:
+      return seen != value;
+    case Cmp::kGt:
+      return seen > value;
+    case Cmp::kGe:
+      return seen >= value;
+    case Cmp::kLt:
+      return seen < value;
+    case Cmp::kLe:
+      return seen <= value;
   }
   return false;
 }
@@ -51,14 +63,12 @@ Pe::Pe(Node& node, int local_rank)
                           std::to_string(node.ranks_per_node() - 1));
   }
   const int per_node = node.ranks_per_node();
-  world_ = std::make_shared<Team>("world", kWorldIndex, range_members(0, 1, node.n_pes()),
-                                  my_pe_, per_node);
-  node_team_ = std::make_shared<Team>("node", kNodeIndex,
-                                      range_members(node.rank() * per_node, 1, per_node),
-                                      my_pe_, per_node);
-  cross_team_ = std::make_shared<Team>("cross", kCrossIndex,
-                                       range_members(local_rank, per_node, node.nodes()), my_pe_,
-                                       per_node);
+  world_ = std::make_shared<Team>("world", kWorldIndex, range_members(0, 1, node.n_pes()), my_pe_,
+                                  per_node);
+  node_team_ = std::make_shared<Team>(
+      "node", kNodeIndex, range_members(node.rank() * per_node, 1, per_node), my_pe_, per_node);
+  cross_team_ = std::make_shared<Team>(
+      "cross", kCrossIndex, range_members(local_rank, per_node, node.nodes()), my_pe_, per_node);
   world_->node_part = node_team_;
   world_->cross_part = cross_team_;
   free_team_indices_ = ((uint64_t{1} << kMaxTeams) - 1) & ~uint64_t{0b111};
@@ -144,8 +154,8 @@ uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value) 
   return signal_wait_until(signal, cmp, value, deadline());
 }
 
-uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value,
-                               Deadline deadline, const std::string& what) {
+uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value, Deadline deadline,
+                               const std::string& what) {
   uint64_t seen = 0;
   wait_until(
       node_.doorbell(), deadline,
@@ -156,8 +166,8 @@ uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value,
       [&] {
         const auto offset = reinterpret_cast<const std::byte*>(signal) - node_.segment().base;
         return "PE " + std::to_string(my_pe_) + ": " + what + ": signal at segment offset " +
-               std::to_string(offset) + " expected " + cmp_name(cmp) + " " +
-               std::to_string(value) + ", saw " + std::to_string(seen);
+               std::to_string(offset) + " expected " + cmp_name(cmp) + " " + std::to_string(value) +
+               ", saw " + std::to_string(seen);
       });
   return seen;
 }
@@ -189,9 +199,9 @@ std::vector<uint64_t> Pe::exchange(Team& team, uint64_t value) {
   std::vector<uint64_t> values(team.size());
   const Deadline until = deadline();
   for (int i = 0; i < team.size(); ++i) {
-    signal_wait_until(sync_slot(team, slot::kPerSource + i), Cmp::kGe, sequence, until,
-                      "exchange on team '" + team.name() + "' waiting for PE " +
-                          std::to_string(team.pe(i)));
+    signal_wait_until(
+        sync_slot(team, slot::kPerSource + i), Cmp::kGe, sequence, until,
+        "exchange on team '" + team.name() + "' waiting for PE " + std::to_string(team.pe(i)));
     values[i] = signal_fetch(sync_slot(team, slot::kExchangeValue + i));
   }
   // No member may overwrite a value slot before every member has read it.

@@ -33,14 +33,17 @@ Team::Team(std::string name, int index, std::vector<int> members, int my_pe, int
   for (int member : members_) {
     const int node = member / ranks_per_node;
     if (node != previous_node) {
-      if (per_node.count(node)) uniform_ = false;  // this node's members are not contiguous
-      else leaders_.push_back(member);
+      if (per_node.count(node))
+        uniform_ = false;  // this node's members are not contiguous
+      else
+        leaders_.push_back(member);
       previous_node = node;
     }
     ++per_node[node];
     if (node == my_node) local_members_.push_back(member);
   }
-  for (const auto& [node, count] : per_node) uniform_ = uniform_ && count == per_node.begin()->second;
+  for (const auto& [node, count] : per_node)
+    uniform_ = uniform_ && count == per_node.begin()->second;
   if (!local_members_.empty()) {
     auto it = std::find(leaders_.begin(), leaders_.end(), local_members_.front());
     leader_index_ = static_cast<int>(it - leaders_.begin());
@@ -60,8 +63,7 @@ std::vector<int> strided_members(const Team& parent, int start, int stride, int 
   if (size < 1) throw InvalidArgument("team split: size " + std::to_string(size) + " must be >= 1");
   if (start < 0 || start >= parent.size()) {
     throw InvalidArgument("team split: start " + std::to_string(start) + " outside 0.." +
-                          std::to_string(parent.size() - 1) + " of team '" + parent.name() +
-                          "'");
+                          std::to_string(parent.size() - 1) + " of team '" + parent.name() + "'");
   }
   if (stride < 1) {
     throw InvalidArgument("team split: stride " + std::to_string(stride) + " must be >= 1");

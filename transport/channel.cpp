@@ -27,7 +27,9 @@ asio::ip::address resolve_address(const std::string& host) {
 
 }  // namespace
 
-Deadline no_deadline() { return Deadline::max(); }
+Deadline no_deadline() {
+  return Deadline::max();
+}
 
 HostPort parse_host_port(const std::string& text, std::string_view what) {
   const auto colon = text.rfind(':');
@@ -56,7 +58,9 @@ HostPort parse_host_port(const std::string& text, std::string_view what) {
 
 BlockingChannel::BlockingChannel() : socket_(io_) {}
 
-BlockingChannel::~BlockingChannel() { close(); }
+BlockingChannel::~BlockingChannel() {
+  close();
+}
 
 void BlockingChannel::close() {
   asio::error_code ignored;
@@ -66,7 +70,9 @@ void BlockingChannel::close() {
   }
 }
 
-int BlockingChannel::release_native() { return socket_.release(); }
+int BlockingChannel::release_native() {
+  return socket_.release();
+}
 
 HostPort BlockingChannel::local_endpoint() const {
   auto ep = socket_.local_endpoint();

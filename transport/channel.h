@@ -4,9 +4,9 @@
 // can be bounded by a deadline and interrupted by stop().
 #pragma once
 
+#include <google/protobuf/message_lite.h>
 #include <asio.hpp>
 #include <atomic>
-#include <google/protobuf/message_lite.h>
 #include <memory>
 #include <string>
 

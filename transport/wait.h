@@ -18,7 +18,9 @@ namespace symmesh {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
-inline Deadline deadline_after(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+inline Deadline deadline_after(std::chrono::milliseconds timeout) {
+  return Clock::now() + timeout;
+}
 
 // An event count over a futex: waiters read sequence(), check their condition, and park
 // only if the sequence has not moved since, so a ring between the check and the park is
@@ -52,7 +54,9 @@ struct WaitPolicy {
   bool abortable = true;
 };
 
-inline void cpu_relax() { __builtin_ia32_pause(); }
+inline void cpu_relax() {
+  __builtin_ia32_pause();
+}
 
 // Returns when ready() is true. Throws TimeoutError (with describe()) at the deadline and
 // AbortedError when the doorbell is aborted.
@@ -70,7 +74,8 @@ void wait_until(Doorbell& bell, Deadline deadline, Ready&& ready, Describe&& des
   for (;;) {
     const uint32_t seen = bell.sequence();
     if (ready()) return;
-    if (policy.abortable && bell.aborted()) throw AbortedError(describe() + ": aborted: " + bell.abort_reason());
+    if (policy.abortable && bell.aborted())
+      throw AbortedError(describe() + ": aborted: " + bell.abort_reason());
     const auto now = Clock::now();
     if (now >= deadline) throw TimeoutError(describe() + ": deadline passed");
     bell.park(seen, std::min<std::chrono::nanoseconds>(deadline - now, policy.max_park));

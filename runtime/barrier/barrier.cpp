@@ -14,9 +14,12 @@ BarrierAlgo parse_barrier_algo(const std::string& name) {
 
 const char* barrier_algo_name(BarrierAlgo algo) {
   switch (algo) {
-    case BarrierAlgo::kDissemination: return "dissemination";
-    case BarrierAlgo::kKary: return "kary";
-    case BarrierAlgo::kPull: return "pull";
+    case BarrierAlgo::kDissemination:
+      return "dissemination";
+    case BarrierAlgo::kKary:
+      return "kary";
+    case BarrierAlgo::kPull:
+      return "pull";
   }
   return "?";
 }

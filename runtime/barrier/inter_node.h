@@ -11,10 +11,10 @@ namespace symmesh {
 
 void dissemination_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me,
                            uint64_t epoch, Deadline deadline);
-void kary_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me,
-                  uint64_t epoch, int k, Deadline deadline);
-void pull_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me,
-                  uint64_t epoch, Deadline deadline);
+void kary_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me, uint64_t epoch,
+                  int k, Deadline deadline);
+void pull_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me, uint64_t epoch,
+                  Deadline deadline);
 
 // The intra-node halves: members publish their arrival, the leader waits for all of them
 // (reading their slots directly), later the leader publishes the release.

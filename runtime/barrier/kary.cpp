@@ -6,8 +6,8 @@
 
 namespace symmesh {
 
-void kary_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me,
-                  uint64_t epoch, int k, Deadline deadline) {
+void kary_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me, uint64_t epoch,
+                  int k, Deadline deadline) {
   const int n = static_cast<int>(leaders.size());
   for (int64_t round = 0, step = 1; step < n; ++round, step *= k) {
     auto slot_of = [&](int j) {

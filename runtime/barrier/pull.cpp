@@ -9,8 +9,8 @@
 
 namespace symmesh {
 
-void pull_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me,
-                  uint64_t epoch, Deadline deadline) {
+void pull_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int me, uint64_t epoch,
+                  Deadline deadline) {
   const int n = static_cast<int>(leaders.size());
   uint64_t* mine = pe.sync_slot(team, slot::kPullArrival);
   std::atomic_ref<uint64_t>(*mine).store(epoch, std::memory_order_release);
@@ -26,10 +26,9 @@ void pull_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int
       if (bell.aborted()) throw AbortedError("pull barrier aborted: " + bell.abort_reason());
       if (Clock::now() >= deadline) {
         throw TimeoutError("PE " + std::to_string(pe.my_pe()) + ": pull barrier on team '" +
-                           team.name() + "' (epoch " + std::to_string(epoch) +
-                           ") waiting for PE " + std::to_string(peer) + ": its arrival slot is " +
-                           std::to_string(seen) + ", expected >= " + std::to_string(epoch) +
-                           ": deadline passed");
+                           team.name() + "' (epoch " + std::to_string(epoch) + ") waiting for PE " +
+                           std::to_string(peer) + ": its arrival slot is " + std::to_string(seen) +
+                           ", expected >= " + std::to_string(epoch) + ": deadline passed");
       }
       bell.park(bell.sequence(), pause);
       pause = std::min(pause * 2, std::chrono::microseconds(200));

@@ -18,8 +18,8 @@ Pair connected_pair() {
     return listener.accept(deadline_after(std::chrono::seconds(10)));
   });
   Pair pair;
-  pair.client = BlockingChannel::connect(listener.local_endpoint(),
-                                         deadline_after(std::chrono::seconds(10)));
+  pair.client =
+      BlockingChannel::connect(listener.local_endpoint(), deadline_after(std::chrono::seconds(10)));
   pair.server = accepted.get();
   EXPECT_NE(pair.server, nullptr);
   return pair;

@@ -105,8 +105,8 @@ TEST_P(Rma, PutSignalNeverShowsTheSignalBeforeTheData) {
     // The last add must trail every stripe of every put before it arrived.
     pe.signal_wait_until(signal, Cmp::kGe, uint64_t(kRounds));
     for (int round = 0; round < kRounds; ++round) {
-      const auto* got = reinterpret_cast<const uint32_t*>(
-          reinterpret_cast<std::byte*>(inbox) + bytes * round);
+      const auto* got =
+          reinterpret_cast<const uint32_t*>(reinterpret_cast<std::byte*>(inbox) + bytes * round);
       ASSERT_EQ(got[0], uint32_t(round * 1000 + from));
       ASSERT_EQ(got[words - 1], uint32_t(round * 1000 + from + words - 1));
     }

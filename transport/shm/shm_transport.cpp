@@ -12,8 +12,8 @@ ShmTransport::ShmTransport(SegmentView segment, Doorbell& doorbell, int node)
 
 void ShmTransport::check(int node, uint64_t offset, uint64_t length, bool word) const {
   if (node != node_) {
-    throw InvalidArgument("shm transport of node " + std::to_string(node_) +
-                          " cannot reach node " + std::to_string(node));
+    throw InvalidArgument("shm transport of node " + std::to_string(node_) + " cannot reach node " +
+                          std::to_string(node));
   }
   const std::string problem = check_range(offset, length, segment_.size, word);
   if (!problem.empty()) throw InvalidArgument("shm: " + problem);
@@ -53,7 +53,11 @@ uint64_t ShmTransport::atomic_fetch_add(int, int node, uint64_t offset, uint64_t
 
 // Stores to shared memory are already visible in program order (x86-TSO); the fences keep
 // the compiler from reordering around them.
-void ShmTransport::fence(int) { std::atomic_thread_fence(std::memory_order_seq_cst); }
-void ShmTransport::quiet(int) { std::atomic_thread_fence(std::memory_order_seq_cst); }
+void ShmTransport::fence(int) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+void ShmTransport::quiet(int) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 }  // namespace symmesh

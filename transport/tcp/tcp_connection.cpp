@@ -48,12 +48,12 @@ void TcpConnection::start() {
 }
 
 void TcpConnection::read_prefix() {
-  asio::async_read(socket_, asio::buffer(prefix_),
-                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                     if (ec) return self->fail(ec == asio::error::eof ? "closed by the peer"
-                                                                       : ec.message());
-                     self->read_header(read_length_prefix(self->prefix_));
-                   });
+  asio::async_read(
+      socket_, asio::buffer(prefix_),
+      [self = shared_from_this()](const asio::error_code& ec, size_t) {
+        if (ec) return self->fail(ec == asio::error::eof ? "closed by the peer" : ec.message());
+        self->read_header(read_length_prefix(self->prefix_));
+      });
 }
 
 void TcpConnection::read_header(uint32_t length) {
@@ -77,8 +77,7 @@ void TcpConnection::read_payload() {
   std::string error;
   std::byte* target = handler_.payload_target(*this, header_, error, payload_owner_);
   if (!error.empty()) return fail(error);
-  const bool has_payload =
-      header_.kind() == wire::PUT || header_.kind() == wire::GET_REPLY;
+  const bool has_payload = header_.kind() == wire::PUT || header_.kind() == wire::GET_REPLY;
   if (!has_payload || header_.length() == 0) return finish_frame();
   if (target == nullptr) {  // a reply nobody waits for any more: drop its bytes
     discard_.resize(header_.length());
@@ -121,10 +120,10 @@ void TcpConnection::write_next() {
   }
   writing_ = true;
   OutFrame& frame = queue_.front();
-  std::array<asio::const_buffer, 2> buffers{
-      asio::buffer(frame.head),
-      frame.owned_payload.empty() ? asio::buffer(frame.payload, frame.payload_length)
-                                  : asio::buffer(frame.owned_payload)};
+  std::array<asio::const_buffer, 2> buffers{asio::buffer(frame.head),
+                                            frame.owned_payload.empty()
+                                                ? asio::buffer(frame.payload, frame.payload_length)
+                                                : asio::buffer(frame.owned_payload)};
   asio::async_write(socket_, buffers,
                     [self = shared_from_this()](const asio::error_code& ec, size_t) {
                       if (ec) return self->fail(ec.message());

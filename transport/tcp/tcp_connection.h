@@ -27,7 +27,7 @@ struct OutFrame {
   std::string head;  // length prefix and serialized header
   const void* payload = nullptr;
   size_t payload_length = 0;
-  std::string owned_payload;  // used instead of `payload` when the bytes were copied
+  std::string owned_payload;            // used instead of `payload` when the bytes were copied
   std::shared_ptr<Completion> written;  // optional: done when the bytes are in the kernel
 };
 

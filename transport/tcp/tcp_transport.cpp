@@ -43,7 +43,9 @@ TcpTransport::TcpTransport(int node, int nodes, int ranks_per_node, SegmentView 
   }
 }
 
-TcpTransport::~TcpTransport() { shutdown(); }
+TcpTransport::~TcpTransport() {
+  shutdown();
+}
 
 void TcpTransport::shutdown() {
   if (stopping_.exchange(true)) return;
@@ -98,8 +100,7 @@ void TcpTransport::accept_loop() {
   }
 }
 
-void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node,
-                         uint32_t index) {
+void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index) {
   const std::string name = channel->peer_name();
   auto connection = std::make_shared<TcpConnection>(io_, channel->release_native(), peer_node,
                                                     index, name, static_cast<FrameHandler&>(*this));
@@ -116,8 +117,8 @@ void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node
 
 void TcpTransport::connect(const std::vector<HostPort>& endpoints, Deadline deadline) {
   if (endpoints.size() != static_cast<size_t>(nodes_)) {
-    throw InvalidArgument("tcp connect: " + std::to_string(endpoints.size()) +
-                          " endpoints for " + std::to_string(nodes_) + " nodes");
+    throw InvalidArgument("tcp connect: " + std::to_string(endpoints.size()) + " endpoints for " +
+                          std::to_string(nodes_) + " nodes");
   }
   {
     std::lock_guard lock(mutex_);
@@ -142,8 +143,9 @@ void TcpTransport::connect(const std::vector<HostPort>& endpoints, Deadline dead
     for (int peer = 0; peer < nodes_; ++peer) {
       if (peer == node_) continue;
       for (size_t i = 0; i < connections_[peer].size(); ++i) {
-        if (!connections_[peer][i]) text += (text.empty() ? "" : ", ") + describe_node(peer) +
-                                            " connection " + std::to_string(i);
+        if (!connections_[peer][i])
+          text +=
+              (text.empty() ? "" : ", ") + describe_node(peer) + " connection " + std::to_string(i);
       }
     }
     return text;
@@ -171,8 +173,8 @@ void TcpTransport::on_peer_down(std::function<void(int, const std::string&)> cal
 
 std::shared_ptr<TcpConnection> TcpTransport::connection(int node, uint32_t index) const {
   if (node < 0 || node >= nodes_ || node == node_) {
-    throw InvalidArgument("tcp transport of node " + std::to_string(node_) +
-                          ": node " + std::to_string(node) + " is not a peer (0.." +
+    throw InvalidArgument("tcp transport of node " + std::to_string(node_) + ": node " +
+                          std::to_string(node) + " is not a peer (0.." +
                           std::to_string(nodes_ - 1) + ", not itself)");
   }
   std::lock_guard lock(mutex_);
@@ -264,14 +266,17 @@ void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, 
   try {
     wait_until(
         doorbell_, Clock::now() + options_.op_timeout, all_written,
-        [&] { return "PE " + std::to_string(src_pe) + " sending " + std::to_string(length) +
-                     " bytes to " + describe_node(node); },
+        [&] {
+          return "PE " + std::to_string(src_pe) + " sending " + std::to_string(length) +
+                 " bytes to " + describe_node(node);
+        },
         policy);
   } catch (const TimeoutError&) {
     // The peer stopped reading: close the connections so the buffer is released.
     for (auto& [conn, completion] : borrowed) conn->close("put timed out");
     const auto cutoff = Clock::now() + std::chrono::seconds(5);
-    while (!all_written() && Clock::now() < cutoff) doorbell_.park(doorbell_.sequence(), std::chrono::milliseconds(1));
+    while (!all_written() && Clock::now() < cutoff)
+      doorbell_.park(doorbell_.sequence(), std::chrono::milliseconds(1));
     throw;
   }
   for (auto& [conn, completion] : borrowed) {
@@ -468,10 +473,10 @@ void TcpTransport::frame_complete(TcpConnection& from, const wire::DataHeader& h
           }
         }
         if (last) {
-          apply_signal(segment_, SignalUpdate{header.signal_offset(), header.signal_value(),
-                                              header.signal_kind() == wire::SIGNAL_SET
-                                                  ? SignalOp::kSet
-                                                  : SignalOp::kAdd});
+          apply_signal(segment_,
+                       SignalUpdate{header.signal_offset(), header.signal_value(),
+                                    header.signal_kind() == wire::SIGNAL_SET ? SignalOp::kSet
+                                                                             : SignalOp::kAdd});
         }
       } else {
         std::atomic_thread_fence(std::memory_order_release);

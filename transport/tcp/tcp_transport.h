@@ -79,8 +79,8 @@ class TcpTransport final : public Transport, private FrameHandler {
   };
 
   // FrameHandler
-  std::byte* payload_target(TcpConnection& from, const wire::DataHeader& header,
-                            std::string& error, std::shared_ptr<void>& keep_alive) override;
+  std::byte* payload_target(TcpConnection& from, const wire::DataHeader& header, std::string& error,
+                            std::shared_ptr<void>& keep_alive) override;
   void frame_complete(TcpConnection& from, const wire::DataHeader& header) override;
   void frame_written() override { doorbell_.ring(); }
   void connection_lost(TcpConnection& connection, const std::string& why) override;

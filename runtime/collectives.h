@@ -1,0 +1,41 @@
+// Collectives on a team (NCCL/OpenSHMEM semantics): every member calls with the same
+// arguments; `dst` and `src` are symmetric (Pe::malloc) and distinct; 16-bit types reduce in
+// f32. Algorithms: `ring` (one ring over all members) and `hier` (reduce inside each node
+// through shared memory, rings across nodes, gather inside the node again), chosen per call.
+#pragma once
+
+#include <vector>
+
+#include "runtime/collectives/dtype.h"
+#include "runtime/pe.h"
+
+namespace symmesh {
+
+enum class CollAlgo { kRing, kHier, kDirect };
+CollAlgo parse_coll_algo(const std::string& name);  // ring, hier, direct
+const char* coll_algo_name(CollAlgo algo);
+
+// dst[0, count) = reduction over the team of src[0, count).
+void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
+               ReduceOp op = ReduceOp::kSum, CollAlgo algo = CollAlgo::kRing);
+
+// Member i receives block i of the reduction: elements [i*count/n, (i+1)*count/n) of
+// `count`, so blocks differ by at most one element when n does not divide count.
+void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
+                    ReduceOp op = ReduceOp::kSum, CollAlgo algo = CollAlgo::kRing);
+
+// dst[i*count, (i+1)*count) = member i's src[0, count).
+void allgather(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
+               CollAlgo algo = CollAlgo::kRing);
+
+// src holds n blocks of `count` elements, block j for member j; dst[i*count, ...) receives
+// member i's block for this member. One algorithm: direct puts (n-1 per member).
+void alltoall(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype);
+
+// send_counts[j] elements (consecutive in src, in member order) go to member j; each member
+// receives its blocks packed in member order into dst (room for dst_capacity elements).
+// Returns the counts received from each member.
+std::vector<size_t> alltoallv(Pe& pe, Team& team, void* dst, size_t dst_capacity, const void* src,
+                              const std::vector<size_t>& send_counts, DType dtype);
+
+}  // namespace symmesh

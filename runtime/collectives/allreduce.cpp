@@ -1,0 +1,97 @@
+// All-reduce.
+// ring: reduce-scatter then all-gather around all n members: 2(n-1) steps, each member sends
+//   2(n-1)/n of the vector (the reduce-scatter half as f32 partial sums).
+// hier: L members per node, K nodes. (1) each local member reduces 1/L of the vector from
+//   its node's inputs, read in place through shared memory; (2) a ring all-reduce of that
+//   part among the K members with the same local place (2(K-1)/K of the part each);
+//   (3) each member copies the other L-1 parts from its node's peers. Network bytes per node:
+//   2(K-1)/K of the vector, split over L parallel rings.
+#include <cstring>
+
+#include "runtime/barrier.h"
+#include "runtime/collectives.h"
+#include "runtime/collectives/hierarchy.h"
+#include "runtime/collectives/ring.h"
+
+namespace symmesh {
+namespace {
+
+// Scales element ranges to byte ranges.
+std::vector<Range> in_bytes(std::vector<Range> ranges, size_t element, size_t base = 0) {
+  for (Range& range : ranges) range = Range{(base + range.begin) * element, range.count * element};
+  return ranges;
+}
+
+// Reduces the f32 values `acc` (this member's contribution to `count` elements) over `team`
+// and writes the result, in `dtype`, to dst[0, count).
+void ring_allreduce_f32(Pe& pe, Team& team, std::byte* dst, float* acc, size_t count, DType dtype,
+                        ReduceOp op) {
+  const uint64_t sequence = team.next_collective();
+  const int n = team.size();
+  const size_t element = dtype_size(dtype);
+  announce_entered(pe, team, sequence, {(team.my_index() + n - 1) % n});
+  const auto blocks = block_ranges(count, n);
+  ring_reduce_scatter_f32(pe, team, acc, blocks, op);
+  const Range mine = blocks[team.my_index()];
+  if (reinterpret_cast<std::byte*>(acc) != dst) {
+    store_from_f32(dst + mine.begin * element, acc + mine.begin, mine.count, dtype);
+  }
+  ring_allgather_bytes(pe, team, dst, in_bytes(blocks, element), sequence);
+}
+
+void ring_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count, DType dtype,
+                    ReduceOp op) {
+  // f32 reduces in place in dst (each block is done with before its final value arrives).
+  std::vector<float> staging(dtype == DType::kF32 ? 0 : count);
+  float* acc = dtype == DType::kF32 ? reinterpret_cast<float*>(dst) : staging.data();
+  load_f32(acc, src, count, dtype);
+  ring_allreduce_f32(pe, team, dst, acc, count, dtype, op);
+}
+
+void hier_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count, DType dtype,
+                    ReduceOp op) {
+  const Hierarchy h = hierarchy_of(pe, team);
+  const size_t element = dtype_size(dtype);
+  const auto parts = block_ranges(count, h.locals);
+  const Range part = parts[h.local];
+  barrier(pe, h.node);  // every local input is ready and every local dst is free
+  std::vector<float> staging(dtype == DType::kF32 ? 0 : part.count);
+  float* acc = dtype == DType::kF32 ? reinterpret_cast<float*>(dst) + part.begin : staging.data();
+  for (int m = 0; m < h.locals; ++m) {
+    const auto* input =
+        static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + part.begin * element;
+    if (m == 0) {
+      load_f32(acc, input, part.count, dtype);
+    } else {
+      accumulate(acc, input, part.count, dtype, op);
+    }
+  }
+  ring_allreduce_f32(pe, h.cross, dst + part.begin * element, acc, part.count, dtype, op);
+  barrier(pe, h.node);  // every part is final in its owner's dst
+  for (int m = 0; m < h.locals; ++m) {
+    if (m == h.local) continue;
+    const auto* peer = static_cast<const std::byte*>(pe.ptr(dst, h.node.pe(m)));
+    std::memcpy(dst + parts[m].begin * element, peer + parts[m].begin * element,
+                parts[m].count * element);
+  }
+  barrier(pe, h.node);  // nobody returns while a peer still reads its dst
+}
+
+}  // namespace
+
+void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
+               ReduceOp op, CollAlgo algo) {
+  check_member(pe, team, "allreduce");
+  auto* out = static_cast<std::byte*>(dst);
+  switch (algo) {
+    case CollAlgo::kRing:
+      return ring_allreduce(pe, team, out, src, count, dtype, op);
+    case CollAlgo::kHier:
+      return hier_allreduce(pe, team, out, src, count, dtype, op);
+    case CollAlgo::kDirect:
+      break;
+  }
+  throw InvalidArgument("allreduce algorithm must be ring or hier, not direct");
+}
+
+}  // namespace symmesh

@@ -1,0 +1,130 @@
+#include "runtime/collectives/dtype.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "transport/errors.h"
+
+namespace symmesh {
+
+size_t dtype_size(DType dtype) {
+  return dtype == DType::kF32 ? 4 : 2;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& name) {
+  if (name == "f32") return DType::kF32;
+  if (name == "bf16") return DType::kBF16;
+  if (name == "f16") return DType::kF16;
+  throw InvalidArgument("dtype '" + name + "' is not one of: f32, bf16, f16");
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  return op == ReduceOp::kSum ? "sum" : "max";
+}
+
+ReduceOp parse_reduce_op(const std::string& name) {
+  if (name == "sum") return ReduceOp::kSum;
+  if (name == "max") return ReduceOp::kMax;
+  throw InvalidArgument("reduction '" + name + "' is not one of: sum, max");
+}
+
+float bf16_to_f32(uint16_t bits) {
+  const uint32_t word = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+uint16_t f32_to_bf16(float value) {
+  uint32_t word;
+  std::memcpy(&word, &value, sizeof(word));
+  if ((word & 0x7fffffffu) > 0x7f800000u) return uint16_t((word >> 16) | 0x40);  // quiet NaN
+  word += 0x7fffu + ((word >> 16) & 1u);  // round to nearest even
+  return uint16_t(word >> 16);
+}
+
+float f16_to_f32(uint16_t bits) {
+  _Float16 half;
+  std::memcpy(&half, &bits, sizeof(half));
+  return static_cast<float>(half);
+}
+
+uint16_t f32_to_f16(float value) {
+  const _Float16 half = static_cast<_Float16>(value);
+  uint16_t bits;
+  std::memcpy(&bits, &half, sizeof(bits));
+  return bits;
+}
+
+void load_f32(float* out, const void* src, size_t count, DType dtype) {
+  const auto* half = static_cast<const uint16_t*>(src);
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(out, src, count * sizeof(float));
+      break;
+    case DType::kBF16:
+      for (size_t i = 0; i < count; ++i) out[i] = bf16_to_f32(half[i]);
+      break;
+    case DType::kF16:
+      for (size_t i = 0; i < count; ++i) out[i] = f16_to_f32(half[i]);
+      break;
+  }
+}
+
+void store_from_f32(void* dst, const float* in, size_t count, DType dtype) {
+  auto* half = static_cast<uint16_t*>(dst);
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, in, count * sizeof(float));
+      break;
+    case DType::kBF16:
+      for (size_t i = 0; i < count; ++i) half[i] = f32_to_bf16(in[i]);
+      break;
+    case DType::kF16:
+      for (size_t i = 0; i < count; ++i) half[i] = f32_to_f16(in[i]);
+      break;
+  }
+}
+
+namespace {
+
+template <class Load>
+void combine(float* acc, size_t count, ReduceOp op, Load load) {
+  if (op == ReduceOp::kSum) {
+    for (size_t i = 0; i < count; ++i) acc[i] += load(i);
+  } else {
+    for (size_t i = 0; i < count; ++i) acc[i] = std::max(acc[i], load(i));
+  }
+}
+
+}  // namespace
+
+void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp op) {
+  const auto* f32 = static_cast<const float*>(src);
+  const auto* half = static_cast<const uint16_t*>(src);
+  switch (dtype) {
+    case DType::kF32:
+      combine(acc, count, op, [&](size_t i) { return f32[i]; });
+      break;
+    case DType::kBF16:
+      combine(acc, count, op, [&](size_t i) { return bf16_to_f32(half[i]); });
+      break;
+    case DType::kF16:
+      combine(acc, count, op, [&](size_t i) { return f16_to_f32(half[i]); });
+      break;
+  }
+}
+
+}  // namespace symmesh

@@ -1,0 +1,32 @@
+// Element types of the collectives and their conversions. 16-bit types are reduced in f32:
+// loaded into an f32 accumulator, combined there, and rounded once (to nearest even) at the end.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace symmesh {
+
+enum class DType { kF32, kBF16, kF16 };
+enum class ReduceOp { kSum, kMax };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+DType parse_dtype(const std::string& name);  // f32, bf16, f16
+const char* reduce_op_name(ReduceOp op);
+ReduceOp parse_reduce_op(const std::string& name);  // sum, max
+
+// out[i] = src[i] as f32.
+void load_f32(float* out, const void* src, size_t count, DType dtype);
+// dst[i] = in[i] rounded to `dtype`.
+void store_from_f32(void* dst, const float* in, size_t count, DType dtype);
+// acc[i] = acc[i] (op) src[i], src in `dtype` (f32 for partial sums).
+void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp op);
+
+float bf16_to_f32(uint16_t bits);
+uint16_t f32_to_bf16(float value);
+float f16_to_f32(uint16_t bits);
+uint16_t f32_to_f16(float value);
+
+}  // namespace symmesh

@@ -1,0 +1,75 @@
+// Reduce-scatter: member i ends with block i of the reduction.
+// ring: n-1 steps, each member sends (n-1)/n of the vector as f32 partial sums.
+// hier: (1) local member l reduces, from its node's inputs read in place, the blocks of
+//   every node's l-th member; (2) those K blocks are reduce-scattered around the ring of the
+//   members with local place l, so each ends with its own block. Network bytes per node:
+//   (K-1)/K of the vector over L parallel rings.
+#include "runtime/barrier.h"
+#include "runtime/collectives.h"
+#include "runtime/collectives/hierarchy.h"
+#include "runtime/collectives/ring.h"
+
+namespace symmesh {
+namespace {
+
+void ring_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count,
+                         DType dtype, ReduceOp op) {
+  std::vector<float> acc(count);
+  load_f32(acc.data(), src, count, dtype);
+  const auto blocks = block_ranges(count, team.size());
+  ring_reduce_scatter_f32(pe, team, acc.data(), blocks, op);
+  const Range mine = blocks[team.my_index()];
+  store_from_f32(dst, acc.data() + mine.begin, mine.count, dtype);
+}
+
+void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count,
+                         DType dtype, ReduceOp op) {
+  const Hierarchy h = hierarchy_of(pe, team);
+  const size_t element = dtype_size(dtype);
+  const auto team_blocks = block_ranges(count, team.size());
+  // The blocks this member gathers locally: node k's member with my local place.
+  std::vector<Range> mine_per_node;
+  size_t total = 0;
+  for (int k = 0; k < h.nodes; ++k) {
+    const Range block = team_blocks[k * h.locals + h.local];
+    mine_per_node.push_back(Range{total, block.count});
+    total += block.count;
+  }
+  barrier(pe, h.node);  // every local input is ready
+  std::vector<float> acc(total);
+  for (int m = 0; m < h.locals; ++m) {
+    const auto* input = static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m)));
+    for (int k = 0; k < h.nodes; ++k) {
+      const Range block = team_blocks[k * h.locals + h.local];
+      float* out = acc.data() + mine_per_node[k].begin;
+      if (m == 0) {
+        load_f32(out, input + block.begin * element, block.count, dtype);
+      } else {
+        accumulate(out, input + block.begin * element, block.count, dtype, op);
+      }
+    }
+  }
+  barrier(pe, h.node);  // local peers are done reading this member's input
+  ring_reduce_scatter_f32(pe, h.cross, acc.data(), mine_per_node, op);
+  const Range mine = mine_per_node[h.node_index];
+  store_from_f32(dst, acc.data() + mine.begin, mine.count, dtype);
+}
+
+}  // namespace
+
+void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
+                    ReduceOp op, CollAlgo algo) {
+  check_member(pe, team, "reduce_scatter");
+  auto* out = static_cast<std::byte*>(dst);
+  switch (algo) {
+    case CollAlgo::kRing:
+      return ring_reduce_scatter(pe, team, out, src, count, dtype, op);
+    case CollAlgo::kHier:
+      return hier_reduce_scatter(pe, team, out, src, count, dtype, op);
+    case CollAlgo::kDirect:
+      break;
+  }
+  throw InvalidArgument("reduce_scatter algorithm must be ring or hier, not direct");
+}
+
+}  // namespace symmesh

@@ -1,0 +1,257 @@
+// Collectives: every op x dtype x algorithm on several cluster shapes, with element counts
+// that do not divide by the PE count, verified element-wise against a reference computed
+// from the same seeded inputs. Inputs are multiples of 1/8 in [-1, 1], so sums of up to 16
+// PEs are exact in every dtype and the check can be exact.
+#include "runtime/collectives.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/barrier.h"
+#include "runtime/local_cluster.h"
+
+namespace symmesh {
+namespace {
+
+struct Shape {
+  int nodes;
+  int ranks;
+};
+
+float input_value(int pe, size_t i) {
+  return float(int((pe * 131 + i * 7) % 17) - 8) / 8.0f;
+}
+
+void fill(void* buffer, int pe, size_t count, DType dtype, size_t first = 0) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = input_value(pe, first + i);
+  store_from_f32(buffer, values.data(), count, dtype);
+}
+
+std::vector<float> read(const void* buffer, size_t count, DType dtype) {
+  std::vector<float> values(count);
+  load_f32(values.data(), buffer, count, dtype);
+  return values;
+}
+
+float reduced(int n_pes, size_t i, ReduceOp op) {
+  float result = input_value(0, i);
+  for (int pe = 1; pe < n_pes; ++pe) {
+    result =
+        op == ReduceOp::kSum ? result + input_value(pe, i) : std::max(result, input_value(pe, i));
+  }
+  return result;
+}
+
+LocalClusterOptions options(Shape shape) {
+  LocalClusterOptions o;
+  o.nodes = shape.nodes;
+  o.ranks_per_node = shape.ranks;
+  o.heap_size = size_t(shape.ranks) * (24 << 20);
+  o.wait_timeout = std::chrono::seconds(60);
+  o.tcp.connections_per_peer = 2;
+  o.tcp.io_threads = 1;
+  o.tcp.stripe_threshold = 128 << 10;
+  return o;
+}
+
+const DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+const CollAlgo kAlgos[] = {CollAlgo::kRing, CollAlgo::kHier};
+// Odd counts: below the PE count, not divisible by it, and more than one ring chunk.
+const size_t kCounts[] = {1, 7, 1001, 100'003};
+
+class Collectives : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(Collectives, AllreduceEveryDtypeAlgorithmAndOddCount) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    for (DType dtype : kDtypes) {
+      for (CollAlgo algo : kAlgos) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+          for (size_t count : kCounts) {
+            const size_t bytes = count * dtype_size(dtype);
+            void* src = pe.malloc(bytes);
+            void* dst = pe.malloc(bytes);
+            fill(src, pe.my_pe(), count, dtype);
+            allreduce(pe, pe.team_world(), dst, src, count, dtype, op, algo);
+            const auto got = read(dst, count, dtype);
+            for (size_t i = 0; i < count; ++i) {
+              ASSERT_EQ(got[i], reduced(pe.n_pes(), i, op))
+                  << dtype_name(dtype) << " " << coll_algo_name(algo) << " " << reduce_op_name(op)
+                  << " count=" << count << " i=" << i;
+            }
+            pe.free(dst);
+            pe.free(src);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_P(Collectives, ReduceScatterGivesEachPeItsBlock) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    for (DType dtype : kDtypes) {
+      for (CollAlgo algo : kAlgos) {
+        for (size_t count : kCounts) {
+          const size_t element = dtype_size(dtype);
+          void* src = pe.malloc(count * element);
+          void* dst = pe.malloc((count / n + 1) * element);
+          fill(src, pe.my_pe(), count, dtype);
+          reduce_scatter(pe, pe.team_world(), dst, src, count, dtype, ReduceOp::kSum, algo);
+          const size_t begin = count * pe.my_pe() / n;
+          const size_t mine = count * (pe.my_pe() + 1) / n - begin;
+          const auto got = read(dst, mine, dtype);
+          for (size_t i = 0; i < mine; ++i) {
+            ASSERT_EQ(got[i], reduced(n, begin + i, ReduceOp::kSum))
+                << dtype_name(dtype) << " " << coll_algo_name(algo) << " count=" << count;
+          }
+          pe.free(dst);
+          pe.free(src);
+        }
+      }
+    }
+  });
+}
+
+TEST_P(Collectives, AllgatherPutsEveryContributionInPlace) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    for (DType dtype : kDtypes) {
+      for (CollAlgo algo : kAlgos) {
+        for (size_t count : kCounts) {
+          const size_t element = dtype_size(dtype);
+          void* src = pe.malloc(count * element);
+          void* dst = pe.malloc(count * n * element);
+          fill(src, pe.my_pe(), count, dtype);
+          allgather(pe, pe.team_world(), dst, src, count, dtype, algo);
+          const auto got = read(dst, count * n, dtype);
+          for (int source = 0; source < n; ++source) {
+            for (size_t i = 0; i < count; ++i) {
+              ASSERT_EQ(got[source * count + i], input_value(source, i))
+                  << dtype_name(dtype) << " " << coll_algo_name(algo) << " count=" << count;
+            }
+          }
+          pe.free(dst);
+          pe.free(src);
+        }
+      }
+    }
+  });
+}
+
+TEST_P(Collectives, AlltoallAndAlltoallv) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    const int me = pe.my_pe();
+    for (DType dtype : kDtypes) {
+      for (size_t count : {size_t{1}, size_t{333}, size_t{70'001}}) {
+        const size_t element = dtype_size(dtype);
+        void* src = pe.malloc(count * n * element);
+        void* dst = pe.malloc(count * n * element);
+        // Block j of PE p holds the values of "PE p*n + j" so every block is distinct.
+        for (int j = 0; j < n; ++j) {
+          fill(static_cast<std::byte*>(src) + j * count * element, me * n + j, count, dtype);
+        }
+        alltoall(pe, pe.team_world(), dst, src, count, dtype);
+        const auto got = read(dst, count * n, dtype);
+        for (int i = 0; i < n; ++i) {
+          for (size_t e = 0; e < count; e += 1 + count / 50) {
+            ASSERT_EQ(got[i * count + e], input_value(i * n + me, e)) << "from " << i;
+          }
+        }
+        pe.free(dst);
+        pe.free(src);
+      }
+    }
+    // alltoallv: PE p sends (p + j) % 3 * 1000 + j elements to PE j.
+    std::vector<size_t> send(n);
+    size_t total = 0;
+    for (int j = 0; j < n; ++j) total += send[j] = (me + j) % 3 * 1000 + j;
+    const size_t capacity = 3000 * n + n * n;  // the same on every PE: allocations are symmetric
+    ASSERT_LE(total, capacity);
+    auto* src = pe.malloc_array<float>(capacity);
+    size_t at = 0;
+    for (int j = 0; j < n; ++j) {
+      fill(src + at, me * n + j, send[j], DType::kF32);
+      at += send[j];
+    }
+    auto* dst = pe.malloc_array<float>(capacity);
+    const auto received = alltoallv(pe, pe.team_world(), dst, capacity, src, send, DType::kF32);
+    size_t offset = 0;
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(received[i], (i + me) % 3 * 1000 + size_t(me));
+      for (size_t e = 0; e < received[i]; ++e) {
+        ASSERT_EQ(dst[offset + e], input_value(i * n + me, e)) << "from " << i << " e=" << e;
+      }
+      offset += received[i];
+    }
+    // Room for one element less than some PE receives: every PE gets the error.
+    size_t most = 0;
+    for (int p = 0; p < n; ++p) {
+      size_t incoming = 0;
+      for (int i = 0; i < n; ++i) incoming += (i + p) % 3 * 1000 + size_t(p);
+      most = std::max(most, incoming);
+    }
+    if (most > 0) {
+      EXPECT_THROW(alltoallv(pe, pe.team_world(), dst, most - 1, src, send, DType::kF32),
+                   InvalidArgument);
+    }
+  });
+}
+
+TEST_P(Collectives, SameInputsGiveBitwiseSameOutputs) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const size_t count = 50'001;
+    auto* src = pe.malloc_array<float>(count);
+    auto* dst = pe.malloc_array<float>(count);
+    for (size_t i = 0; i < count; ++i) src[i] = 1.0f / float(1 + (i * 7 + pe.my_pe() * 13) % 97);
+    for (CollAlgo algo : kAlgos) {
+      allreduce(pe, pe.team_world(), dst, src, count, DType::kF32, ReduceOp::kSum, algo);
+      std::vector<float> first(dst, dst + count);
+      for (int run = 0; run < 3; ++run) {
+        allreduce(pe, pe.team_world(), dst, src, count, DType::kF32, ReduceOp::kSum, algo);
+        ASSERT_EQ(0, std::memcmp(first.data(), dst, count * sizeof(float)));
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Collectives,
+                         ::testing::Values(Shape{1, 1}, Shape{1, 3}, Shape{2, 1}, Shape{2, 2},
+                                           Shape{3, 2}, Shape{2, 3}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.nodes) + "x" +
+                                  std::to_string(info.param.ranks);
+                         });
+
+TEST(CollectivesTeams, RingOnAStridedTeamAndHierRefusedOnANonUniformOne) {
+  LocalCluster cluster(options(Shape{2, 3}));
+  cluster.run([](Pe& pe) {
+    // PEs 0, 2, 4: two on node 0, one on node 1: ring works, hier is refused.
+    auto team = pe.team_split_strided(pe.team_world(), 0, 2, 3, "evens");
+    if (team) {
+      auto* src = pe.malloc_array<float>(1000);
+      auto* dst = pe.malloc_array<float>(1000);
+      fill(src, pe.my_pe(), 1000, DType::kF32);
+      allreduce(pe, *team, dst, src, 1000, DType::kF32, ReduceOp::kSum, CollAlgo::kRing);
+      for (size_t i = 0; i < 1000; ++i) {
+        ASSERT_EQ(dst[i], input_value(0, i) + input_value(2, i) + input_value(4, i));
+      }
+      EXPECT_THROW(
+          allreduce(pe, *team, dst, src, 1000, DType::kF32, ReduceOp::kSum, CollAlgo::kHier),
+          InvalidArgument);
+    } else {
+      // Non-members still allocate so that heaps stay symmetric.
+      pe.malloc_array<float>(1000);
+      pe.malloc_array<float>(1000);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace symmesh
