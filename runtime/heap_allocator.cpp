@@ -2,24 +2,9 @@
 
 #include <string>
 
-namespace symmesh {
+#include "common/units.h"
 
-std::string format_bytes(uint64_t bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  if (unit == 0) {
-    snprintf(text, sizeof(text), "%llu B", static_cast<unsigned long long>(bytes));
-  } else {
-    snprintf(text, sizeof(text), "%.1f %s", value, units[unit]);
-  }
-  return text;
-}
+namespace symmesh {
 
 HeapAllocator::HeapAllocator(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {
   reset();

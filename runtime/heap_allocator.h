@@ -47,6 +47,4 @@ class HeapAllocator {
   std::map<uint64_t, Block> allocated_;  // returned offset -> carved block
 };
 
-std::string format_bytes(uint64_t bytes);
-
 }  // namespace symmesh

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/units.h"
 #include "runtime/layout.h"
 
 namespace symmesh {

@@ -1,6 +1,7 @@
 #include "transport/channel.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -72,6 +73,12 @@ void BlockingChannel::close() {
 
 int BlockingChannel::release_native() {
   return socket_.release();
+}
+
+std::unique_ptr<BlockingChannel> BlockingChannel::duplicate() {
+  const int fd = ::dup(socket_.native_handle());
+  if (fd < 0) throw PeerError("cannot duplicate the connection to " + peer_name_);
+  return adopt(fd, peer_name_);
 }
 
 HostPort BlockingChannel::local_endpoint() const {

@@ -47,6 +47,9 @@ class BlockingChannel {
   void close();
   // Hands the connected socket over (for data connections after the handshake).
   int release_native();
+  // A second channel on the same connection (a dup of the socket), so one thread can block
+  // reading this one while others write on the duplicate.
+  std::unique_ptr<BlockingChannel> duplicate();
 
   const std::string& peer_name() const { return peer_name_; }
   void set_peer_name(std::string name) { peer_name_ = std::move(name); }

@@ -1,0 +1,135 @@
+// symmesh: the command-line client.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "client/client.h"
+#include "client/output.h"
+#include "common/units.h"
+#include "transport/auth.h"
+#include "transport/errors.h"
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace symmesh;
+  CLI::App app{"symmesh: submit jobs to a symmesh cluster and watch it"};
+  app.require_subcommand(1);
+  std::string daemon = env_or("SYMMESH_DAEMON", "127.0.0.1:7400");
+  std::string secret_file = env_or("SYMMESH_SECRET_FILE", "");
+  std::string timeout_text = "3600s";
+  bool json = false;
+  app.add_option("--daemon", daemon, "HOST:PORT of any daemon (env SYMMESH_DAEMON)")
+      ->capture_default_str();
+  app.add_option("--secret-file", secret_file, "cluster secret (env SYMMESH_SECRET_FILE)");
+  app.add_option("--timeout", timeout_text, "give up waiting for the daemon after this long")
+      ->capture_default_str();
+  app.add_flag("--json", json, "print one JSON object");
+
+  auto* status_cmd = app.add_subcommand("status", "the cluster as the daemon sees it");
+  status_cmd->add_flag("--json", json, "print one JSON object");
+
+  auto* submit_cmd = app.add_subcommand("submit", "run a job on the whole cluster");
+  submit_cmd->require_subcommand(1);
+  wire::JobSpec spec;
+
+  auto* barrier_cmd = submit_cmd->add_subcommand("barrier", "barrier latency");
+  std::string barrier_algo = "pull";
+  uint32_t k = 8;
+  uint32_t barrier_iters = 1000;
+  barrier_cmd->add_option("--algo", barrier_algo, "inter-node algorithm")
+      ->check(CLI::IsMember({"dissemination", "kary", "pull"}))
+      ->capture_default_str();
+  barrier_cmd->add_option("--k", k, "radix of the kary algorithm (2..16)")
+      ->check(CLI::Range(2, 16))
+      ->capture_default_str();
+  barrier_cmd->add_option("--iters", barrier_iters, "timed barriers (1..100000)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  barrier_cmd->add_flag("--json", json, "print one JSON object");
+
+  auto* collective_cmd = submit_cmd->add_subcommand("collective", "a collective's time and bandwidth");
+  std::string op, bytes_text, dtype = "f32", coll_algo = "auto", reduce = "sum";
+  uint32_t coll_iters = 20;
+  bool verify = false;
+  collective_cmd->add_option("--op", op, "the collective")
+      ->required()
+      ->check(CLI::IsMember({"allreduce", "reduce-scatter", "allgather", "alltoall"}));
+  collective_cmd->add_option("--bytes", bytes_text, "each PE's input (KiB, MiB, GiB suffixes)")
+      ->required();
+  collective_cmd->add_option("--dtype", dtype, "element type")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+  collective_cmd->add_option("--algo", coll_algo, "ring, hier (or direct for alltoall); auto picks")
+      ->check(CLI::IsMember({"auto", "ring", "hier", "direct"}))
+      ->capture_default_str();
+  collective_cmd->add_option("--reduce", reduce, "reduction (max: allreduce only)")
+      ->check(CLI::IsMember({"sum", "max"}))
+      ->capture_default_str();
+  collective_cmd->add_option("--iters", coll_iters, "timed calls (1..100000)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  collective_cmd->add_flag("--verify", verify, "check every PE's output against the reference");
+  collective_cmd->add_flag("--json", json, "print one JSON object");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    if (json) {
+      print_error_json(std::string(e.what()) + " (see symmesh --help)");
+      return 2;
+    }
+    return app.exit(e);
+  }
+
+  try {
+    const auto timeout = parse_duration(timeout_text, "--timeout");
+    const Deadline deadline = deadline_after(timeout);
+    if (secret_file.empty()) {
+      throw InvalidArgument("no secret: set --secret-file or SYMMESH_SECRET_FILE (the file "
+                            "deploy/local-cluster.sh prints)");
+    }
+    const std::string secret = read_secret_file(secret_file);
+    const HostPort address = parse_host_port(daemon, "--daemon");
+    auto client = Client::connect(address, secret, "'" + secret_file + "'", deadline);
+
+    if (status_cmd->parsed()) {
+      print_status(client->status(deadline), json);
+      return 0;
+    }
+    if (barrier_cmd->parsed()) {
+      spec.mutable_barrier()->set_algo(barrier_algo);
+      spec.mutable_barrier()->set_k(k);
+      spec.mutable_barrier()->set_iters(barrier_iters);
+    } else {
+      auto* job = spec.mutable_collective();
+      job->set_op(op);
+      job->set_bytes(parse_size(bytes_text, "--bytes"));
+      job->set_dtype(dtype);
+      job->set_algo(coll_algo);
+      job->set_reduce(reduce);
+      job->set_iters(coll_iters);
+      job->set_verify(verify);
+    }
+    const wire::JobResult result = client->submit(spec, nullptr, deadline);
+    print_result(result, json);
+    return result.ok() ? 0 : 1;
+  } catch (const std::exception& e) {
+    if (json) {
+      print_error_json(e.what());
+    } else {
+      std::cerr << "symmesh: " << e.what() << "\n";
+    }
+    return dynamic_cast<const PeerError*>(&e) ? 3 : (dynamic_cast<const InvalidArgument*>(&e) ? 2 : 1);
+  }
+}

@@ -1,0 +1,133 @@
+#include "daemon/bootstrap.h"
+
+#include <spdlog/spdlog.h>
+
+#include "transport/auth.h"
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+
+wire::NodeInfo info_of(const wire::NodeHello& hello) {
+  wire::NodeInfo info;
+  info.set_node_rank(hello.node_rank());
+  info.set_hostname(hello.hostname());
+  *info.mutable_data_endpoint() = hello.data_endpoint();
+  *info.mutable_control_endpoint() = hello.control_endpoint();
+  *info.mutable_transports() = hello.transports();
+  info.set_transport_request(hello.transport_request());
+  return info;
+}
+
+void refuse(BlockingChannel& channel, const std::string& why) {
+  wire::BootstrapReply reply;
+  reply.set_error(why);
+  try {
+    channel.write(reply, deadline_after(kHandshakeTimeout));
+  } catch (const std::exception&) {
+    // The node is gone already; the refusal is logged on this side anyway.
+  }
+}
+
+}  // namespace
+
+std::string check_hello(const wire::NodeHello& root, const wire::NodeHello& theirs) {
+  auto mismatch = [&](const char* field, uint64_t ours, uint64_t their) {
+    return std::string(field) + " mismatch: the joining node has " + std::to_string(their) +
+           ", the root has " + std::to_string(ours);
+  };
+  if (theirs.protocol_version() != root.protocol_version()) {
+    return mismatch("protocol_version", root.protocol_version(), theirs.protocol_version());
+  }
+  if (theirs.nodes() != root.nodes()) return mismatch("nodes", root.nodes(), theirs.nodes());
+  if (theirs.ranks_per_node() != root.ranks_per_node()) {
+    return mismatch("ranks_per_node", root.ranks_per_node(), theirs.ranks_per_node());
+  }
+  if (theirs.heap_size() != root.heap_size()) {
+    return mismatch("heap_size", root.heap_size(), theirs.heap_size());
+  }
+  if (theirs.tcp_connections() != root.tcp_connections()) {
+    return mismatch("tcp_connections", root.tcp_connections(), theirs.tcp_connections());
+  }
+  if (theirs.node_rank() == 0 || theirs.node_rank() >= root.nodes()) {
+    return "node_rank " + std::to_string(theirs.node_rank()) + " is outside 1.." +
+           std::to_string(root.nodes() - 1) + " (0 is the root)";
+  }
+  return {};
+}
+
+wire::ClusterView bootstrap_root(Listener& listener, const wire::NodeHello& mine,
+                                 const std::string& secret, Deadline deadline,
+                                 std::vector<std::unique_ptr<BlockingChannel>>& links) {
+  const int nodes = static_cast<int>(mine.nodes());
+  links.clear();
+  links.resize(nodes);
+  std::vector<wire::NodeHello> hellos(nodes);
+  hellos[0] = mine;
+  int joined = 1;
+  while (joined < nodes) {
+    auto channel = listener.accept(deadline);
+    if (!channel) break;  // deadline
+    try {
+      authenticate(*channel, secret, AuthIdentity{"bootstrap", 0, 0},
+                   std::min(deadline, deadline_after(kHandshakeTimeout)));
+      wire::NodeHello hello;
+      channel->read(hello, deadline_after(kHandshakeTimeout));
+      std::string problem = check_hello(mine, hello);
+      if (problem.empty() && links[hello.node_rank()]) {
+        problem = "node_rank " + std::to_string(hello.node_rank()) + " is taken already by " +
+                  links[hello.node_rank()]->peer_name();
+      }
+      if (!problem.empty()) {
+        spdlog::error("bootstrap: refused {}: {}", channel->peer_name(), problem);
+        refuse(*channel, problem);
+        continue;
+      }
+      spdlog::info("bootstrap: node {} joined from {}", hello.node_rank(), channel->peer_name());
+      hellos[hello.node_rank()] = hello;
+      links[hello.node_rank()] = std::move(channel);
+      ++joined;
+    } catch (const std::exception& e) {
+      spdlog::error("bootstrap: refused {}: {}", channel->peer_name(), e.what());
+    }
+  }
+  if (joined < nodes) {
+    std::string missing;
+    for (int node = 1; node < nodes; ++node) {
+      if (!links[node]) missing += (missing.empty() ? "" : ", ") + std::to_string(node);
+    }
+    const std::string why = "bootstrap: node(s) " + missing +
+                            " never joined before the bootstrap deadline";
+    for (auto& link : links) {
+      if (link) refuse(*link, why);
+    }
+    throw PeerError(why);
+  }
+  wire::ClusterView view;
+  view.set_nodes(mine.nodes());
+  view.set_ranks_per_node(mine.ranks_per_node());
+  view.set_heap_size(mine.heap_size());
+  view.set_tcp_connections(mine.tcp_connections());
+  for (const auto& hello : hellos) *view.add_node() = info_of(hello);
+  wire::BootstrapReply reply;
+  *reply.mutable_view() = view;
+  for (int node = 1; node < nodes; ++node) links[node]->write(reply, deadline_after(kHandshakeTimeout));
+  return view;
+}
+
+wire::ClusterView bootstrap_join(const HostPort& root, const wire::NodeHello& mine,
+                                 const std::string& secret, Deadline deadline,
+                                 std::unique_ptr<BlockingChannel>& link) {
+  link = BlockingChannel::connect(root, deadline);
+  authenticate(*link, secret, AuthIdentity{"bootstrap", mine.node_rank(), 0}, deadline);
+  link->write(mine, deadline);
+  wire::BootstrapReply reply;
+  // The root answers once every node has come: wait as long as it waits.
+  link->read(reply, deadline + std::chrono::seconds(10));
+  if (reply.has_error()) throw InvalidArgument("the root refused this node: " + reply.error());
+  return reply.view();
+}
+
+}  // namespace symmesh

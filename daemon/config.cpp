@@ -1,0 +1,158 @@
+#include "daemon/config.h"
+
+#include <CLI/CLI.hpp>
+#include <toml++/toml.h>
+
+#include <functional>
+#include <map>
+
+#include "common/units.h"
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+// The daemon's keys, as flags (--KEY) and as TOML keys (KEY = value), with how to apply one.
+struct Key {
+  std::string help;
+  std::function<void(DaemonConfig&, const std::string&)> apply;
+};
+
+int parse_int(const std::string& text, const std::string& what, int low, int high) {
+  size_t used = 0;
+  long value = 0;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < low || value > high) {
+    throw InvalidArgument(what + ": '" + text + "' is not an integer in " + std::to_string(low) +
+                          ".." + std::to_string(high));
+  }
+  return static_cast<int>(value);
+}
+
+std::map<std::string, Key> keys() {
+  return {
+      {"node-rank", {"this node's rank (0 is the bootstrap root)",
+                     [](DaemonConfig& c, const std::string& v) {
+                       c.node_rank = parse_int(v, "--node-rank", 0, 511);
+                     }}},
+      {"nodes", {"number of nodes (daemons) in the cluster",
+                 [](DaemonConfig& c, const std::string& v) {
+                   c.nodes = parse_int(v, "--nodes", 1, 512);
+                 }}},
+      {"ranks-per-node", {"ranks (PEs) hosted by each daemon",
+                          [](DaemonConfig& c, const std::string& v) {
+                            c.ranks_per_node = parse_int(v, "--ranks-per-node", 1, 256);
+                          }}},
+      {"bootstrap", {"HOST:PORT of the root's bootstrap listener",
+                     [](DaemonConfig& c, const std::string& v) {
+                       c.bootstrap = parse_host_port(v, "--bootstrap");
+                     }}},
+      {"listen", {"address for the data and control listeners",
+                  [](DaemonConfig& c, const std::string& v) { c.listen = v; }}},
+      {"control-port", {"port of the control (CLI) listener",
+                        [](DaemonConfig& c, const std::string& v) {
+                          c.control_port =
+                              static_cast<uint16_t>(parse_int(v, "--control-port", 0, 65535));
+                        }}},
+      {"transport", {"auto, tcp or verbs: the transport between nodes",
+                     [](DaemonConfig& c, const std::string& v) {
+                       if (v != "auto" && v != "tcp" && v != "verbs") {
+                         throw InvalidArgument("--transport '" + v +
+                                               "' is not one of: auto, tcp, verbs");
+                       }
+                       c.transport = v;
+                     }}},
+      {"heap-size", {"symmetric heap per node (KiB, MiB, GiB suffixes)",
+                     [](DaemonConfig& c, const std::string& v) {
+                       c.heap_size = parse_size(v, "--heap-size");
+                     }}},
+      {"secret-file", {"file holding the cluster secret (required)",
+                       [](DaemonConfig& c, const std::string& v) { c.secret_file = v; }}},
+      {"tcp-connections", {"TCP data connections per node pair (1..16)",
+                           [](DaemonConfig& c, const std::string& v) {
+                             c.tcp_connections = parse_int(v, "--tcp-connections", 1, 16);
+                           }}},
+      {"wait-timeout", {"deadline of every wait (for example 60s)",
+                        [](DaemonConfig& c, const std::string& v) {
+                          c.wait_timeout = parse_duration(v, "--wait-timeout");
+                        }}},
+      {"bootstrap-timeout", {"how long the root waits for every node (for example 60s)",
+                             [](DaemonConfig& c, const std::string& v) {
+                               c.bootstrap_timeout = parse_duration(v, "--bootstrap-timeout");
+                             }}},
+      {"log-level", {"trace, debug, info, warn or error",
+                     [](DaemonConfig& c, const std::string& v) {
+                       if (v != "trace" && v != "debug" && v != "info" && v != "warn" &&
+                           v != "error") {
+                         throw InvalidArgument("--log-level '" + v +
+                                               "' is not one of: trace, debug, info, warn, error");
+                       }
+                       c.log_level = v;
+                     }}},
+  };
+}
+
+std::string toml_value_text(const toml::node& node, const std::string& key) {
+  if (auto s = node.value<std::string>()) return *s;
+  if (auto i = node.value<int64_t>()) return std::to_string(*i);
+  throw InvalidArgument("config key '" + key + "' must be a string or an integer");
+}
+
+}  // namespace
+
+std::optional<DaemonConfig> parse_daemon_config(int argc, char** argv) {
+  const auto all = keys();
+  CLI::App app{"symmeshd: the symmesh node daemon"};
+  std::string config_file;
+  app.add_option("--config", config_file, "TOML file with the same keys as the flags");
+  std::map<std::string, std::string> given;
+  for (const auto& [name, key] : all) app.add_option("--" + name, given[name], key.help);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    app.exit(e);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw InvalidArgument(std::string(e.what()) + " (see symmeshd --help)");
+  }
+
+  DaemonConfig config;
+  if (!config_file.empty()) {
+    toml::table table;
+    try {
+      table = toml::parse_file(config_file);
+    } catch (const toml::parse_error& e) {
+      throw InvalidArgument("config file '" + config_file + "': " + std::string(e.description()));
+    }
+    for (const auto& [toml_key, node] : table) {
+      const std::string key(toml_key.str());
+      auto it = all.find(key);
+      if (it == all.end()) {
+        std::string known;
+        for (const auto& [name, unused] : all) known += (known.empty() ? "" : ", ") + name;
+        throw InvalidArgument("config file '" + config_file + "': unknown key '" + key +
+                              "' (known keys: " + known + ")");
+      }
+      if (app.count("--" + key) == 0) it->second.apply(config, toml_value_text(node, key));
+    }
+  }
+  for (const auto& [name, key] : all) {
+    if (app.count("--" + name) > 0) key.apply(config, given[name]);
+  }
+  if (config.secret_file.empty()) {
+    throw InvalidArgument("--secret-file is required: every node of a cluster proves it knows "
+                          "the same secret");
+  }
+  if (config.node_rank >= config.nodes) {
+    throw InvalidArgument("--node-rank " + std::to_string(config.node_rank) + " is outside 0.." +
+                          std::to_string(config.nodes - 1) + " (--nodes " +
+                          std::to_string(config.nodes) + ")");
+  }
+  return config;
+}
+
+}  // namespace symmesh

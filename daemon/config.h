@@ -1,0 +1,33 @@
+// symmeshd's configuration: command-line flags (CLI11) and the same keys in a TOML file
+// (--config, toml++); a flag given on the command line wins over the file.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "transport/channel.h"
+
+namespace symmesh {
+
+struct DaemonConfig {
+  int node_rank = 0;
+  int nodes = 1;
+  int ranks_per_node = 1;
+  HostPort bootstrap{"127.0.0.1", 7399};
+  std::string listen = "127.0.0.1";
+  uint16_t control_port = 7400;
+  std::string transport = "auto";
+  uint64_t heap_size = uint64_t{256} << 20;
+  std::string secret_file;
+  int tcp_connections = 2;
+  std::chrono::milliseconds wait_timeout{60000};
+  std::chrono::milliseconds bootstrap_timeout{60000};
+  std::string log_level = "info";
+};
+
+// Parses argv. Returns nullopt after printing --help. Throws InvalidArgument naming the
+// flag or key that was wrong and what is allowed.
+std::optional<DaemonConfig> parse_daemon_config(int argc, char** argv);
+
+}  // namespace symmesh

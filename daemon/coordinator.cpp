@@ -1,0 +1,242 @@
+#include "daemon/coordinator.h"
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/jobs/job.h"
+
+namespace symmesh {
+
+Coordinator::Coordinator(int nodes, int ranks_per_node, Sender sender)
+    : nodes_(nodes), ranks_per_node_(ranks_per_node), sender_(std::move(sender)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Coordinator::~Coordinator() { stop("the root is shutting down"); }
+
+void Coordinator::stop(const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_.empty()) stopping_ = why;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Whatever is still queued fails with the reason.
+  std::deque<Pending> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(queue_);
+  }
+  for (auto& pending : left) {
+    wire::ClientResponse response;
+    response.mutable_result()->set_ok(false);
+    response.mutable_result()->set_error(why);
+    pending.sink(response);
+  }
+}
+
+void Coordinator::submit(const wire::JobSpec& spec, Sink sink) {
+  std::lock_guard lock(mutex_);
+  queue_.push_back(Pending{spec, std::move(sink)});
+  changed_.notify_all();
+}
+
+void Coordinator::on_report(const wire::NodeJobReport& report) {
+  std::lock_guard lock(mutex_);
+  if (report.job_id() != current_job_ || report.phase() != current_phase_) return;
+  reports_[static_cast<int>(report.node_rank())] = report;
+  changed_.notify_all();
+}
+
+void Coordinator::on_node_down(int node, const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (!down_.count(node)) down_[node] = why;
+  changed_.notify_all();
+}
+
+uint64_t Coordinator::jobs_run() const {
+  std::lock_guard lock(mutex_);
+  return jobs_run_;
+}
+
+uint64_t Coordinator::jobs_failed() const {
+  std::lock_guard lock(mutex_);
+  return jobs_failed_;
+}
+
+uint32_t Coordinator::jobs_queued() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<uint32_t>(queue_.size());
+}
+
+std::string Coordinator::down_nodes_locked() const {
+  std::string text;
+  for (const auto& [node, why] : down_) {
+    text += (text.empty() ? "" : "; ") + std::string("node ") + std::to_string(node) +
+            " is down: " + why;
+  }
+  return text;
+}
+
+void Coordinator::loop() {
+  for (;;) {
+    Pending pending;
+    uint64_t job_id = 0;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return !stopping_.empty() || !queue_.empty(); });
+      if (!stopping_.empty()) return;
+      pending = std::move(queue_.front());
+      queue_.pop_front();
+      job_id = next_job_id_++;
+    }
+    wire::ClientResponse event;
+    event.mutable_event()->set_job_id(job_id);
+    event.mutable_event()->set_state("running");
+    pending.sink(event);
+    wire::JobResult result = run(job_id, pending.spec);
+    result.set_job_id(job_id);
+    {
+      std::lock_guard lock(mutex_);
+      ++jobs_run_;
+      if (!result.ok()) ++jobs_failed_;
+    }
+    if (!result.ok()) spdlog::warn("job {} failed: {}", job_id, result.error());
+    wire::ClientResponse response;
+    *response.mutable_result() = result;
+    pending.sink(response);
+  }
+}
+
+void Coordinator::broadcast(const wire::JobCommand& command) {
+  wire::ControlMessage message;
+  *message.mutable_command() = command;
+  for (int node = 0; node < nodes_; ++node) {
+    {
+      std::lock_guard lock(mutex_);
+      if (down_.count(node)) continue;
+    }
+    try {
+      sender_(node, message);
+    } catch (const std::exception& e) {
+      on_node_down(node, e.what());
+    }
+  }
+}
+
+std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPhase phase,
+                                                    const wire::JobSpec& spec,
+                                                    std::string& error) {
+  {
+    std::lock_guard lock(mutex_);
+    current_job_ = job_id;
+    current_phase_ = phase;
+    reports_.clear();
+  }
+  wire::JobCommand command;
+  command.set_job_id(job_id);
+  command.set_phase(phase);
+  if (phase == wire::RUN) *command.mutable_spec() = spec;
+  broadcast(command);
+
+  std::unique_lock lock(mutex_);
+  bool aborted = false;
+  for (;;) {
+    // A failure (or a node going down) aborts the job on every node at once.
+    std::string failure;
+    for (const auto& [node, report] : reports_) {
+      if (!report.ok() && failure.empty()) failure = report.error();
+    }
+    if (failure.empty() && !down_.empty()) failure = down_nodes_locked();
+    if (failure.empty() && !stopping_.empty()) failure = stopping_;
+    if (!failure.empty() && !aborted && phase == wire::RUN) {
+      aborted = true;
+      wire::JobCommand abort;
+      abort.set_job_id(job_id);
+      abort.set_phase(wire::ABORT);
+      abort.set_reason(failure);
+      lock.unlock();
+      broadcast(abort);
+      lock.lock();
+    }
+    bool complete = true;
+    for (int node = 0; node < nodes_; ++node) {
+      if (!down_.count(node) && !reports_.count(node)) complete = false;
+    }
+    if (complete || (!stopping_.empty() && phase != wire::RUN)) break;
+    changed_.wait(lock);
+  }
+  // The cause, not the aborts it triggered elsewhere.
+  for (const auto& [node, report] : reports_) {
+    if (!report.ok() && report.error().find("aborted") == std::string::npos) {
+      error = "node " + std::to_string(node) + ": " + report.error();
+      break;
+    }
+  }
+  if (error.empty() && !down_.empty()) error = down_nodes_locked();
+  if (error.empty()) {
+    for (const auto& [node, report] : reports_) {
+      if (!report.ok()) {
+        error = "node " + std::to_string(node) + ": " + report.error();
+        break;
+      }
+    }
+  }
+  if (error.empty() && !stopping_.empty()) error = stopping_;
+  std::vector<wire::NodeJobReport> reports;
+  for (const auto& [node, report] : reports_) reports.push_back(report);
+  current_job_ = 0;
+  return reports;
+}
+
+wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec) {
+  wire::JobResult result;
+  result.set_verify_requested(spec.has_collective() && spec.collective().verify());
+  {
+    std::lock_guard lock(mutex_);
+    if (!down_.empty()) {
+      result.set_ok(false);
+      result.set_error("the cluster cannot run jobs: " + down_nodes_locked());
+      return result;
+    }
+  }
+  std::string error;
+  for (auto step : {wire::QUIESCE, wire::RESET}) {
+    phase(job_id, step, spec, error);
+    if (!error.empty()) {
+      result.set_ok(false);
+      result.set_error("preparing the job: " + error);
+      return result;
+    }
+  }
+  const auto reports = phase(job_id, wire::RUN, spec, error);
+  if (!error.empty()) {
+    result.set_ok(false);
+    result.set_error(error);
+    return result;
+  }
+  // The slowest node in each iteration.
+  std::vector<double> iterations(reports.front().iteration_s_size(), 0.0);
+  bool verified = true;
+  double max_err = 0;
+  for (const auto& report : reports) {
+    for (int i = 0; i < report.iteration_s_size() && i < int(iterations.size()); ++i) {
+      iterations[i] = std::max(iterations[i], report.iteration_s(i));
+    }
+    verified = verified && report.verified();
+    max_err = std::max(max_err, report.max_abs_err());
+  }
+  result.set_ok(true);
+  summarize_job(spec, nodes_, ranks_per_node_, iterations, result);
+  if (result.verify_requested()) {
+    result.set_verified(verified);
+    result.set_max_abs_err(max_err);
+    if (!verified) {
+      result.set_ok(false);
+      result.set_error("verification failed: max abs error " + std::to_string(max_err) +
+                       " against the reference");
+    }
+  }
+  return result;
+}
+
+}  // namespace symmesh

@@ -1,0 +1,65 @@
+// The root's job coordinator: jobs run one at a time in submission order, each on all nodes
+// in the phases QUIESCE, RESET, RUN. A failed node fails the job and aborts it everywhere; a
+// node that is down fails every job until the cluster is restarted.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "control.pb.h"
+
+namespace symmesh {
+
+class Coordinator {
+ public:
+  // Receives the job's events (JobEvent) and, last, its JobResult.
+  using Sink = std::function<void(const wire::ClientResponse&)>;
+  using Sender = std::function<void(int node, const wire::ControlMessage&)>;
+
+  Coordinator(int nodes, int ranks_per_node, Sender sender);
+  ~Coordinator();
+
+  void submit(const wire::JobSpec& spec, Sink sink);
+  void on_report(const wire::NodeJobReport& report);
+  void on_node_down(int node, const std::string& why);
+  void stop(const std::string& why);
+
+  uint64_t jobs_run() const;
+  uint64_t jobs_failed() const;
+  uint32_t jobs_queued() const;
+
+ private:
+  struct Pending {
+    wire::JobSpec spec;
+    Sink sink;
+  };
+  void loop();
+  wire::JobResult run(uint64_t job_id, const wire::JobSpec& spec);
+  // Sends the phase to every node and waits for every report of it; returns them.
+  std::vector<wire::NodeJobReport> phase(uint64_t job_id, wire::JobPhase phase,
+                                         const wire::JobSpec& spec, std::string& error);
+  void broadcast(const wire::JobCommand& command);
+  std::string down_nodes_locked() const;
+
+  const int nodes_;
+  const int ranks_per_node_;
+  Sender sender_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Pending> queue_;
+  std::map<int, wire::NodeJobReport> reports_;  // for the phase in flight
+  uint64_t current_job_ = 0;
+  wire::JobPhase current_phase_ = wire::QUIESCE;
+  std::map<int, std::string> down_;
+  std::string stopping_;
+  uint64_t next_job_id_ = 1;
+  uint64_t jobs_run_ = 0;
+  uint64_t jobs_failed_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace symmesh

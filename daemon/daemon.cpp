@@ -1,0 +1,412 @@
+#include "daemon/daemon.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "common/units.h"
+#include "daemon/bootstrap.h"
+#include "daemon/jobs/job.h"
+#include "transport/auth.h"
+
+namespace symmesh {
+namespace {
+
+std::string hostname() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+wire::Endpoint endpoint(const HostPort& at) {
+  wire::Endpoint out;
+  out.set_host(at.host);
+  out.set_port(at.port);
+  return out;
+}
+
+std::string text(const wire::Endpoint& at) { return at.host() + ":" + std::to_string(at.port()); }
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(Clock::now()) {}
+
+Daemon::~Daemon() { shutdown(); }
+
+void Daemon::request_stop(const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (stop_reason_.empty()) stop_reason_ = why;
+  changed_.notify_all();
+}
+
+int Daemon::run() {
+  secret_ = read_secret_file(config_.secret_file);
+  if (config_.transport == "verbs") {
+    throw InvalidArgument("--transport verbs: the verbs transport is not built yet (issue 3); "
+                          "use --transport tcp or auto");
+  }
+  NodeConfig node_config;
+  node_config.node_rank = config_.node_rank;
+  node_config.nodes = config_.nodes;
+  node_config.ranks_per_node = config_.ranks_per_node;
+  node_config.heap_size = config_.heap_size;
+  node_config.wait_timeout = config_.wait_timeout;
+  node_ = std::make_unique<Node>(node_config);
+
+  // Bind everything first, so a port in use fails now with its address.
+  auto control_listener = std::make_unique<Listener>(HostPort{config_.listen, config_.control_port});
+  std::unique_ptr<Listener> bootstrap_listener;
+  if (is_root()) bootstrap_listener = std::make_unique<Listener>(config_.bootstrap);
+  HostPort data_at{config_.listen, 0};
+  if (config_.nodes > 1) {
+    TcpOptions tcp;
+    tcp.connections_per_peer = config_.tcp_connections;
+    tcp.op_timeout = config_.wait_timeout;
+    tcp_ = std::make_unique<TcpTransport>(config_.node_rank, config_.nodes, config_.ranks_per_node,
+                                          node_->segment(), node_->doorbell(), secret_, tcp);
+    data_at = tcp_->listen(HostPort{config_.listen, 0});
+  }
+
+  wire::NodeHello hello;
+  hello.set_protocol_version(kProtocolVersion);
+  hello.set_node_rank(config_.node_rank);
+  hello.set_nodes(config_.nodes);
+  hello.set_ranks_per_node(config_.ranks_per_node);
+  hello.set_heap_size(config_.heap_size);
+  hello.add_transports("tcp");
+  *hello.mutable_data_endpoint() = endpoint(data_at);
+  *hello.mutable_control_endpoint() = endpoint(control_listener->local_endpoint());
+  hello.set_hostname(hostname());
+  hello.set_tcp_connections(config_.tcp_connections);
+  hello.set_transport_request(config_.transport);
+  spdlog::info("node {} of {}: {} ranks, heap {}, control {}, data {}", config_.node_rank,
+               config_.nodes, config_.ranks_per_node, format_bytes(config_.heap_size),
+               control_listener->local_endpoint().str(), data_at.str());
+
+  // Status and the control port serve during bootstrap too (state: bootstrapping).
+  control_ = std::make_unique<ControlServer>(
+      std::move(control_listener), secret_,
+      ControlServer::Handlers{[this] { return status(); },
+                              [this](const wire::JobSpec& spec, ControlServer::Sink sink) {
+                                submit(spec, std::move(sink));
+                              }});
+
+  const Deadline deadline = deadline_after(config_.bootstrap_timeout);
+  if (is_root()) {
+    std::vector<std::unique_ptr<BlockingChannel>> channels;
+    view_ = bootstrap_root(*bootstrap_listener, hello, secret_, deadline, channels);
+    bootstrap_listener.reset();
+    std::lock_guard lock(mutex_);
+    links_.resize(config_.nodes);
+    for (int n = 1; n < config_.nodes; ++n) links_[n] = std::make_unique<Link>(std::move(channels[n]), n);
+  } else {
+    std::unique_ptr<BlockingChannel> channel;
+    view_ = bootstrap_join(config_.bootstrap, hello, secret_, deadline, channel);
+    std::lock_guard lock(mutex_);
+    links_.push_back(std::make_unique<Link>(std::move(channel), 0));
+  }
+
+  if (tcp_) {
+    std::vector<HostPort> endpoints;
+    for (const auto& info : view_.node()) {
+      endpoints.push_back(HostPort{info.data_endpoint().host(),
+                                   static_cast<uint16_t>(info.data_endpoint().port())});
+    }
+    tcp_->connect(endpoints, deadline_after(config_.bootstrap_timeout));
+    for (int n = 0; n < config_.nodes; ++n) {
+      if (n != config_.node_rank) node_->set_transport(n, tcp_.get());
+    }
+    tcp_->on_peer_down([this](int peer, const std::string& why) {
+      node_->doorbell().abort("data connection to node " + std::to_string(peer) + " lost: " + why);
+      if (coordinator_) coordinator_->on_node_down(peer, "data connection lost: " + why);
+    });
+  }
+
+  if (is_root()) {
+    coordinator_ = std::make_unique<Coordinator>(
+        config_.nodes, config_.ranks_per_node,
+        [this](int n, const wire::ControlMessage& message) {
+          if (n == 0) return agent_->handle(message.command());
+          links_.at(n)->send(message);
+        });
+    agent_ = std::make_unique<NodeAgent>(
+        *node_, tcp_.get(), [this](const wire::NodeJobReport& report) { coordinator_->on_report(report); });
+    for (int n = 1; n < config_.nodes; ++n) {
+      link_threads_.emplace_back([this, n] { read_from_node(*links_[n]); });
+    }
+    std::unique_lock lock(mutex_);
+    ready_nodes_ += 1;  // the root itself
+    const bool all = changed_.wait_until(lock, deadline_after(config_.bootstrap_timeout), [&] {
+      return ready_nodes_ == config_.nodes || !stop_reason_.empty();
+    });
+    if (!all) throw PeerError("bootstrap: not every node connected its data transport in time");
+  } else {
+    agent_ = std::make_unique<NodeAgent>(*node_, tcp_.get(), [this](const wire::NodeJobReport& report) {
+      wire::ControlMessage message;
+      *message.mutable_report() = report;
+      try {
+        links_[0]->send(message);
+      } catch (const std::exception& e) {
+        mark_root_down(e.what());
+      }
+    });
+    link_threads_.emplace_back([this] { read_from_root(*links_[0]); });
+    wire::ControlMessage ready;
+    ready.mutable_ready()->set_node_rank(config_.node_rank);
+    links_[0]->send(ready);
+  }
+
+  if (is_root()) {
+    wire::ControlMessage start;
+    start.mutable_start();
+    for (int n = 1; n < config_.nodes; ++n) links_[n]->send(start);
+    // The world barrier that ends bootstrap runs as the cluster's first job.
+    wire::JobSpec barrier;
+    barrier.mutable_barrier()->set_algo("pull");
+    barrier.mutable_barrier()->set_iters(1);
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    std::optional<wire::JobResult> outcome;
+    coordinator_->submit(barrier, [&](const wire::ClientResponse& response) {
+      if (!response.has_result()) return;
+      std::lock_guard lock(mutex);
+      outcome = response.result();
+      done_cv.notify_all();
+    });
+    std::unique_lock lock(mutex);
+    done_cv.wait(lock, [&] { return outcome.has_value(); });
+    if (!outcome->ok()) throw PeerError("bootstrap: the world barrier failed: " + outcome->error());
+    std::lock_guard state_lock(mutex_);
+    state_ = "ready";
+    cluster_started_ = true;
+  } else {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return cluster_started_ || !stop_reason_.empty() || !root_down_.empty(); });
+    if (!root_down_.empty()) throw PeerError("bootstrap: lost the root: " + root_down_);
+  }
+  spdlog::info("node {}: cluster ready ({} nodes x {} ranks)", config_.node_rank, config_.nodes,
+               config_.ranks_per_node);
+  wait_for_stop();
+  shutdown();
+  return 0;
+}
+
+void Daemon::wait_for_stop() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !stop_reason_.empty(); });
+  spdlog::info("node {}: stopping: {}", config_.node_rank, stop_reason_);
+}
+
+void Daemon::shutdown() {
+  std::string why;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == "stopped") return;
+    state_ = "stopped";
+    why = stop_reason_.empty() ? "the daemon stopped" : stop_reason_;
+  }
+  if (tcp_) tcp_->expect_shutdown();
+  if (coordinator_) coordinator_->stop("node 0 (the root) is shutting down: " + why);
+  // Tell the peers: the root tells every node, a node tells the root.
+  wire::ControlMessage bye;
+  bye.mutable_shutdown()->set_node_rank(config_.node_rank);
+  bye.mutable_shutdown()->set_reason(why);
+  for (auto& link : links_) {
+    if (!link) continue;
+    try {
+      link->send(bye);
+    } catch (const std::exception&) {
+      // Already gone.
+    }
+  }
+  if (agent_) agent_->stop();
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [request, sink] : forwarded_) {
+      wire::ClientResponse response;
+      response.set_error("node " + std::to_string(config_.node_rank) + " is shutting down");
+      sink(response);
+    }
+    forwarded_.clear();
+  }
+  if (control_) control_->stop();
+  for (auto& link : links_) {
+    if (link) link->stop();
+  }
+  for (auto& thread : link_threads_) thread.join();
+  link_threads_.clear();
+  if (tcp_) tcp_->shutdown();
+}
+
+void Daemon::read_from_node(Link& link) {
+  const int n = link.peer_node();
+  try {
+    for (;;) {
+      wire::ControlMessage message;
+      link.receive(message);
+      if (message.has_report()) {
+        coordinator_->on_report(message.report());
+      } else if (message.has_ready()) {
+        std::lock_guard lock(mutex_);
+        ++ready_nodes_;
+        changed_.notify_all();
+      } else if (message.has_forward()) {
+        const uint64_t request = message.forward().request_id();
+        coordinator_->submit(message.forward().spec(), [&link, request](const wire::ClientResponse& response) {
+          wire::ControlMessage reply;
+          if (response.has_event()) {
+            reply.mutable_started()->set_request_id(request);
+            reply.mutable_started()->set_job_id(response.event().job_id());
+          } else {
+            reply.mutable_finished()->set_request_id(request);
+            *reply.mutable_finished()->mutable_result() = response.result();
+          }
+          try {
+            link.send(reply);
+          } catch (const std::exception&) {
+            // The node is gone; it fails its client itself.
+          }
+        });
+      } else if (message.has_shutdown()) {
+        throw PeerError("node " + std::to_string(n) + " shut down: " + message.shutdown().reason());
+      }
+    }
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    {
+      std::lock_guard lock(mutex_);
+      if (state_ == "stopped") return;
+      nodes_down_[n] = why;
+      state_ = "degraded";
+    }
+    spdlog::error("node {} ({}) is down: {}", n, link.peer_name(), why);
+    coordinator_->on_node_down(n, why);
+  }
+}
+
+void Daemon::read_from_root(Link& link) {
+  try {
+    for (;;) {
+      wire::ControlMessage message;
+      link.receive(message);
+      if (message.has_command()) {
+        agent_->handle(message.command());
+      } else if (message.has_start()) {
+        std::lock_guard lock(mutex_);
+        cluster_started_ = true;
+        state_ = "ready";
+        changed_.notify_all();
+      } else if (message.has_started() || message.has_finished()) {
+        const uint64_t request = message.has_started() ? message.started().request_id()
+                                                       : message.finished().request_id();
+        ControlServer::Sink sink;
+        {
+          std::lock_guard lock(mutex_);
+          auto it = forwarded_.find(request);
+          if (it == forwarded_.end()) continue;
+          sink = it->second;
+          if (message.has_finished()) forwarded_.erase(it);
+        }
+        wire::ClientResponse response;
+        if (message.has_started()) {
+          response.mutable_event()->set_job_id(message.started().job_id());
+          response.mutable_event()->set_state("running");
+        } else {
+          *response.mutable_result() = message.finished().result();
+        }
+        sink(response);
+      } else if (message.has_shutdown()) {
+        throw PeerError("the root shut down: " + message.shutdown().reason());
+      }
+    }
+  } catch (const std::exception& e) {
+    mark_root_down(e.what());
+  }
+}
+
+void Daemon::mark_root_down(const std::string& why) {
+  std::map<uint64_t, ControlServer::Sink> orphans;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == "stopped" || !root_down_.empty()) return;
+    root_down_ = why;
+    state_ = "degraded";
+    orphans.swap(forwarded_);
+    changed_.notify_all();
+  }
+  spdlog::error("node {}: lost the root (node 0, {}): {}", config_.node_rank, config_.bootstrap.str(), why);
+  node_->doorbell().abort("lost the root: " + why);
+  for (auto& [request, sink] : orphans) {
+    wire::ClientResponse response;
+    response.set_error("lost the connection to the root (node 0 at " + config_.bootstrap.str() + "): " + why);
+    sink(response);
+  }
+}
+
+void Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ != "ready" && state_ != "degraded") {
+      throw InvalidArgument("the cluster is not ready yet (state: " + state_ + ")");
+    }
+  }
+  check_job_spec(spec, config_.nodes, config_.ranks_per_node);
+  if (is_root()) return coordinator_->submit(spec, std::move(sink));
+  uint64_t request = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (!root_down_.empty()) {
+      throw PeerError("lost the connection to the root (node 0 at " + config_.bootstrap.str() +
+                      "): " + root_down_);
+    }
+    request = next_request_++;
+    forwarded_[request] = std::move(sink);
+  }
+  wire::ControlMessage forward;
+  forward.mutable_forward()->set_request_id(request);
+  *forward.mutable_forward()->mutable_spec() = spec;
+  links_[0]->send(forward);
+}
+
+wire::StatusReply Daemon::status() {
+  wire::StatusReply reply;
+  reply.set_node_rank(config_.node_rank);
+  reply.set_nodes(config_.nodes);
+  reply.set_ranks_per_node(config_.ranks_per_node);
+  reply.set_version(PROJECT_VERSION);
+  reply.set_uptime_s(std::chrono::duration<double>(Clock::now() - started_).count());
+  if (node_) {
+    reply.set_heap_size(node_->heap_capacity());
+    reply.set_heap_used(node_->heap_used());
+  }
+  std::lock_guard lock(mutex_);
+  reply.set_state(state_);
+  for (const auto& info : view_.node()) {
+    auto* node = reply.add_node();
+    node->set_node_rank(info.node_rank());
+    node->set_hostname(info.hostname());
+    node->set_control_endpoint(text(info.control_endpoint()));
+    node->set_ranks(view_.ranks_per_node());
+    if (static_cast<int>(info.node_rank()) == config_.node_rank) continue;
+    auto* peer = reply.add_peer();
+    peer->set_node_rank(info.node_rank());
+    peer->set_transport("tcp");
+    peer->set_reason(config_.transport == "tcp" ? "tcp: forced by --transport"
+                                                : "tcp: --transport auto, no verbs transport built yet");
+    peer->set_data_endpoint(text(info.data_endpoint()));
+    const int n = static_cast<int>(info.node_rank());
+    bool up = tcp_ && tcp_->peer_up(n) && !nodes_down_.count(n);
+    if (n == 0 && !root_down_.empty()) up = false;
+    peer->set_up(up);
+  }
+  if (coordinator_) {
+    reply.set_jobs_run(coordinator_->jobs_run());
+    reply.set_jobs_failed(coordinator_->jobs_failed());
+    reply.set_jobs_queued(coordinator_->jobs_queued());
+  } else if (agent_) {
+    reply.set_jobs_run(agent_->jobs_run());
+    reply.set_jobs_failed(agent_->jobs_failed());
+  }
+  return reply;
+}
+
+}  // namespace symmesh

@@ -1,0 +1,68 @@
+// symmeshd: one per node. Bootstraps into the cluster, connects the data transport to every
+// peer, then serves the control port and runs the root's job commands on its ranks.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "bootstrap.pb.h"
+#include "daemon/config.h"
+#include "daemon/control_server.h"
+#include "daemon/coordinator.h"
+#include "daemon/link.h"
+#include "daemon/node_agent.h"
+#include "runtime/node.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace symmesh {
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonConfig config);
+  ~Daemon();
+
+  // Runs until request_stop(); returns the process exit code.
+  int run();
+  // Any thread (the signal thread): begins a graceful shutdown.
+  void request_stop(const std::string& why);
+
+ private:
+  bool is_root() const { return config_.node_rank == 0; }
+  void start_root_links(std::vector<std::unique_ptr<BlockingChannel>> channels);
+  void start_node_link(std::unique_ptr<BlockingChannel> channel);
+  void read_from_node(Link& link);
+  void read_from_root(Link& link);
+  void submit(const wire::JobSpec& spec, ControlServer::Sink sink);
+  wire::StatusReply status();
+  void mark_root_down(const std::string& why);
+  void wait_for_stop();
+  void shutdown();
+
+  DaemonConfig config_;
+  std::string secret_;
+  Clock::time_point started_;
+  std::unique_ptr<Node> node_;
+  std::unique_ptr<TcpTransport> tcp_;
+  wire::ClusterView view_;
+  std::unique_ptr<NodeAgent> agent_;
+  std::unique_ptr<Coordinator> coordinator_;  // root only
+  std::vector<std::unique_ptr<Link>> links_;  // root: one per node; others: [0] is the root
+  std::vector<std::thread> link_threads_;
+  std::unique_ptr<ControlServer> control_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::string stop_reason_;
+  std::string state_ = "bootstrapping";
+  int ready_nodes_ = 0;
+  bool cluster_started_ = false;
+  std::string root_down_;
+  std::map<int, std::string> nodes_down_;
+  uint64_t next_request_ = 1;
+  std::map<uint64_t, ControlServer::Sink> forwarded_;  // non-root: submissions at the root
+};
+
+}  // namespace symmesh

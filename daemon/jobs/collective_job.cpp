@@ -1,0 +1,106 @@
+// The collective job: seeded inputs on every PE, a warm-up call, `iters` timed calls (each
+// after a barrier, so all PEs start together), then an element-wise check of this PE's
+// output against the reference computed from the same seeded inputs.
+#include <cmath>
+#include <cstring>
+
+#include "daemon/jobs/job.h"
+#include "runtime/barrier.h"
+#include "runtime/collectives.h"
+
+namespace symmesh {
+namespace {
+
+// Multiples of 1/8 in [-1, 1]: sums over up to 512 PEs are exact in f32, and up to 16 in
+// the 16-bit types, so the check can demand exact results where the math is exact.
+float input_value(uint64_t stream, size_t i) {
+  return float(int((stream * 131 + i * 7) % 17) - 8) / 8.0f;
+}
+
+void fill(void* buffer, uint64_t stream, size_t count, DType dtype) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = input_value(stream, i);
+  store_from_f32(buffer, values.data(), count, dtype);
+}
+
+struct Buffers {
+  size_t src_count = 0;
+  size_t dst_count = 0;
+};
+
+Buffers buffer_counts(const std::string& op, size_t count, int n) {
+  if (op == "allgather") return {count, count * n};
+  if (op == "reduce-scatter") return {count, count / n + 1};
+  return {count, count};
+}
+
+}  // namespace
+
+PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job) {
+  const DType dtype = parse_dtype(job.dtype());
+  const ReduceOp reduce = parse_reduce_op(job.reduce().empty() ? "sum" : job.reduce());
+  const int n = pe.n_pes();
+  const int me = pe.my_pe();
+  const std::string algo_name =
+      collective_algo(job, pe.node().nodes(), pe.node().ranks_per_node());
+  const CollAlgo algo = parse_coll_algo(algo_name);
+  const size_t element = dtype_size(dtype);
+  const size_t count = job.bytes() / element;
+  const Buffers sizes = buffer_counts(job.op(), count, n);
+  auto* src = static_cast<std::byte*>(pe.malloc(sizes.src_count * element));
+  auto* dst = static_cast<std::byte*>(pe.malloc(sizes.dst_count * element));
+  const size_t block = count / n;  // alltoall
+  if (job.op() == "alltoall") {
+    for (int j = 0; j < n; ++j) fill(src + j * block * element, uint64_t(me) * n + j, block, dtype);
+  } else {
+    fill(src, me, count, dtype);
+  }
+  Team& world = pe.team_world();
+  auto call = [&] {
+    if (job.op() == "allreduce") allreduce(pe, world, dst, src, count, dtype, reduce, algo);
+    if (job.op() == "reduce-scatter") reduce_scatter(pe, world, dst, src, count, dtype, reduce, algo);
+    if (job.op() == "allgather") allgather(pe, world, dst, src, count, dtype, algo);
+    if (job.op() == "alltoall") alltoall(pe, world, dst, src, block, dtype);
+  };
+  PeJobOutcome outcome;
+  call();  // warm-up
+  for (uint32_t i = 0; i < job.iters(); ++i) {
+    barrier_all(pe);
+    const auto start = Clock::now();
+    call();
+    outcome.iteration_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  if (job.verify()) {
+    // Expected values, element by element, for this PE's output.
+    auto expected = [&](size_t i) -> float {
+      if (job.op() == "allgather") return input_value(i / count, i % count);
+      if (job.op() == "alltoall") return input_value(uint64_t(i / block) * n + me, i % block);
+      const size_t at = job.op() == "reduce-scatter" ? count * me / n + i : i;
+      float value = input_value(0, at);
+      for (int p = 1; p < n; ++p) {
+        value = reduce == ReduceOp::kSum ? value + input_value(p, at)
+                                         : std::max(value, input_value(p, at));
+      }
+      // The output is the f32 result rounded once to the dtype; so is the reference.
+      uint32_t rounded = 0;
+      float out = 0;
+      store_from_f32(&rounded, &value, 1, dtype);
+      load_f32(&out, &rounded, 1, dtype);
+      return out;
+    };
+    size_t out_count = sizes.dst_count;
+    if (job.op() == "reduce-scatter") out_count = count * (me + 1) / n - count * me / n;
+    std::vector<float> got(out_count);
+    load_f32(got.data(), dst, out_count, dtype);
+    for (size_t i = 0; i < out_count; ++i) {
+      outcome.max_abs_err = std::max(outcome.max_abs_err, double(std::fabs(got[i] - expected(i))));
+    }
+    outcome.verified = outcome.max_abs_err == 0.0;
+  }
+  barrier_all(pe);  // nobody frees a buffer a peer may still read
+  pe.free(dst);
+  pe.free(src);
+  return outcome;
+}
+
+}  // namespace symmesh

@@ -1,0 +1,34 @@
+// The jobs a daemon runs: every PE of the cluster runs the same body (SPMD); each PE times
+// its iterations, a node reports the slowest of its PEs per iteration, and the root the
+// slowest node, from which the figures are computed.
+#pragma once
+
+#include <vector>
+
+#include "jobs.pb.h"
+#include "runtime/pe.h"
+
+namespace symmesh {
+
+struct PeJobOutcome {
+  std::vector<double> iteration_s;
+  bool verified = true;
+  double max_abs_err = 0;
+};
+
+// Refuses a spec the cluster cannot run, naming the field and the allowed values.
+void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node);
+
+PeJobOutcome run_job_on_pe(Pe& pe, const wire::JobSpec& spec);
+
+// Fills the figures of `result` from the per-iteration times of the whole cluster.
+void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
+                   const std::vector<double>& iteration_s, wire::JobResult& result);
+
+// The algorithm a collective job runs ("auto" resolved).
+std::string collective_algo(const wire::CollectiveJob& job, int nodes, int ranks_per_node);
+
+PeJobOutcome run_barrier_job(Pe& pe, const wire::BarrierJob& job);
+PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job);
+
+}  // namespace symmesh

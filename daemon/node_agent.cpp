@@ -1,0 +1,134 @@
+#include "daemon/node_agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/jobs/job.h"
+#include "runtime/pe.h"
+
+namespace symmesh {
+
+NodeAgent::NodeAgent(Node& node, TcpTransport* tcp, Reporter reporter)
+    : node_(node), tcp_(tcp), reporter_(std::move(reporter)), thread_([this] { loop(); }) {}
+
+NodeAgent::~NodeAgent() { stop(); }
+
+void NodeAgent::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  node_.doorbell().abort("the daemon is shutting down");
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodeAgent::handle(const wire::JobCommand& command) {
+  if (command.phase() == wire::ABORT) {
+    if (running_job_.load() == command.job_id()) {
+      node_.doorbell().abort(command.reason());
+    }
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  queue_.push_back(command);
+  wake_.notify_all();
+}
+
+void NodeAgent::loop() {
+  for (;;) {
+    wire::JobCommand command;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      command = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    reporter_(execute(command));
+  }
+}
+
+wire::NodeJobReport NodeAgent::execute(const wire::JobCommand& command) {
+  wire::NodeJobReport report;
+  report.set_job_id(command.job_id());
+  report.set_phase(command.phase());
+  report.set_node_rank(node_.rank());
+  report.set_ok(true);
+  try {
+    switch (command.phase()) {
+      case wire::QUIESCE:
+        if (tcp_) tcp_->flush_all(deadline_after(node_.wait_timeout()));
+        break;
+      case wire::RESET:
+        node_.reset_between_jobs();
+        break;
+      case wire::RUN:
+        run_job(command.spec(), report);
+        break;
+      default:
+        break;
+    }
+  } catch (const std::exception& e) {
+    report.set_ok(false);
+    report.set_error(e.what());
+  }
+  return report;
+}
+
+void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) {
+  check_job_spec(spec, node_.nodes(), node_.ranks_per_node());
+  running_job_.store(report.job_id());
+  const int ranks = node_.ranks_per_node();
+  std::vector<PeJobOutcome> outcomes(ranks);
+  std::mutex error_mutex;
+  std::string first_error;
+  bool first_was_abort = true;
+  std::vector<std::thread> threads;
+  for (int local = 0; local < ranks; ++local) {
+    threads.emplace_back([&, local] {
+      const int global = node_.rank() * ranks + local;
+      try {
+        Pe pe(node_, local);
+        outcomes[local] = run_job_on_pe(pe, spec);
+        pe.quiet();
+      } catch (const std::exception& e) {
+        const bool aborted = dynamic_cast<const AbortedError*>(&e) != nullptr;
+        std::lock_guard lock(error_mutex);
+        // Keep the cause rather than the aborts it triggered.
+        if (first_error.empty() || (first_was_abort && !aborted)) {
+          first_error = "PE " + std::to_string(global) + ": " + e.what();
+          first_was_abort = aborted;
+        }
+        if (!aborted) node_.doorbell().abort("PE " + std::to_string(global) + " failed");
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  running_job_.store(0);
+  ++jobs_run_;
+  if (!first_error.empty()) {
+    ++jobs_failed_;
+    report.set_ok(false);
+    report.set_error(first_error);
+    report.set_verified(false);
+    spdlog::warn("node {}: job {} failed: {}", node_.rank(), report.job_id(), first_error);
+    return;
+  }
+  const size_t iterations = outcomes[0].iteration_s.size();
+  bool verified = true;
+  double max_err = 0;
+  for (size_t i = 0; i < iterations; ++i) {
+    double slowest = 0;
+    for (const auto& outcome : outcomes) slowest = std::max(slowest, outcome.iteration_s.at(i));
+    report.add_iteration_s(slowest);
+  }
+  for (const auto& outcome : outcomes) {
+    verified = verified && outcome.verified;
+    max_err = std::max(max_err, outcome.max_abs_err);
+  }
+  report.set_verified(verified);
+  report.set_max_abs_err(max_err);
+}
+
+}  // namespace symmesh

@@ -1,0 +1,49 @@
+// Runs the root's job commands on this node. QUIESCE flushes every data connection, RESET
+// clears the sync pools and frees the heap, RUN starts one thread per local rank running the
+// job (SPMD) and reports the slowest PE per iteration; ABORT wakes every waiting PE at once.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "control.pb.h"
+#include "runtime/node.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace symmesh {
+
+class NodeAgent {
+ public:
+  using Reporter = std::function<void(const wire::NodeJobReport&)>;
+  NodeAgent(Node& node, TcpTransport* tcp, Reporter reporter);
+  ~NodeAgent();
+
+  // Any thread. ABORT acts at once; other phases run in order on the agent's thread.
+  void handle(const wire::JobCommand& command);
+  void stop();
+
+  uint64_t jobs_run() const { return jobs_run_.load(); }
+  uint64_t jobs_failed() const { return jobs_failed_.load(); }
+
+ private:
+  void loop();
+  wire::NodeJobReport execute(const wire::JobCommand& command);
+  void run_job(const wire::JobSpec& spec, wire::NodeJobReport& report);
+
+  Node& node_;
+  TcpTransport* tcp_;
+  Reporter reporter_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<wire::JobCommand> queue_;
+  bool stopping_ = false;
+  std::atomic<uint64_t> running_job_{0};
+  std::atomic<uint64_t> jobs_run_{0};
+  std::atomic<uint64_t> jobs_failed_{0};
+  std::thread thread_;
+};
+
+}  // namespace symmesh
