@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   barrier_cmd->add_flag("--json", json, "print one JSON object");
 
-  auto* collective_cmd = submit_cmd->add_subcommand("collective", "a collective's time and bandwidth");
+  auto* collective_cmd =
+      submit_cmd->add_subcommand("collective", "a collective's time and bandwidth");
   std::string op, bytes_text, dtype = "f32", coll_algo = "auto", reduce = "sum";
   uint32_t coll_iters = 20;
   bool verify = false;
@@ -96,8 +97,9 @@ int main(int argc, char** argv) {
     const auto timeout = parse_duration(timeout_text, "--timeout");
     const Deadline deadline = deadline_after(timeout);
     if (secret_file.empty()) {
-      throw InvalidArgument("no secret: set --secret-file or SYMMESH_SECRET_FILE (the file "
-                            "deploy/local-cluster.sh prints)");
+      throw InvalidArgument(
+          "no secret: set --secret-file or SYMMESH_SECRET_FILE (the file "
+          "deploy/local-cluster.sh prints)");
     }
     const std::string secret = read_secret_file(secret_file);
     const HostPort address = parse_host_port(daemon, "--daemon");
@@ -130,6 +132,7 @@ int main(int argc, char** argv) {
     } else {
       std::cerr << "symmesh: " << e.what() << "\n";
     }
-    return dynamic_cast<const PeerError*>(&e) ? 3 : (dynamic_cast<const InvalidArgument*>(&e) ? 2 : 1);
+    return dynamic_cast<const PeerError*>(&e) ? 3
+                                              : (dynamic_cast<const InvalidArgument*>(&e) ? 2 : 1);
   }
 }

@@ -44,12 +44,13 @@ void print_status(const wire::StatusReply& status, bool json) {
     std::cout << out.dump() << "\n";
     return;
   }
-  std::printf("node %u of %u: %s, %u ranks per node, heap %s used of %s, jobs run %llu "
-              "(%llu failed, %u queued)\n",
-              status.node_rank(), status.nodes(), status.state().c_str(), status.ranks_per_node(),
-              format_bytes(status.heap_used()).c_str(), format_bytes(status.heap_size()).c_str(),
-              static_cast<unsigned long long>(status.jobs_run()),
-              static_cast<unsigned long long>(status.jobs_failed()), status.jobs_queued());
+  std::printf(
+      "node %u of %u: %s, %u ranks per node, heap %s used of %s, jobs run %llu "
+      "(%llu failed, %u queued)\n",
+      status.node_rank(), status.nodes(), status.state().c_str(), status.ranks_per_node(),
+      format_bytes(status.heap_used()).c_str(), format_bytes(status.heap_size()).c_str(),
+      static_cast<unsigned long long>(status.jobs_run()),
+      static_cast<unsigned long long>(status.jobs_failed()), status.jobs_queued());
   std::printf("%-5s %-20s %-22s %s\n", "NODE", "HOST", "CONTROL", "RANKS");
   for (const auto& node : status.node()) {
     std::printf("%-5u %-20s %-22s %u\n", node.node_rank(), node.hostname().c_str(),
@@ -98,18 +99,20 @@ void print_result(const wire::JobResult& result, bool json) {
     return;
   }
   if (result.kind() == "barrier") {
-    std::printf("job %llu  barrier %-13s %u nodes x %u PEs  %u iters  median %.1f us  p99 %.1f us\n",
-                static_cast<unsigned long long>(result.job_id()), result.algo().c_str(),
-                result.nodes(), result.pes() / std::max(1u, result.nodes()), result.iters(),
-                result.p50_us(), result.p99_us());
+    std::printf(
+        "job %llu  barrier %-13s %u nodes x %u PEs  %u iters  median %.1f us  p99 %.1f us\n",
+        static_cast<unsigned long long>(result.job_id()), result.algo().c_str(), result.nodes(),
+        result.pes() / std::max(1u, result.nodes()), result.iters(), result.p50_us(),
+        result.p99_us());
     return;
   }
-  std::printf("job %llu  %s %s %s (%s)  %u PEs  %u iters  median %.3f ms  algbw %.2f GB/s  "
-              "busbw %.2f GB/s",
-              static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
-              format_bytes(result.bytes()).c_str(), result.dtype().c_str(), result.algo().c_str(),
-              result.pes(), result.iters(), result.median_s() * 1e3, result.algbw_gbps(),
-              result.busbw_gbps());
+  std::printf(
+      "job %llu  %s %s %s (%s)  %u PEs  %u iters  median %.3f ms  algbw %.2f GB/s  "
+      "busbw %.2f GB/s",
+      static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
+      format_bytes(result.bytes()).c_str(), result.dtype().c_str(), result.algo().c_str(),
+      result.pes(), result.iters(), result.median_s() * 1e3, result.algbw_gbps(),
+      result.busbw_gbps());
   if (result.verify_requested()) {
     std::printf("  %s (max abs err %g)", result.verified() ? "verified" : "NOT VERIFIED",
                 result.max_abs_err());

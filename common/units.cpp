@@ -13,8 +13,8 @@ uint64_t parse_size(const std::string& text, const std::string& what) {
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   const std::string suffix = text.substr(digits);
   static const std::pair<const char*, int> kSuffixes[] = {
-      {"", 0},   {"B", 0},  {"K", 10}, {"KiB", 10}, {"M", 20},
-      {"MiB", 20}, {"G", 30}, {"GiB", 30}, {"T", 40}, {"TiB", 40}};
+      {"", 0},     {"B", 0},  {"K", 10},   {"KiB", 10}, {"M", 20},
+      {"MiB", 20}, {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40}};
   int shift = -1;
   for (const auto& [name, bits] : kSuffixes) {
     if (suffix == name) shift = bits;

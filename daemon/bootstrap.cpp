@@ -98,8 +98,8 @@ wire::ClusterView bootstrap_root(Listener& listener, const wire::NodeHello& mine
     for (int node = 1; node < nodes; ++node) {
       if (!links[node]) missing += (missing.empty() ? "" : ", ") + std::to_string(node);
     }
-    const std::string why = "bootstrap: node(s) " + missing +
-                            " never joined before the bootstrap deadline";
+    const std::string why =
+        "bootstrap: node(s) " + missing + " never joined before the bootstrap deadline";
     for (auto& link : links) {
       if (link) refuse(*link, why);
     }
@@ -113,7 +113,8 @@ wire::ClusterView bootstrap_root(Listener& listener, const wire::NodeHello& mine
   for (const auto& hello : hellos) *view.add_node() = info_of(hello);
   wire::BootstrapReply reply;
   *reply.mutable_view() = view;
-  for (int node = 1; node < nodes; ++node) links[node]->write(reply, deadline_after(kHandshakeTimeout));
+  for (int node = 1; node < nodes; ++node)
+    links[node]->write(reply, deadline_after(kHandshakeTimeout));
   return view;
 }
 

@@ -1,7 +1,7 @@
 #include "daemon/config.h"
 
-#include <CLI/CLI.hpp>
 #include <toml++/toml.h>
+#include <CLI/CLI.hpp>
 
 #include <functional>
 #include <map>
@@ -35,64 +35,70 @@ int parse_int(const std::string& text, const std::string& what, int low, int hig
 
 std::map<std::string, Key> keys() {
   return {
-      {"node-rank", {"this node's rank (0 is the bootstrap root)",
-                     [](DaemonConfig& c, const std::string& v) {
-                       c.node_rank = parse_int(v, "--node-rank", 0, 511);
-                     }}},
-      {"nodes", {"number of nodes (daemons) in the cluster",
-                 [](DaemonConfig& c, const std::string& v) {
-                   c.nodes = parse_int(v, "--nodes", 1, 512);
-                 }}},
-      {"ranks-per-node", {"ranks (PEs) hosted by each daemon",
-                          [](DaemonConfig& c, const std::string& v) {
-                            c.ranks_per_node = parse_int(v, "--ranks-per-node", 1, 256);
-                          }}},
-      {"bootstrap", {"HOST:PORT of the root's bootstrap listener",
-                     [](DaemonConfig& c, const std::string& v) {
-                       c.bootstrap = parse_host_port(v, "--bootstrap");
-                     }}},
-      {"listen", {"address for the data and control listeners",
-                  [](DaemonConfig& c, const std::string& v) { c.listen = v; }}},
-      {"control-port", {"port of the control (CLI) listener",
-                        [](DaemonConfig& c, const std::string& v) {
-                          c.control_port =
-                              static_cast<uint16_t>(parse_int(v, "--control-port", 0, 65535));
-                        }}},
-      {"transport", {"auto, tcp or verbs: the transport between nodes",
-                     [](DaemonConfig& c, const std::string& v) {
-                       if (v != "auto" && v != "tcp" && v != "verbs") {
-                         throw InvalidArgument("--transport '" + v +
-                                               "' is not one of: auto, tcp, verbs");
-                       }
-                       c.transport = v;
-                     }}},
-      {"heap-size", {"symmetric heap per node (KiB, MiB, GiB suffixes)",
-                     [](DaemonConfig& c, const std::string& v) {
-                       c.heap_size = parse_size(v, "--heap-size");
-                     }}},
-      {"secret-file", {"file holding the cluster secret (required)",
-                       [](DaemonConfig& c, const std::string& v) { c.secret_file = v; }}},
-      {"tcp-connections", {"TCP data connections per node pair (1..16)",
-                           [](DaemonConfig& c, const std::string& v) {
-                             c.tcp_connections = parse_int(v, "--tcp-connections", 1, 16);
-                           }}},
-      {"wait-timeout", {"deadline of every wait (for example 60s)",
-                        [](DaemonConfig& c, const std::string& v) {
-                          c.wait_timeout = parse_duration(v, "--wait-timeout");
-                        }}},
-      {"bootstrap-timeout", {"how long the root waits for every node (for example 60s)",
-                             [](DaemonConfig& c, const std::string& v) {
-                               c.bootstrap_timeout = parse_duration(v, "--bootstrap-timeout");
-                             }}},
-      {"log-level", {"trace, debug, info, warn or error",
-                     [](DaemonConfig& c, const std::string& v) {
-                       if (v != "trace" && v != "debug" && v != "info" && v != "warn" &&
-                           v != "error") {
-                         throw InvalidArgument("--log-level '" + v +
-                                               "' is not one of: trace, debug, info, warn, error");
-                       }
-                       c.log_level = v;
-                     }}},
+      {"node-rank",
+       {"this node's rank (0 is the bootstrap root)",
+        [](DaemonConfig& c, const std::string& v) {
+          c.node_rank = parse_int(v, "--node-rank", 0, 511);
+        }}},
+      {"nodes",
+       {"number of nodes (daemons) in the cluster",
+        [](DaemonConfig& c, const std::string& v) { c.nodes = parse_int(v, "--nodes", 1, 512); }}},
+      {"ranks-per-node",
+       {"ranks (PEs) hosted by each daemon",
+        [](DaemonConfig& c, const std::string& v) {
+          c.ranks_per_node = parse_int(v, "--ranks-per-node", 1, 256);
+        }}},
+      {"bootstrap",
+       {"HOST:PORT of the root's bootstrap listener",
+        [](DaemonConfig& c, const std::string& v) {
+          c.bootstrap = parse_host_port(v, "--bootstrap");
+        }}},
+      {"listen",
+       {"address for the data and control listeners",
+        [](DaemonConfig& c, const std::string& v) { c.listen = v; }}},
+      {"control-port",
+       {"port of the control (CLI) listener",
+        [](DaemonConfig& c, const std::string& v) {
+          c.control_port = static_cast<uint16_t>(parse_int(v, "--control-port", 0, 65535));
+        }}},
+      {"transport",
+       {"auto, tcp or verbs: the transport between nodes",
+        [](DaemonConfig& c, const std::string& v) {
+          if (v != "auto" && v != "tcp" && v != "verbs") {
+            throw InvalidArgument("--transport '" + v + "' is not one of: auto, tcp, verbs");
+          }
+          c.transport = v;
+        }}},
+      {"heap-size",
+       {"symmetric heap per node (KiB, MiB, GiB suffixes)",
+        [](DaemonConfig& c, const std::string& v) { c.heap_size = parse_size(v, "--heap-size"); }}},
+      {"secret-file",
+       {"file holding the cluster secret (required)",
+        [](DaemonConfig& c, const std::string& v) { c.secret_file = v; }}},
+      {"tcp-connections",
+       {"TCP data connections per node pair (1..16)",
+        [](DaemonConfig& c, const std::string& v) {
+          c.tcp_connections = parse_int(v, "--tcp-connections", 1, 16);
+        }}},
+      {"wait-timeout",
+       {"deadline of every wait (for example 60s)",
+        [](DaemonConfig& c, const std::string& v) {
+          c.wait_timeout = parse_duration(v, "--wait-timeout");
+        }}},
+      {"bootstrap-timeout",
+       {"how long the root waits for every node (for example 60s)",
+        [](DaemonConfig& c, const std::string& v) {
+          c.bootstrap_timeout = parse_duration(v, "--bootstrap-timeout");
+        }}},
+      {"log-level",
+       {"trace, debug, info, warn or error",
+        [](DaemonConfig& c, const std::string& v) {
+          if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error") {
+            throw InvalidArgument("--log-level '" + v +
+                                  "' is not one of: trace, debug, info, warn, error");
+          }
+          c.log_level = v;
+        }}},
   };
 }
 
@@ -144,8 +150,9 @@ std::optional<DaemonConfig> parse_daemon_config(int argc, char** argv) {
     if (app.count("--" + name) > 0) key.apply(config, given[name]);
   }
   if (config.secret_file.empty()) {
-    throw InvalidArgument("--secret-file is required: every node of a cluster proves it knows "
-                          "the same secret");
+    throw InvalidArgument(
+        "--secret-file is required: every node of a cluster proves it knows "
+        "the same secret");
   }
   if (config.node_rank >= config.nodes) {
     throw InvalidArgument("--node-rank " + std::to_string(config.node_rank) + " is outside 0.." +

@@ -18,7 +18,9 @@ ControlServer::ControlServer(std::unique_ptr<Listener> listener, std::string sec
   accept_thread_ = std::thread([this] { accept_loop(); });
 }
 
-ControlServer::~ControlServer() { stop(); }
+ControlServer::~ControlServer() {
+  stop();
+}
 
 void ControlServer::stop() {
   if (stopping_.exchange(true)) return;

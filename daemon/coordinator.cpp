@@ -11,7 +11,9 @@ Coordinator::Coordinator(int nodes, int ranks_per_node, Sender sender)
   thread_ = std::thread([this] { loop(); });
 }
 
-Coordinator::~Coordinator() { stop("the root is shutting down"); }
+Coordinator::~Coordinator() {
+  stop("the root is shutting down");
+}
 
 void Coordinator::stop(const std::string& why) {
   {
@@ -124,8 +126,7 @@ void Coordinator::broadcast(const wire::JobCommand& command) {
 }
 
 std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPhase phase,
-                                                    const wire::JobSpec& spec,
-                                                    std::string& error) {
+                                                    const wire::JobSpec& spec, std::string& error) {
   {
     std::lock_guard lock(mutex_);
     current_job_ = job_id;

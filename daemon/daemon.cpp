@@ -24,13 +24,17 @@ wire::Endpoint endpoint(const HostPort& at) {
   return out;
 }
 
-std::string text(const wire::Endpoint& at) { return at.host() + ":" + std::to_string(at.port()); }
+std::string text(const wire::Endpoint& at) {
+  return at.host() + ":" + std::to_string(at.port());
+}
 
 }  // namespace
 
 Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(Clock::now()) {}
 
-Daemon::~Daemon() { shutdown(); }
+Daemon::~Daemon() {
+  shutdown();
+}
 
 void Daemon::request_stop(const std::string& why) {
   std::lock_guard lock(mutex_);
@@ -41,8 +45,9 @@ void Daemon::request_stop(const std::string& why) {
 int Daemon::run() {
   secret_ = read_secret_file(config_.secret_file);
   if (config_.transport == "verbs") {
-    throw InvalidArgument("--transport verbs: the verbs transport is not built yet (issue 3); "
-                          "use --transport tcp or auto");
+    throw InvalidArgument(
+        "--transport verbs: the verbs transport is not built yet (issue 3); "
+        "use --transport tcp or auto");
   }
   NodeConfig node_config;
   node_config.node_rank = config_.node_rank;
@@ -53,7 +58,8 @@ int Daemon::run() {
   node_ = std::make_unique<Node>(node_config);
 
   // Bind everything first, so a port in use fails now with its address.
-  auto control_listener = std::make_unique<Listener>(HostPort{config_.listen, config_.control_port});
+  auto control_listener =
+      std::make_unique<Listener>(HostPort{config_.listen, config_.control_port});
   std::unique_ptr<Listener> bootstrap_listener;
   if (is_root()) bootstrap_listener = std::make_unique<Listener>(config_.bootstrap);
   HostPort data_at{config_.listen, 0};
@@ -97,7 +103,8 @@ int Daemon::run() {
     bootstrap_listener.reset();
     std::lock_guard lock(mutex_);
     links_.resize(config_.nodes);
-    for (int n = 1; n < config_.nodes; ++n) links_[n] = std::make_unique<Link>(std::move(channels[n]), n);
+    for (int n = 1; n < config_.nodes; ++n)
+      links_[n] = std::make_unique<Link>(std::move(channels[n]), n);
   } else {
     std::unique_ptr<BlockingChannel> channel;
     view_ = bootstrap_join(config_.bootstrap, hello, secret_, deadline, channel);
@@ -123,13 +130,13 @@ int Daemon::run() {
 
   if (is_root()) {
     coordinator_ = std::make_unique<Coordinator>(
-        config_.nodes, config_.ranks_per_node,
-        [this](int n, const wire::ControlMessage& message) {
+        config_.nodes, config_.ranks_per_node, [this](int n, const wire::ControlMessage& message) {
           if (n == 0) return agent_->handle(message.command());
           links_.at(n)->send(message);
         });
     agent_ = std::make_unique<NodeAgent>(
-        *node_, tcp_.get(), [this](const wire::NodeJobReport& report) { coordinator_->on_report(report); });
+        *node_, tcp_.get(),
+        [this](const wire::NodeJobReport& report) { coordinator_->on_report(report); });
     for (int n = 1; n < config_.nodes; ++n) {
       link_threads_.emplace_back([this, n] { read_from_node(*links_[n]); });
     }
@@ -140,15 +147,16 @@ int Daemon::run() {
     });
     if (!all) throw PeerError("bootstrap: not every node connected its data transport in time");
   } else {
-    agent_ = std::make_unique<NodeAgent>(*node_, tcp_.get(), [this](const wire::NodeJobReport& report) {
-      wire::ControlMessage message;
-      *message.mutable_report() = report;
-      try {
-        links_[0]->send(message);
-      } catch (const std::exception& e) {
-        mark_root_down(e.what());
-      }
-    });
+    agent_ =
+        std::make_unique<NodeAgent>(*node_, tcp_.get(), [this](const wire::NodeJobReport& report) {
+          wire::ControlMessage message;
+          *message.mutable_report() = report;
+          try {
+            links_[0]->send(message);
+          } catch (const std::exception& e) {
+            mark_root_down(e.what());
+          }
+        });
     link_threads_.emplace_back([this] { read_from_root(*links_[0]); });
     wire::ControlMessage ready;
     ready.mutable_ready()->set_node_rank(config_.node_rank);
@@ -180,7 +188,8 @@ int Daemon::run() {
     cluster_started_ = true;
   } else {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return cluster_started_ || !stop_reason_.empty() || !root_down_.empty(); });
+    changed_.wait(lock,
+                  [&] { return cluster_started_ || !stop_reason_.empty() || !root_down_.empty(); });
     if (!root_down_.empty()) throw PeerError("bootstrap: lost the root: " + root_down_);
   }
   spdlog::info("node {}: cluster ready ({} nodes x {} ranks)", config_.node_rank, config_.nodes,
@@ -251,21 +260,22 @@ void Daemon::read_from_node(Link& link) {
         changed_.notify_all();
       } else if (message.has_forward()) {
         const uint64_t request = message.forward().request_id();
-        coordinator_->submit(message.forward().spec(), [&link, request](const wire::ClientResponse& response) {
-          wire::ControlMessage reply;
-          if (response.has_event()) {
-            reply.mutable_started()->set_request_id(request);
-            reply.mutable_started()->set_job_id(response.event().job_id());
-          } else {
-            reply.mutable_finished()->set_request_id(request);
-            *reply.mutable_finished()->mutable_result() = response.result();
-          }
-          try {
-            link.send(reply);
-          } catch (const std::exception&) {
-            // The node is gone; it fails its client itself.
-          }
-        });
+        coordinator_->submit(message.forward().spec(),
+                             [&link, request](const wire::ClientResponse& response) {
+                               wire::ControlMessage reply;
+                               if (response.has_event()) {
+                                 reply.mutable_started()->set_request_id(request);
+                                 reply.mutable_started()->set_job_id(response.event().job_id());
+                               } else {
+                                 reply.mutable_finished()->set_request_id(request);
+                                 *reply.mutable_finished()->mutable_result() = response.result();
+                               }
+                               try {
+                                 link.send(reply);
+                               } catch (const std::exception&) {
+                                 // The node is gone; it fails its client itself.
+                               }
+                             });
       } else if (message.has_shutdown()) {
         throw PeerError("node " + std::to_string(n) + " shut down: " + message.shutdown().reason());
       }
@@ -333,11 +343,13 @@ void Daemon::mark_root_down(const std::string& why) {
     orphans.swap(forwarded_);
     changed_.notify_all();
   }
-  spdlog::error("node {}: lost the root (node 0, {}): {}", config_.node_rank, config_.bootstrap.str(), why);
+  spdlog::error("node {}: lost the root (node 0, {}): {}", config_.node_rank,
+                config_.bootstrap.str(), why);
   node_->doorbell().abort("lost the root: " + why);
   for (auto& [request, sink] : orphans) {
     wire::ClientResponse response;
-    response.set_error("lost the connection to the root (node 0 at " + config_.bootstrap.str() + "): " + why);
+    response.set_error("lost the connection to the root (node 0 at " + config_.bootstrap.str() +
+                       "): " + why);
     sink(response);
   }
 }
@@ -390,8 +402,9 @@ wire::StatusReply Daemon::status() {
     auto* peer = reply.add_peer();
     peer->set_node_rank(info.node_rank());
     peer->set_transport("tcp");
-    peer->set_reason(config_.transport == "tcp" ? "tcp: forced by --transport"
-                                                : "tcp: --transport auto, no verbs transport built yet");
+    peer->set_reason(config_.transport == "tcp"
+                         ? "tcp: forced by --transport"
+                         : "tcp: --transport auto, no verbs transport built yet");
     peer->set_data_endpoint(text(info.data_endpoint()));
     const int n = static_cast<int>(info.node_rank());
     bool up = tcp_ && tcp_->peer_up(n) && !nodes_down_.count(n);

@@ -16,7 +16,9 @@ void Link::send(const wire::ControlMessage& message) {
   writer_->write(message, deadline_after(kSendTimeout));
 }
 
-void Link::receive(wire::ControlMessage& message) { reader_->read(message, no_deadline()); }
+void Link::receive(wire::ControlMessage& message) {
+  reader_->read(message, no_deadline());
+}
 
 void Link::stop() {
   reader_->stop();

@@ -10,7 +10,9 @@ namespace symmesh {
 NodeAgent::NodeAgent(Node& node, TcpTransport* tcp, Reporter reporter)
     : node_(node), tcp_(tcp), reporter_(std::move(reporter)), thread_([this] { loop(); }) {}
 
-NodeAgent::~NodeAgent() { stop(); }
+NodeAgent::~NodeAgent() {
+  stop();
+}
 
 void NodeAgent::stop() {
   {

@@ -41,8 +41,7 @@ PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job) {
   const ReduceOp reduce = parse_reduce_op(job.reduce().empty() ? "sum" : job.reduce());
   const int n = pe.n_pes();
   const int me = pe.my_pe();
-  const std::string algo_name =
-      collective_algo(job, pe.node().nodes(), pe.node().ranks_per_node());
+  const std::string algo_name = collective_algo(job, pe.node().nodes(), pe.node().ranks_per_node());
   const CollAlgo algo = parse_coll_algo(algo_name);
   const size_t element = dtype_size(dtype);
   const size_t count = job.bytes() / element;
@@ -58,7 +57,8 @@ PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job) {
   Team& world = pe.team_world();
   auto call = [&] {
     if (job.op() == "allreduce") allreduce(pe, world, dst, src, count, dtype, reduce, algo);
-    if (job.op() == "reduce-scatter") reduce_scatter(pe, world, dst, src, count, dtype, reduce, algo);
+    if (job.op() == "reduce-scatter")
+      reduce_scatter(pe, world, dst, src, count, dtype, reduce, algo);
     if (job.op() == "allgather") allgather(pe, world, dst, src, count, dtype, algo);
     if (job.op() == "alltoall") alltoall(pe, world, dst, src, block, dtype);
   };

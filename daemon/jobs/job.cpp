@@ -74,10 +74,10 @@ void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node) {
                           " element size (" + std::to_string(element) + " bytes)");
   }
   if (job.op() == "alltoall" && job.bytes() % (element * n) != 0) {
-    throw InvalidArgument("--bytes " + std::to_string(job.bytes()) +
-                          " must divide into " + std::to_string(n) + " equal blocks of " +
-                          dtype_name(dtype) + " elements for alltoall (a multiple of " +
-                          std::to_string(element * n) + " bytes)");
+    throw InvalidArgument("--bytes " + std::to_string(job.bytes()) + " must divide into " +
+                          std::to_string(n) + " equal blocks of " + dtype_name(dtype) +
+                          " elements for alltoall (a multiple of " + std::to_string(element * n) +
+                          " bytes)");
   }
   check_iterations(job.iters());
 }

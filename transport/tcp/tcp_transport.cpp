@@ -502,8 +502,17 @@ void TcpTransport::frame_complete(TcpConnection& from, const wire::DataHeader& h
       answer.set_kind(wire::GET_REPLY);
       answer.set_token(header.token());
       answer.set_length(header.length());
-      std::atomic_thread_fence(std::memory_order_acquire);
-      reply(from, answer, segment_.base + header.offset(), header.length());
+      if (header.length() == 8 && header.offset() % 8 == 0) {
+        // A word (a signal or counter another PE updates atomically): read it atomically.
+        const uint64_t word =
+            segment_word(segment_, header.offset()).load(std::memory_order_acquire);
+        OutFrame frame = make_frame(answer);
+        frame.owned_payload.assign(reinterpret_cast<const char*>(&word), sizeof(word));
+        from.send(std::move(frame));
+      } else {
+        std::atomic_thread_fence(std::memory_order_acquire);
+        reply(from, answer, segment_.base + header.offset(), header.length());
+      }
       break;
     }
     case wire::FLUSH: {

@@ -1,0 +1,143 @@
+// Bad input gets the documented error and the daemon keeps serving: wrong secret, version
+// and configuration mismatches at bootstrap, malformed and oversized frames, a put outside
+// the heap from a peer, invalid and oversized jobs, and a peer that dies.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "data.pb.h"
+#include "tests/cluster/test_cluster.h"
+#include "transport/auth.h"
+#include "transport/errors.h"
+#include "transport/frame.h"
+
+namespace symmesh::testing {
+namespace {
+
+// Waits (bounded) for a process to exit; returns its exit status.
+int exit_status(DaemonProcess& daemon, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (daemon.running() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling an exit, bounded
+  }
+  return daemon.running() ? -100 : daemon.stop(SIGKILL);
+}
+
+ClusterOptions refused_node(std::vector<std::string> node1_args) {
+  ClusterOptions options = shape(2, 1);
+  options.wait_ready = false;
+  options.extra_args = {"--bootstrap-timeout", "4s"};
+  options.node_args[1] = std::move(node1_args);
+  return options;
+}
+
+TEST(BadInput, ConfigurationMismatchIsRefusedOnBothSidesNamingTheField) {
+  TestCluster cluster(refused_node({"--heap-size", "32MiB"}));
+  EXPECT_NE(exit_status(cluster.daemon(1), std::chrono::seconds(30)), 0);
+  EXPECT_NE(cluster.daemon(1).log().find("heap_size mismatch"), std::string::npos)
+      << cluster.daemon(1).log();
+  EXPECT_NE(exit_status(cluster.daemon(0), std::chrono::seconds(30)), 0);
+  const std::string root = cluster.daemon(0).log();
+  EXPECT_NE(root.find("heap_size mismatch"), std::string::npos) << root;
+  EXPECT_NE(root.find("never joined"), std::string::npos) << root;
+}
+
+TEST(BadInput, WrongSecretAtBootstrapIsRefusedOnBothSides) {
+  char pattern[] = "/tmp/symmesh-secret.XXXXXX";
+  const int fd = mkstemp(pattern);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "other\n", 6), 6);
+  close(fd);
+  TestCluster cluster(refused_node({"--secret-file", pattern}));
+  EXPECT_NE(exit_status(cluster.daemon(1), std::chrono::seconds(30)), 0);
+  EXPECT_NE(cluster.daemon(1).log().find("secret mismatch"), std::string::npos)
+      << cluster.daemon(1).log();
+  EXPECT_NE(exit_status(cluster.daemon(0), std::chrono::seconds(30)), 0);
+  EXPECT_NE(cluster.daemon(0).log().find("secret mismatch"), std::string::npos)
+      << cluster.daemon(0).log();
+  unlink(pattern);
+}
+
+TEST(BadInput, MalformedAndOversizedControlFramesCloseOnlyThatConnection) {
+  TestCluster cluster(shape(2, 1));
+  const auto deadline = deadline_after(std::chrono::seconds(10));
+  {
+    auto channel = BlockingChannel::connect(cluster.control(0), deadline);
+    authenticate(*channel, cluster.secret(), AuthIdentity{"control", 0, 0}, deadline);
+    char prefix[4];
+    write_length_prefix(5, prefix);
+    channel->write_raw(std::string(prefix, 4) + "\xff\xff\xff\xff\xff", deadline);
+    wire::ClientResponse response;
+    EXPECT_THROW(channel->read(response, deadline), PeerError);
+  }
+  {
+    auto channel = BlockingChannel::connect(cluster.control(0), deadline);
+    authenticate(*channel, cluster.secret(), AuthIdentity{"control", 0, 0}, deadline);
+    char prefix[4];
+    write_length_prefix(kMaxMessageFrame + 1, prefix);
+    channel->write_raw(std::string(prefix, 4), deadline);
+    wire::ClientResponse response;
+    EXPECT_THROW(channel->read(response, deadline), PeerError);
+  }
+  EXPECT_TRUE(cluster.run(barrier_job("pull", 5)).ok());
+}
+
+TEST(BadInput, PutOutsideTheHeapFromAPeerIsRefusedAndLogged) {
+  TestCluster cluster(shape(2, 1));
+  const auto status = cluster.client(0)->status(deadline_after(std::chrono::seconds(10)));
+  ASSERT_EQ(status.peer_size(), 1);
+  const HostPort data = parse_host_port(status.peer(0).data_endpoint(), "data endpoint");
+  const auto deadline = deadline_after(std::chrono::seconds(10));
+  auto channel = BlockingChannel::connect(data, deadline);
+  authenticate(*channel, cluster.secret(), AuthIdentity{"data", 0, 9}, deadline);
+  wire::DataHeader header;
+  header.set_kind(wire::PUT);
+  header.set_offset(uint64_t{1} << 40);
+  header.set_length(64);
+  channel->write(header, deadline);
+  wire::DataHeader ignored;
+  EXPECT_THROW(channel->read(ignored, deadline), PeerError);
+  const std::string log = cluster.daemon(1).log();
+  EXPECT_NE(log.find("PUT refused"), std::string::npos) << log;
+  EXPECT_NE(log.find("outside the segment"), std::string::npos) << log;
+  const auto result = cluster.run(collective_job("allreduce", 4096, "f32", "ring"));
+  EXPECT_TRUE(result.ok()) << result.error();
+  EXPECT_TRUE(result.verified());
+}
+
+TEST(BadInput, InvalidAndOversizedJobsFailAndTheNextJobRuns) {
+  TestCluster cluster(shape(2, 2));
+  auto bad = cluster.run(collective_job("allreduce", 4003, "f32", "ring"));
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("--bytes 4003"), std::string::npos) << bad.error();
+  auto unknown = cluster.run(collective_job("allreduce", 4096, "f32", "tree"));
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().find("ring, hier"), std::string::npos) << unknown.error();
+  // Larger than the heap: refused by the symmetric allocator with sizes, on every PE.
+  auto huge = cluster.run(collective_job("allreduce", uint64_t{1} << 30, "f32", "hier"));
+  EXPECT_FALSE(huge.ok());
+  EXPECT_NE(huge.error().find("symmetric heap exhausted"), std::string::npos) << huge.error();
+  EXPECT_NE(huge.error().find("asked 1.0 GiB"), std::string::npos) << huge.error();
+  auto good = cluster.run(collective_job("allreduce", 1 << 20, "f32", "hier"));
+  EXPECT_TRUE(good.ok()) << good.error();
+  EXPECT_TRUE(good.verified());
+  const auto status = cluster.client(1)->status(deadline_after(std::chrono::seconds(10)));
+  EXPECT_EQ(status.heap_used(), 0u) << "a failed job must give its heap back";
+}
+
+TEST(BadInput, ADeadPeerFailsTheNextJobNamingItAndTheRootKeepsServing) {
+  TestCluster cluster(shape(3, 1));
+  ASSERT_TRUE(cluster.run(barrier_job("pull", 5)).ok());
+  cluster.daemon(2).stop(SIGKILL);
+  const auto start = Clock::now();
+  const auto result = cluster.run(barrier_job("dissemination", 5));
+  EXPECT_FALSE(result.ok());
+  EXPECT_NE(result.error().find("node 2"), std::string::npos) << result.error();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(15)) << "must fail within the deadline";
+  const auto status = cluster.client(0)->status(deadline_after(std::chrono::seconds(10)));
+  EXPECT_EQ(status.state(), "degraded");
+  for (const auto& peer : status.peer()) EXPECT_EQ(peer.up(), peer.node_rank() != 2);
+}
+
+}  // namespace
+}  // namespace symmesh::testing

@@ -1,0 +1,190 @@
+#include "tests/cluster/test_cluster.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "transport/errors.h"
+
+extern char** environ;
+
+namespace symmesh::testing {
+
+uint16_t free_port() {
+  Listener probe(HostPort{"127.0.0.1", 0});
+  return probe.local_endpoint().port;
+}
+
+std::string bin_dir() {
+  return SYMMESH_BIN_DIR;
+}
+
+DaemonProcess::DaemonProcess(const std::vector<std::string>& args, const std::string& log_path)
+    : log_path_(log_path) {
+  std::vector<char*> argv;
+  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  const int error = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) throw Error("cannot start " + args[0] + ": " + std::strerror(error));
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (running()) stop(SIGKILL);
+}
+
+bool DaemonProcess::running() {
+  if (exited_) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    exited_ = true;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return false;
+  }
+  return true;
+}
+
+int DaemonProcess::stop(int signal, std::chrono::seconds timeout) {
+  if (!running()) return status_;
+  kill(pid_, signal);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling an exit, bounded
+  }
+  if (running()) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    exited_ = true;
+    status_ = -1;
+  }
+  return status_;
+}
+
+std::string DaemonProcess::log() const {
+  std::ifstream in(log_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) {
+  char pattern[] = "/tmp/symmesh-test.XXXXXX";
+  dir_ = mkdtemp(pattern);
+  std::random_device random;
+  secret_ = "secret-" + std::to_string(random()) + std::to_string(random());
+  secret_file_ = dir_ + "/secret";
+  std::ofstream(secret_file_) << secret_ << "\n";
+  const uint16_t bootstrap = free_port();
+  for (int n = 0; n < options_.nodes; ++n) control_ports_.push_back(free_port());
+  for (int n = 0; n < options_.nodes; ++n) {
+    std::vector<std::string> args = {bin_dir() + "/symmeshd",
+                                     "--node-rank",
+                                     std::to_string(n),
+                                     "--nodes",
+                                     std::to_string(options_.nodes),
+                                     "--ranks-per-node",
+                                     std::to_string(options_.ranks),
+                                     "--bootstrap",
+                                     "127.0.0.1:" + std::to_string(bootstrap),
+                                     "--listen",
+                                     "127.0.0.1",
+                                     "--control-port",
+                                     std::to_string(control_ports_[n]),
+                                     "--heap-size",
+                                     options_.heap_size,
+                                     "--secret-file",
+                                     secret_file_,
+                                     "--wait-timeout",
+                                     "20s",
+                                     "--bootstrap-timeout",
+                                     "30s"};
+    // Extra "--flag value" pairs replace the default value of that flag, or are appended.
+    std::vector<std::string> extra = options_.extra_args;
+    const auto& own = options_.node_args[n];
+    extra.insert(extra.end(), own.begin(), own.end());
+    for (size_t i = 0; i + 1 < extra.size(); i += 2) {
+      auto it = std::find(args.begin(), args.end(), extra[i]);
+      if (it != args.end()) {
+        *(it + 1) = extra[i + 1];
+      } else {
+        args.push_back(extra[i]);
+        args.push_back(extra[i + 1]);
+      }
+    }
+    daemons_.push_back(
+        std::make_unique<DaemonProcess>(args, dir_ + "/node-" + std::to_string(n) + ".log"));
+  }
+  if (options_.wait_ready) wait_ready();
+}
+
+TestCluster::~TestCluster() {
+  for (auto& daemon : daemons_) daemon->stop(SIGTERM);
+  std::filesystem::remove_all(dir_);
+}
+
+void TestCluster::wait_ready(std::chrono::seconds timeout) {
+  const Deadline deadline = deadline_after(timeout);
+  for (int n = 0; n < options_.nodes; ++n) {
+    std::string last;
+    for (;;) {
+      ASSERT_TRUE(daemons_[n]->running()) << "node " << n << " exited:\n" << daemons_[n]->log();
+      try {
+        auto connection = Client::connect(control(n), secret_, secret_file_, deadline);
+        last = connection->status(deadline).state();
+        if (last == "ready") break;
+      } catch (const std::exception& e) {
+        last = e.what();
+      }
+      ASSERT_LT(Clock::now(), deadline) << "node " << n << " not ready: " << last << "\n"
+                                        << daemons_[n]->log();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // poll interval, bounded
+    }
+  }
+}
+
+std::unique_ptr<Client> TestCluster::client(int node) {
+  return Client::connect(control(node), secret_, secret_file_,
+                         deadline_after(std::chrono::seconds(30)));
+}
+
+wire::JobResult TestCluster::run(const wire::JobSpec& spec, int via_node) {
+  return client(via_node)->submit(spec, nullptr, deadline_after(std::chrono::seconds(300)));
+}
+
+wire::JobSpec barrier_job(const std::string& algo, uint32_t iters) {
+  wire::JobSpec spec;
+  spec.mutable_barrier()->set_algo(algo);
+  spec.mutable_barrier()->set_k(2);
+  spec.mutable_barrier()->set_iters(iters);
+  return spec;
+}
+
+wire::JobSpec collective_job(const std::string& op, uint64_t bytes, const std::string& dtype,
+                             const std::string& algo, uint32_t iters, bool verify) {
+  wire::JobSpec spec;
+  auto* job = spec.mutable_collective();
+  job->set_op(op);
+  job->set_bytes(bytes);
+  job->set_dtype(dtype);
+  job->set_algo(algo);
+  job->set_iters(iters);
+  job->set_verify(verify);
+  return spec;
+}
+
+}  // namespace symmesh::testing
