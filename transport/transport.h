@@ -36,6 +36,7 @@ class Transport {
   virtual void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
                    const SignalUpdate* signal) = 0;
   // Reads `length` bytes at `offset` of `node`'s segment into `out`; returns when done.
+  // A get of one 8-byte aligned word is an atomic read (signals and counters are read so).
   virtual void get(int src_pe, int node, uint64_t offset, void* out, size_t length) = 0;
   // 64-bit atomics on 8-byte aligned words.
   virtual void atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) = 0;

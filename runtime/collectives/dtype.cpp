@@ -69,6 +69,7 @@ uint16_t f32_to_f16(float value) {
 }
 
 void load_f32(float* out, const void* src, size_t count, DType dtype) {
+  if (count == 0) return;  // empty blocks may come with null pointers
   const auto* half = static_cast<const uint16_t*>(src);
   switch (dtype) {
     case DType::kF32:
@@ -84,6 +85,7 @@ void load_f32(float* out, const void* src, size_t count, DType dtype) {
 }
 
 void store_from_f32(void* dst, const float* in, size_t count, DType dtype) {
+  if (count == 0) return;  // empty blocks may come with null pointers
   auto* half = static_cast<uint16_t*>(dst);
   switch (dtype) {
     case DType::kF32:
@@ -112,6 +114,7 @@ void combine(float* acc, size_t count, ReduceOp op, Load load) {
 }  // namespace
 
 void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp op) {
+  if (count == 0) return;  // empty blocks may come with null pointers
   const auto* f32 = static_cast<const float*>(src);
   const auto* half = static_cast<const uint16_t*>(src);
   switch (dtype) {

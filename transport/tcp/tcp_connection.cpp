@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "transport/frame.h"
 
 namespace symmesh {
@@ -97,39 +100,102 @@ void TcpConnection::finish_frame() {
   read_prefix();
 }
 
-void TcpConnection::send(OutFrame frame) {
-  if (!open_.load()) {
-    fail_completion(frame.written, "connection to " + peer_name_ + " is closed");
-    return;
+namespace {
+
+// Writes what the kernel takes now; returns the bytes written, or -1 (errno set).
+ssize_t send_now(int fd, const OutFrame& frame) {
+  const char* payload = frame.owned_payload.empty() ? static_cast<const char*>(frame.payload)
+                                                    : frame.owned_payload.data();
+  const size_t payload_length =
+      frame.owned_payload.empty() ? frame.payload_length : frame.owned_payload.size();
+  iovec parts[2];
+  int count = 0;
+  size_t skip = frame.sent;
+  if (skip < frame.head.size()) {
+    parts[count++] = iovec{const_cast<char*>(frame.head.data()) + skip, frame.head.size() - skip};
+    skip = 0;
+  } else {
+    skip -= frame.head.size();
   }
-  asio::post(strand_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
-    if (!self->open_.load()) {
-      fail_completion(frame.written, "connection to " + self->peer_name_ + " is closed");
-      self->handler_.frame_written();
+  if (payload_length > skip) {
+    parts[count++] = iovec{const_cast<char*>(payload) + skip, payload_length - skip};
+  }
+  if (count == 0) return 0;
+  msghdr message{};
+  message.msg_iov = parts;
+  message.msg_iovlen = count;
+  return ::sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+size_t frame_size(const OutFrame& frame) {
+  return frame.head.size() +
+         (frame.owned_payload.empty() ? frame.payload_length : frame.owned_payload.size());
+}
+
+}  // namespace
+
+void TcpConnection::send(OutFrame frame) {
+  {
+    std::lock_guard lock(write_mutex_);
+    if (!open_.load()) {
+      fail_completion(frame.written, "connection to " + peer_name_ + " is closed");
       return;
     }
-    self->queue_.push_back(std::move(frame));
-    if (!self->writing_) self->write_next();
-  });
+    if (!writing_ && queue_.empty()) {
+      const ssize_t written = send_now(socket_.native_handle(), frame);
+      if (written < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        fail_completion(frame.written, "writing to " + peer_name_ + ": " + std::strerror(errno));
+        close(std::string("write failed: ") + std::strerror(errno));
+        return;
+      }
+      frame.sent = written > 0 ? size_t(written) : 0;
+      if (frame.sent == frame_size(frame)) {
+        if (frame.written) frame.written->state.store(1, std::memory_order_release);
+        return;
+      }
+    }
+    queue_.push_back(std::move(frame));
+    if (writing_) return;
+    writing_ = true;
+  }
+  asio::post(strand_, [self = shared_from_this()] { self->write_next(); });
 }
 
 void TcpConnection::write_next() {
-  if (queue_.empty()) {
-    writing_ = false;
-    return;
+  OutFrame* frame = nullptr;
+  {
+    std::lock_guard lock(write_mutex_);
+    if (queue_.empty() || !open_.load()) {
+      writing_ = false;
+      return;
+    }
+    frame = &queue_.front();  // stays put: only this writer pops, deque keeps references
   }
-  writing_ = true;
-  OutFrame& frame = queue_.front();
-  std::array<asio::const_buffer, 2> buffers{asio::buffer(frame.head),
-                                            frame.owned_payload.empty()
-                                                ? asio::buffer(frame.payload, frame.payload_length)
-                                                : asio::buffer(frame.owned_payload)};
+  const char* payload = frame->owned_payload.empty() ? static_cast<const char*>(frame->payload)
+                                                     : frame->owned_payload.data();
+  const size_t payload_length =
+      frame->owned_payload.empty() ? frame->payload_length : frame->owned_payload.size();
+  size_t skip = frame->sent;
+  std::array<asio::const_buffer, 2> buffers{asio::const_buffer(), asio::const_buffer()};
+  if (skip < frame->head.size()) {
+    buffers[0] = asio::buffer(frame->head.data() + skip, frame->head.size() - skip);
+    skip = 0;
+  } else {
+    skip -= frame->head.size();
+  }
+  buffers[1] = asio::buffer(payload + std::min(skip, payload_length),
+                            payload_length - std::min(skip, payload_length));
   asio::async_write(socket_, buffers,
                     [self = shared_from_this()](const asio::error_code& ec, size_t) {
                       if (ec) return self->fail(ec.message());
-                      OutFrame done = std::move(self->queue_.front());
-                      self->queue_.pop_front();
-                      if (done.written) done.written->state.store(1, std::memory_order_release);
+                      std::shared_ptr<Completion> written;
+                      {
+                        std::lock_guard lock(self->write_mutex_);
+                        if (self->queue_.empty()) return;  // fail() got here first
+                        written = std::move(self->queue_.front().written);
+                        self->queue_.pop_front();
+                      }
+                      if (written) written->state.store(1, std::memory_order_release);
                       self->handler_.frame_written();
                       self->write_next();
                     });
@@ -146,9 +212,12 @@ void TcpConnection::fail(const std::string& why) {
   socket_.close(ignored);
   const std::string reason = "connection " + std::to_string(index_) + " to node " +
                              std::to_string(peer_node_) + " (" + peer_name_ + "): " + why;
-  for (auto& frame : queue_) fail_completion(frame.written, reason);
-  queue_.clear();
-  writing_ = false;
+  {
+    std::lock_guard lock(write_mutex_);
+    for (auto& frame : queue_) fail_completion(frame.written, reason);
+    queue_.clear();
+    writing_ = false;
+  }
   handler_.connection_lost(*this, reason);
 }
 

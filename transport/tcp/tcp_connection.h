@@ -2,7 +2,10 @@
 // Reading: u32 header length, DataHeader, then the payload straight into the place the
 // transport names (the heap for a PUT, once its bounds are checked). Writing: a queue of
 // frames, each written whole; the payload of a frame may be borrowed (large puts, get
-// replies from the heap) and its completion tells the owner when it may be reused.
+// replies from the heap) and its completion tells the owner when it may be reused. When
+// nothing is queued the sending thread writes the frame itself (non-blocking sendmsg), so a
+// small frame costs no hand-over to an io thread; what the kernel does not take at once is
+// queued and written by the io threads.
 #pragma once
 
 #include <asio.hpp>
@@ -10,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "data.pb.h"
@@ -25,6 +29,7 @@ struct Completion {
 
 struct OutFrame {
   std::string head;  // length prefix and serialized header
+  size_t sent = 0;   // bytes of head + payload already written
   const void* payload = nullptr;
   size_t payload_length = 0;
   std::string owned_payload;            // used instead of `payload` when the bytes were copied
@@ -87,8 +92,9 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   std::string discard_;
   std::shared_ptr<void> payload_owner_;
 
-  std::deque<OutFrame> queue_;  // strand only
-  bool writing_ = false;        // strand only
+  std::mutex write_mutex_;  // guards queue_ and writing_
+  std::deque<OutFrame> queue_;
+  bool writing_ = false;  // an io thread owns the socket's write side
 };
 
 }  // namespace symmesh
