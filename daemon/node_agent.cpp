@@ -60,6 +60,8 @@ wire::NodeJobReport NodeAgent::execute(const wire::JobCommand& command) {
   try {
     switch (command.phase()) {
       case wire::QUIESCE:
+        // No PE runs between jobs: the previous job's abort must not cut this flush short.
+        node_.doorbell().clear_abort();
         if (tcp_) tcp_->flush_all(deadline_after(node_.wait_timeout()));
         break;
       case wire::RESET:

@@ -45,9 +45,12 @@ class Doorbell {
   std::string reason_;
 };
 
+// On a machine with more runnable threads than cores (several ranks and io threads per
+// node, several nodes per host in tests) spinning steals the core from the thread being
+// waited for, so the spin is short and yielding, which hands the core over, does the rest.
 struct WaitPolicy {
-  int spins = 512;
-  int yields = 32;
+  int spins = 64;
+  std::chrono::microseconds yield_for{50};
   // A parked waiter re-checks at least this often (memory written by RDMA rings no bell).
   std::chrono::microseconds max_park{2000};
   // False for waits that must outlive an abort (a borrowed buffer still being written).
@@ -67,7 +70,7 @@ void wait_until(Doorbell& bell, Deadline deadline, Ready&& ready, Describe&& des
     if (ready()) return;
     cpu_relax();
   }
-  for (int i = 0; i < policy.yields; ++i) {
+  for (const auto yield_until = Clock::now() + policy.yield_for; Clock::now() < yield_until;) {
     if (ready()) return;
     std::this_thread::yield();
   }

@@ -18,8 +18,10 @@ void pull_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int
   for (int i = 1; i < n; ++i) {
     const int peer = leaders[(me + i) % n];
     uint64_t seen = 0;
-    // A remote read per check: back off from a short yield to sleeps of up to 200 us.
-    auto pause = std::chrono::microseconds(5);
+    // Each check is a remote read, whose round trip paces the loop; a peer that has not come
+    // after a millisecond is then polled with sleeps growing to 200 us.
+    const auto patient_until = Clock::now() + std::chrono::milliseconds(1);
+    auto pause = std::chrono::microseconds(10);
     for (;;) {
       pe.get(&seen, mine, sizeof(seen), peer);
       if (seen >= epoch) break;
@@ -30,6 +32,7 @@ void pull_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int
                            std::to_string(peer) + ": its arrival slot is " + std::to_string(seen) +
                            ", expected >= " + std::to_string(epoch) + ": deadline passed");
       }
+      if (Clock::now() < patient_until) continue;
       bell.park(bell.sequence(), pause);
       pause = std::min(pause * 2, std::chrono::microseconds(200));
     }

@@ -86,7 +86,7 @@ TEST_P(Rma, PutSignalNeverShowsTheSignalBeforeTheData) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {
     const int n = pe.n_pes();
-    const size_t bytes = (1 << 20) + 123;  // striped on tcp
+    const size_t bytes = (1 << 20) + 124;  // striped on tcp, not a multiple of the stripe unit
     constexpr int kRounds = 12;
     auto* inbox = static_cast<uint32_t*>(pe.malloc(bytes * kRounds));
     auto* signal = pe.malloc_array<uint64_t>(1);
