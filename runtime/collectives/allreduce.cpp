@@ -42,8 +42,7 @@ void ring_allreduce_f32(Pe& pe, Team& team, std::byte* dst, float* acc, size_t c
 void ring_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count, DType dtype,
                     ReduceOp op) {
   // f32 reduces in place in dst (each block is done with before its final value arrives).
-  std::vector<float> staging(dtype == DType::kF32 ? 0 : count);
-  float* acc = dtype == DType::kF32 ? reinterpret_cast<float*>(dst) : staging.data();
+  float* acc = dtype == DType::kF32 ? reinterpret_cast<float*>(dst) : staging_f32(count);
   load_f32(acc, src, count, dtype);
   ring_allreduce_f32(pe, team, dst, acc, count, dtype, op);
 }
@@ -55,8 +54,8 @@ void hier_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   const auto parts = block_ranges(count, h.locals);
   const Range part = parts[h.local];
   barrier(pe, h.node);  // every local input is ready and every local dst is free
-  std::vector<float> staging(dtype == DType::kF32 ? 0 : part.count);
-  float* acc = dtype == DType::kF32 ? reinterpret_cast<float*>(dst) + part.begin : staging.data();
+  float* acc =
+      dtype == DType::kF32 ? reinterpret_cast<float*>(dst) + part.begin : staging_f32(part.count);
   for (int m = 0; m < h.locals; ++m) {
     const auto* input =
         static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + part.begin * element;

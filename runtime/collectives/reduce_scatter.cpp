@@ -14,12 +14,12 @@ namespace {
 
 void ring_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count,
                          DType dtype, ReduceOp op) {
-  std::vector<float> acc(count);
-  load_f32(acc.data(), src, count, dtype);
+  float* acc = staging_f32(count);
+  load_f32(acc, src, count, dtype);
   const auto blocks = block_ranges(count, team.size());
-  ring_reduce_scatter_f32(pe, team, acc.data(), blocks, op);
+  ring_reduce_scatter_f32(pe, team, acc, blocks, op);
   const Range mine = blocks[team.my_index()];
-  store_from_f32(dst, acc.data() + mine.begin, mine.count, dtype);
+  store_from_f32(dst, acc + mine.begin, mine.count, dtype);
 }
 
 void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count,
@@ -36,12 +36,12 @@ void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, si
     total += block.count;
   }
   barrier(pe, h.node);  // every local input is ready
-  std::vector<float> acc(total);
+  float* acc = staging_f32(total);
   for (int m = 0; m < h.locals; ++m) {
     const auto* input = static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m)));
     for (int k = 0; k < h.nodes; ++k) {
       const Range block = team_blocks[k * h.locals + h.local];
-      float* out = acc.data() + mine_per_node[k].begin;
+      float* out = acc + mine_per_node[k].begin;
       if (m == 0) {
         load_f32(out, input + block.begin * element, block.count, dtype);
       } else {
@@ -50,9 +50,9 @@ void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, si
     }
   }
   barrier(pe, h.node);  // local peers are done reading this member's input
-  ring_reduce_scatter_f32(pe, h.cross, acc.data(), mine_per_node, op);
+  ring_reduce_scatter_f32(pe, h.cross, acc, mine_per_node, op);
   const Range mine = mine_per_node[h.node_index];
-  store_from_f32(dst, acc.data() + mine.begin, mine.count, dtype);
+  store_from_f32(dst, acc + mine.begin, mine.count, dtype);
 }
 
 }  // namespace

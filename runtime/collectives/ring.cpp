@@ -1,6 +1,7 @@
 #include "runtime/collectives/ring.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace symmesh {
 
@@ -21,6 +22,28 @@ RingChannel::RingChannel(Pe& pe, Team& team)
       team_(team),
       next_(team.pe((team.my_index() + 1) % team.size())),
       prev_(team.pe((team.my_index() + team.size() - 1) % team.size())) {}
+
+bool RingChannel::can_send() {
+  const uint64_t sequence = team_.ring_sent() + 1;
+  return sequence <= uint64_t(kSlots) ||
+         pe_.signal_fetch(pe_.sync_slot(team_, slot::kRingCredit)) >= sequence - kSlots;
+}
+
+bool RingChannel::can_receive() {
+  const uint64_t sequence = team_.ring_received() + 1;
+  const int slot_index = static_cast<int>(sequence % kSlots);
+  return pe_.signal_fetch(pe_.sync_slot(team_, slot::kRingReady + slot_index)) >= sequence;
+}
+
+void RingChannel::wait_for_progress() {
+  wait_until(
+      pe_.node().doorbell(), pe_.deadline(), [&] { return can_send() || can_receive(); },
+      [&] {
+        return "PE " + std::to_string(pe_.my_pe()) + ": ring on team '" + team_.name() +
+               "' waiting for PE " + std::to_string(next_) + " to free a scratch slot or PE " +
+               std::to_string(prev_) + " to send a chunk";
+      });
+}
 
 void RingChannel::send(const void* data, size_t bytes) {
   const uint64_t sequence = ++team_.ring_sent();
@@ -51,6 +74,16 @@ void RingChannel::release() {
   pe_.signal_set(pe_.sync_slot(team_, slot::kRingCredit), sequence, prev_);
 }
 
+float* staging_f32(size_t count) {
+  thread_local std::unique_ptr<float[]> buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < count) {
+    buffer.reset(new float[count]);
+    capacity = count;
+  }
+  return buffer.get();
+}
+
 void ring_reduce_scatter_f32(Pe& pe, Team& team, float* acc, const std::vector<Range>& blocks,
                              ReduceOp op) {
   const int n = team.size();
@@ -60,25 +93,54 @@ void ring_reduce_scatter_f32(Pe& pe, Team& team, float* acc, const std::vector<R
   size_t largest = 0;
   for (const Range& block : blocks) largest = std::max(largest, block.count);
   const size_t chunks = std::max<size_t>(1, (largest + kChunk - 1) / kChunk);
-  RingChannel ring(pe, team);
-  // At step s a member sends block (me - s - 1) and receives block (me - s - 2); after
-  // n - 1 steps it has received every other member's share of its own block.
-  auto block_at_step = [&](int step) { return blocks[((me - step - 1) % n + 2 * n) % n]; };
+  // At step s a member sends its partial of block (me - s - 1) and receives the partial of
+  // block (me - s - 2); after n - 1 steps it holds the whole reduction of its own block.
+  auto block_at_step = [&](size_t step) { return blocks[((me - int(step) - 1) % n + 2 * n) % n]; };
   auto chunk_of = [&](const Range& block, size_t c) {
     const size_t begin = std::min(block.count, c * kChunk);
     return Range{block.begin + begin, std::min(block.count, begin + kChunk) - begin};
   };
+  // The order in which every member sends its (chunk, step) items, so the j-th item a member
+  // receives is order[j] of its predecessor. Step 0 of a chunk (which needs nothing from
+  // upstream) runs up to kSlots - 1 chunks ahead, keeping the wire busy.
+  const size_t steps = size_t(n) - 1;
+  const size_t lookahead = std::min<size_t>(RingChannel::kSlots - 1, chunks);
+  std::vector<std::pair<size_t, size_t>> order;  // (chunk, step)
+  std::vector<size_t> position(chunks * steps);
+  auto add = [&](size_t c, size_t s) {
+    position[c * steps + s] = order.size();
+    order.emplace_back(c, s);
+  };
+  for (size_t c = 0; c < lookahead; ++c) add(c, 0);
   for (size_t c = 0; c < chunks; ++c) {
-    Range out = chunk_of(block_at_step(0), c);
-    ring.send(acc + out.begin, out.count * sizeof(float));
-    for (int step = 0; step < n - 1; ++step) {
-      const Range in = chunk_of(block_at_step(step + 1), c);
-      const std::byte* data = ring.receive();
-      accumulate(acc + in.begin, data, in.count, DType::kF32, op);
-      ring.release();
-      if (step + 1 < n - 1) ring.send(acc + in.begin, in.count * sizeof(float));
-    }
+    if (c + lookahead < chunks) add(c + lookahead, 0);
+    for (size_t s = 1; s < steps; ++s) add(c, s);
   }
+  RingChannel ring(pe, team);
+  size_t received = 0;
+  // Receiving only adds into acc and never sends, so a member waiting to send keeps
+  // receiving: no cycle of waits around the ring.
+  auto receive_one = [&] {
+    const auto [c, s] = order[received++];
+    const Range in = chunk_of(block_at_step(s + 1), c);
+    accumulate(acc + in.begin, ring.receive(), in.count, DType::kF32, op);
+    ring.release();
+  };
+  for (const auto& [c, s] : order) {
+    if (s > 0) {
+      while (received <= position[c * steps + s - 1]) receive_one();
+    }
+    while (!ring.can_send()) {
+      if (received < order.size() && ring.can_receive()) {
+        receive_one();
+      } else {
+        ring.wait_for_progress();
+      }
+    }
+    const Range out = chunk_of(block_at_step(s), c);
+    ring.send(acc + out.begin, out.count * sizeof(float));
+  }
+  while (received < order.size()) receive_one();
 }
 
 void ring_allgather_bytes(Pe& pe, Team& team, std::byte* dst, const std::vector<Range>& blocks,

@@ -32,6 +32,13 @@ class RingChannel {
   static constexpr size_t kChunkBytes = kTeamScratchBytes / kSlots;
 
   RingChannel(Pe& pe, Team& team);
+  // True when the next member has consumed enough for another chunk to go out now.
+  bool can_send();
+  // True when the next chunk from the previous member has arrived.
+  bool can_receive();
+  // Waits (with the PE's deadline) until can_send() or can_receive().
+  void wait_for_progress();
+  // Puts a chunk into the next member's scratch (waits for a free slot first).
   void send(const void* data, size_t bytes);
   // The next chunk from the previous member (in this PE's scratch); release() when done.
   const std::byte* receive();
@@ -45,8 +52,10 @@ class RingChannel {
 };
 
 // Ring reduce-scatter of f32 values (cost: n-1 steps, (n-1)/n of the vector sent by each
-// member). `acc` holds this member's contribution; on return acc[blocks[me]] holds the
-// reduction over the team of that block, always added in the same order (deterministic).
+// member, in chunks of the scratch slot size). `acc` holds this member's contribution; on
+// return acc[blocks[me]] holds the reduction over the team of that block. Each element gets
+// one addition per step (its own value plus the partial sum arriving), so the result does
+// not depend on timing (bitwise deterministic).
 void ring_reduce_scatter_f32(Pe& pe, Team& team, float* acc, const std::vector<Range>& blocks,
                              ReduceOp op);
 
@@ -54,6 +63,9 @@ void ring_reduce_scatter_f32(Pe& pe, Team& team, float* acc, const std::vector<R
 // member sends (n-1)/n of the buffer): on entry dst[blocks[me]] is filled, on return all.
 void ring_allgather_bytes(Pe& pe, Team& team, std::byte* dst, const std::vector<Range>& blocks,
                           uint64_t sequence);
+
+// A per-thread f32 buffer of at least `count` values, reused across calls (not zeroed).
+float* staging_f32(size_t count);
 
 // Tells `writers` (team indices) that this member entered collective `sequence`.
 void announce_entered(Pe& pe, Team& team, uint64_t sequence, const std::vector<int>& writers);

@@ -46,7 +46,7 @@ LocalClusterOptions options(Shape shape) {
   LocalClusterOptions o;
   o.nodes = shape.nodes;
   o.ranks_per_node = shape.ranks;
-  o.heap_size = size_t(shape.ranks) * (24 << 20);
+  o.heap_size = size_t(shape.ranks) * (40 << 20);
   o.wait_timeout = std::chrono::seconds(60);
   o.tcp.connections_per_peer = 2;
   o.tcp.io_threads = 1;
@@ -199,6 +199,36 @@ TEST_P(Collectives, AlltoallAndAlltoallv) {
     if (most > 0) {
       EXPECT_THROW(alltoallv(pe, pe.team_world(), dst, most - 1, src, send, DType::kF32),
                    InvalidArgument);
+    }
+  });
+}
+
+TEST_P(Collectives, ManyChunksThroughThePipelinedRing) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const size_t count = 1'500'007;  // several scratch chunks per block, with a ragged tail
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (CollAlgo algo : kAlgos) {
+        const size_t element = dtype_size(dtype);
+        void* src = pe.malloc(count * element);
+        void* dst = pe.malloc(count * element);
+        fill(src, pe.my_pe(), count, dtype);
+        allreduce(pe, pe.team_world(), dst, src, count, dtype, ReduceOp::kSum, algo);
+        auto got = read(dst, count, dtype);
+        for (size_t i = 0; i < count; i += 3) {
+          ASSERT_EQ(got[i], reduced(pe.n_pes(), i, ReduceOp::kSum))
+              << dtype_name(dtype) << " " << coll_algo_name(algo) << " i=" << i;
+        }
+        reduce_scatter(pe, pe.team_world(), dst, src, count, dtype, ReduceOp::kSum, algo);
+        const size_t begin = count * pe.my_pe() / pe.n_pes();
+        const size_t mine = count * (pe.my_pe() + 1) / pe.n_pes() - begin;
+        got = read(dst, mine, dtype);
+        for (size_t i = 0; i < mine; i += 3) {
+          ASSERT_EQ(got[i], reduced(pe.n_pes(), begin + i, ReduceOp::kSum));
+        }
+        pe.free(dst);
+        pe.free(src);
+      }
     }
   });
 }
