@@ -61,29 +61,40 @@ const size_t kCounts[] = {1, 7, 1001, 100'003};
 
 class Collectives : public ::testing::TestWithParam<Shape> {};
 
+// Runs `check` for every dtype x algorithm x odd count, with a filled symmetric input of
+// `count` elements and a symmetric output of dst_count(count) elements.
+template <class DstCount, class Check>
+void for_each_case(Pe& pe, DstCount dst_count, Check check) {
+  for (DType dtype : kDtypes) {
+    for (CollAlgo algo : kAlgos) {
+      for (size_t count : kCounts) {
+        const size_t element = dtype_size(dtype);
+        void* src = pe.malloc(count * element);
+        void* dst = pe.malloc(dst_count(count) * element);
+        fill(src, pe.my_pe(), count, dtype);
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + coll_algo_name(algo) +
+                     " count=" + std::to_string(count));
+        check(dtype, algo, count, src, dst);
+        pe.free(dst);
+        pe.free(src);
+      }
+    }
+  }
+}
+
 TEST_P(Collectives, AllreduceEveryDtypeAlgorithmAndOddCount) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {
-    for (DType dtype : kDtypes) {
-      for (CollAlgo algo : kAlgos) {
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
-          for (size_t count : kCounts) {
-            const size_t bytes = count * dtype_size(dtype);
-            void* src = pe.malloc(bytes);
-            void* dst = pe.malloc(bytes);
-            fill(src, pe.my_pe(), count, dtype);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+      for_each_case(
+          pe, [](size_t count) { return count; },
+          [&](DType dtype, CollAlgo algo, size_t count, void* src, void* dst) {
             allreduce(pe, pe.team_world(), dst, src, count, dtype, op, algo);
             const auto got = read(dst, count, dtype);
             for (size_t i = 0; i < count; ++i) {
-              ASSERT_EQ(got[i], reduced(pe.n_pes(), i, op))
-                  << dtype_name(dtype) << " " << coll_algo_name(algo) << " " << reduce_op_name(op)
-                  << " count=" << count << " i=" << i;
+              ASSERT_EQ(got[i], reduced(pe.n_pes(), i, op)) << reduce_op_name(op) << " i=" << i;
             }
-            pe.free(dst);
-            pe.free(src);
-          }
-        }
-      }
+          });
     }
   });
 }
@@ -92,26 +103,17 @@ TEST_P(Collectives, ReduceScatterGivesEachPeItsBlock) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {
     const int n = pe.n_pes();
-    for (DType dtype : kDtypes) {
-      for (CollAlgo algo : kAlgos) {
-        for (size_t count : kCounts) {
-          const size_t element = dtype_size(dtype);
-          void* src = pe.malloc(count * element);
-          void* dst = pe.malloc((count / n + 1) * element);
-          fill(src, pe.my_pe(), count, dtype);
+    for_each_case(
+        pe, [&](size_t count) { return count / n + 1; },
+        [&](DType dtype, CollAlgo algo, size_t count, void* src, void* dst) {
           reduce_scatter(pe, pe.team_world(), dst, src, count, dtype, ReduceOp::kSum, algo);
           const size_t begin = count * pe.my_pe() / n;
           const size_t mine = count * (pe.my_pe() + 1) / n - begin;
           const auto got = read(dst, mine, dtype);
           for (size_t i = 0; i < mine; ++i) {
-            ASSERT_EQ(got[i], reduced(n, begin + i, ReduceOp::kSum))
-                << dtype_name(dtype) << " " << coll_algo_name(algo) << " count=" << count;
+            ASSERT_EQ(got[i], reduced(n, begin + i, ReduceOp::kSum)) << "i=" << i;
           }
-          pe.free(dst);
-          pe.free(src);
-        }
-      }
-    }
+        });
   });
 }
 
@@ -119,26 +121,17 @@ TEST_P(Collectives, AllgatherPutsEveryContributionInPlace) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {
     const int n = pe.n_pes();
-    for (DType dtype : kDtypes) {
-      for (CollAlgo algo : kAlgos) {
-        for (size_t count : kCounts) {
-          const size_t element = dtype_size(dtype);
-          void* src = pe.malloc(count * element);
-          void* dst = pe.malloc(count * n * element);
-          fill(src, pe.my_pe(), count, dtype);
+    for_each_case(
+        pe, [&](size_t count) { return count * n; },
+        [&](DType dtype, CollAlgo algo, size_t count, void* src, void* dst) {
           allgather(pe, pe.team_world(), dst, src, count, dtype, algo);
           const auto got = read(dst, count * n, dtype);
           for (int source = 0; source < n; ++source) {
             for (size_t i = 0; i < count; ++i) {
-              ASSERT_EQ(got[source * count + i], input_value(source, i))
-                  << dtype_name(dtype) << " " << coll_algo_name(algo) << " count=" << count;
+              ASSERT_EQ(got[source * count + i], input_value(source, i)) << "from " << source;
             }
           }
-          pe.free(dst);
-          pe.free(src);
-        }
-      }
-    }
+        });
   });
 }
 
