@@ -43,15 +43,15 @@ int main(int argc, char** argv) {
   wire::JobSpec spec;
 
   auto* barrier_cmd = submit_cmd->add_subcommand("barrier", "barrier latency");
-  std::string barrier_algo = "pull";
-  uint32_t k = 8;
+  std::string barrier_algo;  // empty: the cluster's default (symmeshd --barrier-algo)
+  uint32_t k = 0;
   uint32_t barrier_iters = 1000;
-  barrier_cmd->add_option("--algo", barrier_algo, "inter-node algorithm")
-      ->check(CLI::IsMember({"dissemination", "kary", "pull"}))
-      ->capture_default_str();
-  barrier_cmd->add_option("--k", k, "radix of the kary algorithm (2..16)")
-      ->check(CLI::Range(2, 16))
-      ->capture_default_str();
+  barrier_cmd
+      ->add_option("--algo", barrier_algo,
+                   "inter-node algorithm (default: the cluster's, symmeshd --barrier-algo)")
+      ->check(CLI::IsMember({"dissemination", "kary", "pull"}));
+  barrier_cmd->add_option("--k", k, "radix of the kary algorithm, 2..16 (default: the cluster's)")
+      ->check(CLI::Range(2, 16));
   barrier_cmd->add_option("--iters", barrier_iters, "timed barriers (1..100000)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();

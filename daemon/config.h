@@ -24,6 +24,8 @@ struct DaemonConfig {
   std::chrono::milliseconds wait_timeout{60000};
   std::chrono::milliseconds bootstrap_timeout{60000};
   std::string log_level = "info";
+  std::string barrier_algo = "pull";  // the default barrier: dissemination, kary or pull
+  int barrier_k = 8;
 };
 
 // Parses argv. Returns nullopt after printing --help. Throws InvalidArgument naming the

@@ -6,7 +6,9 @@
 #include "common/units.h"
 #include "daemon/bootstrap.h"
 #include "daemon/jobs/job.h"
+#include "runtime/barrier.h"
 #include "transport/auth.h"
+#include "transport/verbs/device_probe.h"
 
 namespace symmesh {
 namespace {
@@ -55,6 +57,7 @@ int Daemon::run() {
   node_config.ranks_per_node = config_.ranks_per_node;
   node_config.heap_size = config_.heap_size;
   node_config.wait_timeout = config_.wait_timeout;
+  node_config.barrier = BarrierOptions{parse_barrier_algo(config_.barrier_algo), config_.barrier_k};
   node_ = std::make_unique<Node>(node_config);
 
   // Bind everything first, so a port in use fails now with its address.
@@ -72,6 +75,15 @@ int Daemon::run() {
     data_at = tcp_->listen(HostPort{config_.listen, 0});
   }
 
+  if (config_.transport == "tcp") {
+    tcp_reason_ = "tcp: forced by --transport";
+  } else {
+    const auto devices = verbs_devices();
+    tcp_reason_ = devices.empty() ? "tcp: verbs: no device"
+                                  : "tcp: verbs transport not built yet (issue 3); devices: " +
+                                        devices.front() + (devices.size() > 1 ? ", ..." : "");
+  }
+
   wire::NodeHello hello;
   hello.set_protocol_version(kProtocolVersion);
   hello.set_node_rank(config_.node_rank);
@@ -84,6 +96,8 @@ int Daemon::run() {
   hello.set_hostname(hostname());
   hello.set_tcp_connections(config_.tcp_connections);
   hello.set_transport_request(config_.transport);
+  hello.set_barrier_algo(config_.barrier_algo);
+  hello.set_barrier_k(config_.barrier_k);
   spdlog::info("node {} of {}: {} ranks, heap {}, control {}, data {}", config_.node_rank,
                config_.nodes, config_.ranks_per_node, format_bytes(config_.heap_size),
                control_listener->local_endpoint().str(), data_at.str());
@@ -169,12 +183,11 @@ int Daemon::run() {
     for (int n = 1; n < config_.nodes; ++n) links_[n]->send(start);
     // The world barrier that ends bootstrap runs as the cluster's first job.
     wire::JobSpec barrier;
-    barrier.mutable_barrier()->set_algo("pull");
-    barrier.mutable_barrier()->set_iters(1);
+    barrier.mutable_barrier()->set_iters(1);  // the configured algorithm
     std::mutex mutex;
     std::condition_variable done_cv;
     std::optional<wire::JobResult> outcome;
-    coordinator_->submit(barrier, [&](const wire::ClientResponse& response) {
+    coordinator_->submit(with_defaults(barrier), [&](const wire::ClientResponse& response) {
       if (!response.has_result()) return;
       std::lock_guard lock(mutex);
       outcome = response.result();
@@ -260,7 +273,7 @@ void Daemon::read_from_node(Link& link) {
         changed_.notify_all();
       } else if (message.has_forward()) {
         const uint64_t request = message.forward().request_id();
-        coordinator_->submit(message.forward().spec(),
+        coordinator_->submit(with_defaults(message.forward().spec()),
                              [&link, request](const wire::ClientResponse& response) {
                                wire::ControlMessage reply;
                                if (response.has_event()) {
@@ -354,6 +367,15 @@ void Daemon::mark_root_down(const std::string& why) {
   }
 }
 
+wire::JobSpec Daemon::with_defaults(wire::JobSpec spec) const {
+  if (spec.has_barrier()) {
+    auto* job = spec.mutable_barrier();
+    if (job->algo().empty()) job->set_algo(config_.barrier_algo);
+    if (job->k() == 0) job->set_k(config_.barrier_k);
+  }
+  return spec;
+}
+
 void Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
   {
     std::lock_guard lock(mutex_);
@@ -362,7 +384,7 @@ void Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
     }
   }
   check_job_spec(spec, config_.nodes, config_.ranks_per_node);
-  if (is_root()) return coordinator_->submit(spec, std::move(sink));
+  if (is_root()) return coordinator_->submit(with_defaults(spec), std::move(sink));
   uint64_t request = 0;
   {
     std::lock_guard lock(mutex_);
@@ -402,9 +424,7 @@ wire::StatusReply Daemon::status() {
     auto* peer = reply.add_peer();
     peer->set_node_rank(info.node_rank());
     peer->set_transport("tcp");
-    peer->set_reason(config_.transport == "tcp"
-                         ? "tcp: forced by --transport"
-                         : "tcp: --transport auto, no verbs transport built yet");
+    peer->set_reason(tcp_reason_);
     peer->set_data_endpoint(text(info.data_endpoint()));
     const int n = static_cast<int>(info.node_rank());
     bool up = tcp_ && tcp_->peer_up(n) && !nodes_down_.count(n);

@@ -36,6 +36,8 @@ class Daemon {
   void read_from_node(Link& link);
   void read_from_root(Link& link);
   void submit(const wire::JobSpec& spec, ControlServer::Sink sink);
+  // The root fills what a job left to the cluster's configuration (the barrier algorithm).
+  wire::JobSpec with_defaults(wire::JobSpec spec) const;
   wire::StatusReply status();
   void mark_root_down(const std::string& why);
   void wait_for_stop();
@@ -43,6 +45,7 @@ class Daemon {
 
   DaemonConfig config_;
   std::string secret_;
+  std::string tcp_reason_;  // why peers are reached over tcp (status)
   Clock::time_point started_;
   std::unique_ptr<Node> node_;
   std::unique_ptr<TcpTransport> tcp_;

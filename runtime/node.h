@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/barrier_options.h"
 #include "runtime/heap_allocator.h"
 #include "runtime/segment.h"
 #include "transport/shm/shm_transport.h"
@@ -20,6 +21,7 @@ struct NodeConfig {
   int ranks_per_node = 1;
   size_t heap_size = size_t{64} << 20;
   std::chrono::milliseconds wait_timeout{60000};
+  BarrierOptions barrier;  // what a barrier that names no algorithm runs
 };
 
 // The smallest --heap-size that leaves every local rank kMinUserHeapBytes of user heap.

@@ -21,5 +21,6 @@ for sanitizer in ASAN TSAN; do
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSYMMESH_UNIT_TESTS_ONLY=ON \
     "-DSYMMESH_${sanitizer}=ON" >/dev/null
   cmake --build "$dir" -j "$jobs" --target symmesh_unit_tests
-  ctest --test-dir "$dir" -L unit --output-on-failure -j "$jobs" --timeout 900
+  TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1" \
+    ctest --test-dir "$dir" -L unit --output-on-failure -j "$jobs" --timeout 900
 done

@@ -4,7 +4,10 @@
 namespace symmesh {
 
 PeJobOutcome run_barrier_job(Pe& pe, const wire::BarrierJob& job) {
-  const BarrierOptions options{parse_barrier_algo(job.algo()), job.k() ? int(job.k()) : 8};
+  // A job that names no algorithm runs the daemon's configured one (--barrier-algo).
+  BarrierOptions options = pe.node().config().barrier;
+  if (!job.algo().empty()) options.algo = parse_barrier_algo(job.algo());
+  if (job.k() != 0) options.k = int(job.k());
   PeJobOutcome outcome;
   for (int i = 0; i < 10; ++i) barrier_all(pe, options);  // warm up connections and caches
   outcome.iteration_s.reserve(job.iters());

@@ -39,8 +39,8 @@ void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node) {
   const int n = nodes * ranks_per_node;
   if (spec.has_barrier()) {
     const auto& job = spec.barrier();
-    parse_barrier_algo(job.algo());
-    if (job.algo() == "kary" && (job.k() < 2 || job.k() > 16)) {
+    if (!job.algo().empty()) parse_barrier_algo(job.algo());
+    if (job.k() != 0 && (job.k() < 2 || job.k() > 16)) {
       throw InvalidArgument("--k " + std::to_string(job.k()) + " is outside 2..16");
     }
     check_iterations(job.iters());

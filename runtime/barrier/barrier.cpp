@@ -24,6 +24,10 @@ const char* barrier_algo_name(BarrierAlgo algo) {
   return "?";
 }
 
+void barrier(Pe& pe, Team& team) {
+  barrier(pe, team, pe.node().config().barrier);
+}
+
 void barrier(Pe& pe, Team& team, const BarrierOptions& options) {
   if (team.my_index() < 0) {
     throw InvalidArgument("PE " + std::to_string(pe.my_pe()) + " is not a member of team '" +

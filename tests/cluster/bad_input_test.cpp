@@ -42,6 +42,13 @@ TEST(BadInput, ConfigurationMismatchIsRefusedOnBothSidesNamingTheField) {
   EXPECT_NE(root.find("never joined"), std::string::npos) << root;
 }
 
+TEST(BadInput, DifferentDefaultBarrierIsRefusedAtBootstrap) {
+  TestCluster cluster(refused_node({"--barrier-algo", "kary"}));
+  EXPECT_NE(exit_status(cluster.daemon(1), std::chrono::seconds(30)), 0);
+  EXPECT_NE(cluster.daemon(1).log().find("barrier_algo mismatch"), std::string::npos)
+      << cluster.daemon(1).log();
+}
+
 TEST(BadInput, WrongSecretAtBootstrapIsRefusedOnBothSides) {
   char pattern[] = "/tmp/symmesh-secret.XXXXXX";
   const int fd = mkstemp(pattern);

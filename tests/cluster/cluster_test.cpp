@@ -63,6 +63,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Daemons,
                                   std::to_string(info.param.ranks);
                          });
 
+TEST(Daemons, ABarrierJobWithoutAnAlgorithmRunsTheConfiguredOne) {
+  ClusterOptions options = shape(2, 1);
+  options.extra_args = {"--barrier-algo", "kary", "--barrier-k", "3"};
+  TestCluster cluster(options);
+  wire::JobSpec spec;
+  spec.mutable_barrier()->set_iters(20);
+  const auto result = cluster.run(spec, 1);
+  ASSERT_TRUE(result.ok()) << result.error();
+  EXPECT_EQ(result.algo(), "kary");
+}
+
 TEST(Daemons, SigtermStopsEveryDaemonCleanly) {
   TestCluster cluster(shape(2, 1));
   ASSERT_TRUE(cluster.run(barrier_job("pull", 10)).ok());

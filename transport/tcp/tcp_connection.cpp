@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "transport/frame.h"
+#include "transport/tcp/wire_causality.h"
 
 namespace symmesh {
 namespace {
@@ -35,10 +36,11 @@ OutFrame make_frame(const wire::DataHeader& header) {
   return frame;
 }
 
-TcpConnection::TcpConnection(asio::io_context& io, int native_fd, int peer_node, uint32_t index,
-                             std::string peer_name, FrameHandler& handler)
+TcpConnection::TcpConnection(asio::io_context& io, int native_fd, int local_node, int peer_node,
+                             uint32_t index, std::string peer_name, FrameHandler& handler)
     : strand_(asio::make_strand(io)),
       socket_(strand_, protocol_of(native_fd), native_fd),
+      local_node_(local_node),
       peer_node_(peer_node),
       index_(index),
       peer_name_(std::move(peer_name)),
@@ -68,6 +70,7 @@ void TcpConnection::read_header(uint32_t length) {
   asio::async_read(socket_, asio::buffer(header_bytes_),
                    [self = shared_from_this()](const asio::error_code& ec, size_t) {
                      if (ec) return self->fail(ec.message());
+                     wire_received(self->peer_node_, self->local_node_, self->index_);
                      if (!self->header_.ParseFromString(self->header_bytes_)) {
                        return self->fail("malformed DataHeader (" +
                                          std::to_string(self->header_bytes_.size()) + " bytes)");
@@ -89,6 +92,7 @@ void TcpConnection::read_payload() {
   asio::async_read(socket_, asio::buffer(target, header_.length()),
                    [self = shared_from_this()](const asio::error_code& ec, size_t) {
                      if (ec) return self->fail(ec.message());
+                     wire_received(self->peer_node_, self->local_node_, self->index_);
                      self->finish_frame();
                    });
 }
@@ -143,6 +147,7 @@ void TcpConnection::send(OutFrame frame) {
     }
     if (!writing_ && queue_.empty()) {
       const ssize_t written = send_now(socket_.native_handle(), frame);
+      wire_sent(local_node_, peer_node_, index_);  // after the bytes (and their reads) left
       if (written < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
         fail_completion(frame.written, "writing to " + peer_name_ + ": " + std::strerror(errno));
         close(std::string("write failed: ") + std::strerror(errno));
@@ -188,6 +193,7 @@ void TcpConnection::write_next() {
   asio::async_write(socket_, buffers,
                     [self = shared_from_this()](const asio::error_code& ec, size_t) {
                       if (ec) return self->fail(ec.message());
+                      wire_sent(self->local_node_, self->peer_node_, self->index_);
                       std::shared_ptr<Completion> written;
                       {
                         std::lock_guard lock(self->write_mutex_);

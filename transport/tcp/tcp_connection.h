@@ -56,7 +56,7 @@ class FrameHandler {
 
 class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
  public:
-  TcpConnection(asio::io_context& io, int native_fd, int peer_node, uint32_t index,
+  TcpConnection(asio::io_context& io, int native_fd, int local_node, int peer_node, uint32_t index,
                 std::string peer_name, FrameHandler& handler);
 
   void start();
@@ -80,6 +80,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
 
   asio::strand<asio::io_context::executor_type> strand_;
   asio::ip::tcp::socket socket_;
+  int local_node_;
   int peer_node_;
   uint32_t index_;
   std::string peer_name_;

@@ -102,8 +102,9 @@ void TcpTransport::accept_loop() {
 
 void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index) {
   const std::string name = channel->peer_name();
-  auto connection = std::make_shared<TcpConnection>(io_, channel->release_native(), peer_node,
-                                                    index, name, static_cast<FrameHandler&>(*this));
+  auto connection =
+      std::make_shared<TcpConnection>(io_, channel->release_native(), node_, peer_node, index, name,
+                                      static_cast<FrameHandler&>(*this));
   {
     std::lock_guard lock(mutex_);
     all_connections_.push_back(connection);
