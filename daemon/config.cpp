@@ -90,6 +90,20 @@ std::map<std::string, Key> keys() {
         [](DaemonConfig& c, const std::string& v) {
           c.bootstrap_timeout = parse_duration(v, "--bootstrap-timeout");
         }}},
+      {"barrier-algo",
+       {"default barrier algorithm: dissemination, kary or pull",
+        [](DaemonConfig& c, const std::string& v) {
+          if (v != "dissemination" && v != "kary" && v != "pull") {
+            throw InvalidArgument("--barrier-algo '" + v +
+                                  "' is not one of: dissemination, kary, pull");
+          }
+          c.barrier_algo = v;
+        }}},
+      {"barrier-k",
+       {"radix of the kary barrier (2..16)",
+        [](DaemonConfig& c, const std::string& v) {
+          c.barrier_k = parse_int(v, "--barrier-k", 2, 16);
+        }}},
       {"log-level",
        {"trace, debug, info, warn or error",
         [](DaemonConfig& c, const std::string& v) {

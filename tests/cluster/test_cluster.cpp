@@ -144,8 +144,10 @@ void TestCluster::wait_ready(std::chrono::seconds timeout) {
     for (;;) {
       ASSERT_TRUE(daemons_[n]->running()) << "node " << n << " exited:\n" << daemons_[n]->log();
       try {
-        auto connection = Client::connect(control(n), secret_, secret_file_, deadline);
-        last = connection->status(deadline).state();
+        // Short attempts, so a daemon that exited is noticed at once.
+        const Deadline attempt = std::min(deadline, deadline_after(std::chrono::seconds(1)));
+        auto connection = Client::connect(control(n), secret_, secret_file_, attempt);
+        last = connection->status(attempt).state();
         if (last == "ready") break;
       } catch (const std::exception& e) {
         last = e.what();
