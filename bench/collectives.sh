@@ -51,7 +51,7 @@ echo "symmesh bench/collectives.sh: $(date -u +%F), $(nproc) cores, $(uname -r),
 echo "times in ms (median of $runs runs); ratio = symmesh hier time / peer time"
 printf "| %-14s | %-5s | %-12s | %-12s | %-8s | %-8s | %-8s | %-9s | %-11s | %-10s |\n" \
   op size "symmesh ring" "symmesh hier" gloo "mpi tcp" "mpi shm" "hier/gloo" "hier/mpi tcp" "hier/mpi shm"
-printf "|%s|\n" "----------------|-------|--------------|--------------|----------|----------|----------|-----------|-------------------------"
+printf "|%s|\n" "----------------|-------|--------------|--------------|----------|----------|----------|-----------|--------------|--------------"
 for op in allreduce reduce-scatter; do
   for size in 1MiB 16MiB 64MiB; do
     bytes=$(bytes_of "$size")
@@ -73,7 +73,7 @@ mpi_barrier_tcp=$(repeat mpi_time tcp barrier 0 1000)
 mpi_barrier_shm=$(repeat mpi_time shm barrier 0 1000)
 gloo_barrier=$(repeat gloo_time barrier 0 1000)
 printf "| %-22s | %9s | %14s | %14s |\n" barrier "p50 us" "/ MPI_Barrier tcp" "/ MPI_Barrier shm"
-printf "|%s|\n" "------------------------|-----------|--------------------------------------"
+printf "|%s|\n" "------------------------|-----------|-------------------|-------------------"
 for algo in dissemination kary pull; do
   p50=$(repeat sh -c "'$bin/symmesh' submit barrier --algo $algo --iters 1000 --json | grep -o '\"p50_us\":[0-9.e+-]*' | cut -d: -f2")
   printf "| %-22s | %9s | %17s | %17s |\n" "symmesh $algo" "$p50" \
