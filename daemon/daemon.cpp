@@ -290,6 +290,7 @@ void Daemon::read_from_node(Link& link) {
                                }
                              });
       } else if (message.has_shutdown()) {
+        spdlog::info("node {} is leaving: {}", n, message.shutdown().reason());
         throw PeerError("node " + std::to_string(n) + " shut down: " + message.shutdown().reason());
       }
     }

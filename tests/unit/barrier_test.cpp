@@ -84,10 +84,12 @@ TEST(BarrierStress, ThousandsBackToBackWithoutAHang) {
   cluster.run([](Pe& pe) {
     for (auto algo : {BarrierAlgo::kDissemination, BarrierAlgo::kKary, BarrierAlgo::kPull}) {
       for (int i = 0; i < 1500; ++i) barrier_all(pe, BarrierOptions{algo, 2});
+      // After the back-to-back run the barrier still holds everybody back.
+      check_barrier_property(pe, pe.team_world(), BarrierOptions{algo, 2}, 3);
     }
     // Switching algorithms from one barrier to the next is allowed too.
     for (int i = 0; i < 1500; ++i) barrier_all(pe, BarrierOptions{BarrierAlgo(i % 3), 3});
-    SUCCEED();
+    check_barrier_property(pe, pe.team_world(), BarrierOptions{BarrierAlgo::kKary, 3}, 3);
   });
 }
 

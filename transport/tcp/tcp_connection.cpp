@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "transport/frame.h"
 #include "transport/tcp/wire_causality.h"
@@ -106,39 +107,50 @@ void TcpConnection::finish_frame() {
 
 namespace {
 
-// Writes what the kernel takes now; returns the bytes written, or -1 (errno set).
-ssize_t send_now(int fd, const OutFrame& frame) {
-  const char* payload = frame.owned_payload.empty() ? static_cast<const char*>(frame.payload)
-                                                    : frame.owned_payload.data();
-  const size_t payload_length =
-      frame.owned_payload.empty() ? frame.payload_length : frame.owned_payload.size();
-  iovec parts[2];
-  int count = 0;
+// The payload bytes of a frame, borrowed or owned.
+std::string_view payload_of(const OutFrame& frame) {
+  if (!frame.owned_payload.empty()) return frame.owned_payload;
+  return {static_cast<const char*>(frame.payload), frame.payload_length};
+}
+
+size_t frame_size(const OutFrame& frame) {
+  return frame.head.size() + payload_of(frame).size();
+}
+
+// The parts of `frame` not written yet (head, payload), as (pointer, length) pairs.
+std::array<std::pair<const char*, size_t>, 2> unsent_parts(const OutFrame& frame) {
+  const std::string_view payload = payload_of(frame);
   size_t skip = frame.sent;
+  std::array<std::pair<const char*, size_t>, 2> parts{};
   if (skip < frame.head.size()) {
-    parts[count++] = iovec{const_cast<char*>(frame.head.data()) + skip, frame.head.size() - skip};
+    parts[0] = {frame.head.data() + skip, frame.head.size() - skip};
     skip = 0;
   } else {
     skip -= frame.head.size();
   }
-  if (payload_length > skip) {
-    parts[count++] = iovec{const_cast<char*>(payload) + skip, payload_length - skip};
+  skip = std::min(skip, payload.size());
+  parts[1] = {payload.data() + skip, payload.size() - skip};
+  return parts;
+}
+
+// Writes what the kernel takes now; returns the bytes written, or -1 (errno set).
+ssize_t send_now(int fd, const OutFrame& frame) {
+  iovec vectors[2];
+  int count = 0;
+  for (const auto& [data, length] : unsent_parts(frame)) {
+    if (length > 0) vectors[count++] = iovec{const_cast<char*>(data), length};
   }
   if (count == 0) return 0;
   msghdr message{};
-  message.msg_iov = parts;
+  message.msg_iov = vectors;
   message.msg_iovlen = count;
   return ::sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
-size_t frame_size(const OutFrame& frame) {
-  return frame.head.size() +
-         (frame.owned_payload.empty() ? frame.payload_length : frame.owned_payload.size());
 }
 
 }  // namespace
 
 void TcpConnection::send(OutFrame frame) {
+  std::string failure;
   {
     std::lock_guard lock(write_mutex_);
     if (!open_.load()) {
@@ -147,22 +159,27 @@ void TcpConnection::send(OutFrame frame) {
     }
     if (!writing_ && queue_.empty()) {
       const ssize_t written = send_now(socket_.native_handle(), frame);
+      const int error = errno;
       wire_sent(local_node_, peer_node_, index_);  // after the bytes (and their reads) left
-      if (written < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-        fail_completion(frame.written, "writing to " + peer_name_ + ": " + std::strerror(errno));
-        close(std::string("write failed: ") + std::strerror(errno));
-        return;
-      }
-      frame.sent = written > 0 ? size_t(written) : 0;
-      if (frame.sent == frame_size(frame)) {
-        if (frame.written) frame.written->state.store(1, std::memory_order_release);
-        return;
+      if (written < 0 && error != EAGAIN && error != EWOULDBLOCK) {
+        failure = std::string("write failed: ") + std::strerror(error);
+        fail_completion(frame.written, "writing to " + peer_name_ + ": " + failure);
+      } else {
+        frame.sent = written > 0 ? size_t(written) : 0;
+        if (frame.sent == frame_size(frame)) {
+          if (frame.written) frame.written->state.store(1, std::memory_order_release);
+          return;
+        }
       }
     }
-    queue_.push_back(std::move(frame));
-    if (writing_) return;
-    writing_ = true;
+    if (failure.empty()) {
+      queue_.push_back(std::move(frame));
+      if (writing_) return;
+      writing_ = true;
+    }
   }
+  // Outside the lock: close() may run fail() inline on this strand, and fail() takes it.
+  if (!failure.empty()) return close(failure);
   asio::post(strand_, [self = shared_from_this()] { self->write_next(); });
 }
 
@@ -176,20 +193,9 @@ void TcpConnection::write_next() {
     }
     frame = &queue_.front();  // stays put: only this writer pops, deque keeps references
   }
-  const char* payload = frame->owned_payload.empty() ? static_cast<const char*>(frame->payload)
-                                                     : frame->owned_payload.data();
-  const size_t payload_length =
-      frame->owned_payload.empty() ? frame->payload_length : frame->owned_payload.size();
-  size_t skip = frame->sent;
-  std::array<asio::const_buffer, 2> buffers{asio::const_buffer(), asio::const_buffer()};
-  if (skip < frame->head.size()) {
-    buffers[0] = asio::buffer(frame->head.data() + skip, frame->head.size() - skip);
-    skip = 0;
-  } else {
-    skip -= frame->head.size();
-  }
-  buffers[1] = asio::buffer(payload + std::min(skip, payload_length),
-                            payload_length - std::min(skip, payload_length));
+  const auto parts = unsent_parts(*frame);
+  const std::array<asio::const_buffer, 2> buffers{asio::buffer(parts[0].first, parts[0].second),
+                                                  asio::buffer(parts[1].first, parts[1].second)};
   asio::async_write(socket_, buffers,
                     [self = shared_from_this()](const asio::error_code& ec, size_t) {
                       if (ec) return self->fail(ec.message());
