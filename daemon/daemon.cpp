@@ -113,16 +113,18 @@ int Daemon::run() {
   const Deadline deadline = deadline_after(config_.bootstrap_timeout);
   if (is_root()) {
     std::vector<std::unique_ptr<BlockingChannel>> channels;
-    view_ = bootstrap_root(*bootstrap_listener, hello, secret_, deadline, channels);
+    auto view = bootstrap_root(*bootstrap_listener, hello, secret_, deadline, channels);
     bootstrap_listener.reset();
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(mutex_);  // status() reads the view from the control threads
+    view_ = std::move(view);
     links_.resize(config_.nodes);
     for (int n = 1; n < config_.nodes; ++n)
       links_[n] = std::make_unique<Link>(std::move(channels[n]), n);
   } else {
     std::unique_ptr<BlockingChannel> channel;
-    view_ = bootstrap_join(config_.bootstrap, hello, secret_, deadline, channel);
+    auto view = bootstrap_join(config_.bootstrap, hello, secret_, deadline, channel);
     std::lock_guard lock(mutex_);
+    view_ = std::move(view);
     links_.push_back(std::make_unique<Link>(std::move(channel), 0));
   }
 
@@ -432,6 +434,9 @@ wire::StatusReply Daemon::status() {
     if (n == 0 && !root_down_.empty()) up = false;
     peer->set_up(up);
   }
+  // The coordinator and the agent exist (and stay) once the cluster has started.
+  const bool started = state_ == "ready" || state_ == "degraded" || state_ == "stopped";
+  if (!started) return reply;
   if (coordinator_) {
     reply.set_jobs_run(coordinator_->jobs_run());
     reply.set_jobs_failed(coordinator_->jobs_failed());

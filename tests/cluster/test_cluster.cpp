@@ -54,6 +54,8 @@ bool DaemonProcess::running() {
   if (waitpid(pid_, &status, WNOHANG) == pid_) {
     exited_ = true;
     status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    how_ = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                             : "signal " + std::to_string(WTERMSIG(status));
     return false;
   }
   return true;
@@ -142,7 +144,9 @@ void TestCluster::wait_ready(std::chrono::seconds timeout) {
   for (int n = 0; n < options_.nodes; ++n) {
     std::string last;
     for (;;) {
-      ASSERT_TRUE(daemons_[n]->running()) << "node " << n << " exited:\n" << daemons_[n]->log();
+      ASSERT_TRUE(daemons_[n]->running())
+          << "node " << n << " exited (" << daemons_[n]->how_it_ended() << "):\n"
+          << daemons_[n]->log();
       try {
         // Short attempts, so a daemon that exited is noticed at once.
         const Deadline attempt = std::min(deadline, deadline_after(std::chrono::seconds(1)));

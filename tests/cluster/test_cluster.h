@@ -25,12 +25,14 @@ class DaemonProcess {
   // Sends `signal` and waits (bounded) for the exit; returns the exit status (-1 if killed).
   int stop(int signal, std::chrono::seconds timeout = std::chrono::seconds(20));
   std::string log() const;
+  const std::string& how_it_ended() const { return how_; }
 
  private:
   pid_t pid_ = -1;
   std::string log_path_;
   int status_ = -1;
   bool exited_ = false;
+  std::string how_ = "running";
 };
 
 struct ClusterOptions {
