@@ -18,6 +18,8 @@ wire::NodeInfo info_of(const wire::NodeHello& hello) {
   *info.mutable_control_endpoint() = hello.control_endpoint();
   *info.mutable_transports() = hello.transports();
   info.set_transport_request(hello.transport_request());
+  if (hello.has_verbs()) *info.mutable_verbs() = hello.verbs();
+  info.set_verbs_absent(hello.verbs_absent());
   return info;
 }
 

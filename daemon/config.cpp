@@ -104,6 +104,14 @@ std::map<std::string, Key> keys() {
         [](DaemonConfig& c, const std::string& v) {
           c.barrier_k = parse_int(v, "--barrier-k", 2, 16);
         }}},
+      {"rdma-device",
+       {"RDMA device for the verbs transport (default: the first with an active port)",
+        [](DaemonConfig& c, const std::string& v) { c.rdma_device = v; }}},
+      {"rdma-gid-index",
+       {"GID index for RoCE (default: a RoCE v2 IPv4-mapped GID, never link-local)",
+        [](DaemonConfig& c, const std::string& v) {
+          c.rdma_gid_index = parse_int(v, "--rdma-gid-index", 0, 255);
+        }}},
       {"log-level",
        {"trace, debug, info, warn or error",
         [](DaemonConfig& c, const std::string& v) {

@@ -8,7 +8,6 @@
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
 #include "transport/auth.h"
-#include "transport/verbs/device_probe.h"
 
 namespace symmesh {
 namespace {
@@ -46,11 +45,6 @@ void Daemon::request_stop(const std::string& why) {
 
 int Daemon::run() {
   secret_ = read_secret_file(config_.secret_file);
-  if (config_.transport == "verbs") {
-    throw InvalidArgument(
-        "--transport verbs: the verbs transport is not built yet (issue 3); "
-        "use --transport tcp or auto");
-  }
   NodeConfig node_config;
   node_config.node_rank = config_.node_rank;
   node_config.nodes = config_.nodes;
@@ -75,14 +69,7 @@ int Daemon::run() {
     data_at = tcp_->listen(HostPort{config_.listen, 0});
   }
 
-  if (config_.transport == "tcp") {
-    tcp_reason_ = "tcp: forced by --transport";
-  } else {
-    const auto devices = verbs_devices();
-    tcp_reason_ = devices.empty() ? "tcp: verbs: no device"
-                                  : "tcp: verbs transport not built yet (issue 3); devices: " +
-                                        devices.front() + (devices.size() > 1 ? ", ..." : "");
-  }
+  verbs_absent_ = open_verbs();
 
   wire::NodeHello hello;
   hello.set_protocol_version(kProtocolVersion);
@@ -91,6 +78,12 @@ int Daemon::run() {
   hello.set_ranks_per_node(config_.ranks_per_node);
   hello.set_heap_size(config_.heap_size);
   hello.add_transports("tcp");
+  if (verbs_) {
+    hello.add_transports("verbs");
+    *hello.mutable_verbs() = verbs_->local_info();
+  } else {
+    hello.set_verbs_absent(verbs_absent_);
+  }
   *hello.mutable_data_endpoint() = endpoint(data_at);
   *hello.mutable_control_endpoint() = endpoint(control_listener->local_endpoint());
   hello.set_hostname(hostname());
@@ -135,13 +128,17 @@ int Daemon::run() {
                                    static_cast<uint16_t>(info.data_endpoint().port())});
     }
     tcp_->connect(endpoints, deadline_after(config_.bootstrap_timeout));
-    for (int n = 0; n < config_.nodes; ++n) {
-      if (n != config_.node_rank) node_->set_transport(n, tcp_.get());
-    }
+    choose_transports();
     tcp_->on_peer_down([this](int peer, const std::string& why) {
       node_->doorbell().abort("data connection to node " + std::to_string(peer) + " lost: " + why);
       if (coordinator_) coordinator_->on_node_down(peer, "data connection lost: " + why);
     });
+    if (verbs_) {
+      verbs_->on_peer_down([this](int peer, const std::string& why) {
+        node_->doorbell().abort("verbs to node " + std::to_string(peer) + " failed: " + why);
+        if (coordinator_) coordinator_->on_node_down(peer, "verbs failed: " + why);
+      });
+    }
   }
 
   if (is_root()) {
@@ -151,7 +148,7 @@ int Daemon::run() {
           links_.at(n)->send(message);
         });
     agent_ = std::make_unique<NodeAgent>(
-        *node_, tcp_.get(),
+        *node_, [this](Deadline deadline) { flush_all(deadline); },
         [this](const wire::NodeJobReport& report) { coordinator_->on_report(report); });
     for (int n = 1; n < config_.nodes; ++n) {
       link_threads_.emplace_back([this, n] { read_from_node(*links_[n]); });
@@ -163,8 +160,9 @@ int Daemon::run() {
     });
     if (!all) throw PeerError("bootstrap: not every node connected its data transport in time");
   } else {
-    agent_ =
-        std::make_unique<NodeAgent>(*node_, tcp_.get(), [this](const wire::NodeJobReport& report) {
+    agent_ = std::make_unique<NodeAgent>(
+        *node_, [this](Deadline deadline) { flush_all(deadline); },
+        [this](const wire::NodeJobReport& report) {
           wire::ControlMessage message;
           *message.mutable_report() = report;
           try {
@@ -259,6 +257,72 @@ void Daemon::shutdown() {
   for (auto& thread : link_threads_) thread.join();
   link_threads_.clear();
   if (tcp_) tcp_->shutdown();
+  if (verbs_) verbs_->shutdown();
+}
+
+std::string Daemon::open_verbs() {
+  if (config_.transport == "tcp") return "--transport tcp";
+  if (config_.nodes == 1) return "a single node has no peers";
+  VerbsOptions options;
+  options.device = VerbsDeviceOptions{config_.rdma_device, config_.rdma_gid_index};
+  options.op_timeout = config_.wait_timeout;
+  try {
+    verbs_ =
+        std::make_unique<VerbsTransport>(config_.node_rank, config_.nodes, config_.ranks_per_node,
+                                         node_->segment(), node_->doorbell(), options);
+    spdlog::info("node {}: verbs on {}", config_.node_rank, verbs_->device().describe());
+    return {};
+  } catch (const InvalidArgument&) {
+    throw;  // a wrong --rdma-device or --rdma-gid-index is the user's to fix
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (why.rfind("verbs: ", 0) == 0) why = why.substr(7);
+    if (config_.transport == "verbs") {
+      throw InvalidArgument("--transport verbs: " + why + " (use --transport auto or tcp here)");
+    }
+    spdlog::info("node {}: no verbs ({}); peers use tcp", config_.node_rank, why);
+    return why;
+  }
+}
+
+void Daemon::choose_transports() {
+  std::vector<std::string> reasons(config_.nodes);
+  for (const auto& info : view_.node()) {
+    const int n = static_cast<int>(info.node_rank());
+    if (n == config_.node_rank) continue;
+    const std::string peer = "node " + std::to_string(n);
+    if (verbs_ && info.has_verbs()) {
+      verbs_->connect(n, info.verbs());
+      node_->set_transport(n, verbs_.get());
+      reasons[n] =
+          "verbs: " + verbs_->device().describe() +
+          (config_.transport == "verbs" ? ", forced by --transport" : ", both ends have a device");
+      continue;
+    }
+    if (config_.transport == "verbs") {
+      throw PeerError("--transport verbs: " + peer + " cannot use verbs (" + info.verbs_absent() +
+                      "); give every node a device, or use auto");
+    }
+    std::string why = "forced by --transport";
+    if (config_.transport != "tcp") {
+      why = verbs_ ? "verbs: " + peer + " has none (" + info.verbs_absent() + ")"
+                   : "verbs: " + std::string(verbs_absent_);
+    }
+    node_->set_transport(n, tcp_.get());
+    reasons[n] = "tcp: " + why;
+  }
+  std::lock_guard lock(mutex_);  // status() reads them
+  peer_reason_ = std::move(reasons);
+}
+
+void Daemon::flush_all(Deadline deadline) {
+  if (tcp_) tcp_->flush_all(deadline);
+  if (verbs_) verbs_->flush_all(deadline);
+}
+
+bool Daemon::peer_transport_up(int node) const {
+  if (node_->transport_name(node) == "verbs") return verbs_->peer_up(node);
+  return tcp_ && tcp_->peer_up(node);
 }
 
 void Daemon::read_from_node(Link& link) {
@@ -426,11 +490,12 @@ wire::StatusReply Daemon::status() {
     if (static_cast<int>(info.node_rank()) == config_.node_rank) continue;
     auto* peer = reply.add_peer();
     peer->set_node_rank(info.node_rank());
-    peer->set_transport("tcp");
-    peer->set_reason(tcp_reason_);
-    peer->set_data_endpoint(text(info.data_endpoint()));
     const int n = static_cast<int>(info.node_rank());
-    bool up = tcp_ && tcp_->peer_up(n) && !nodes_down_.count(n);
+    const bool chosen = n < static_cast<int>(peer_reason_.size()) && !peer_reason_[n].empty();
+    peer->set_transport(chosen ? node_->transport_name(n) : "pending");
+    peer->set_reason(chosen ? peer_reason_[n] : "bootstrapping");
+    peer->set_data_endpoint(text(info.data_endpoint()));
+    bool up = chosen && peer_transport_up(n) && !nodes_down_.count(n);
     if (n == 0 && !root_down_.empty()) up = false;
     peer->set_up(up);
   }

@@ -16,6 +16,7 @@
 #include "daemon/node_agent.h"
 #include "runtime/node.h"
 #include "transport/tcp/tcp_transport.h"
+#include "transport/verbs/verbs_transport.h"
 
 namespace symmesh {
 
@@ -31,8 +32,6 @@ class Daemon {
 
  private:
   bool is_root() const { return config_.node_rank == 0; }
-  void start_root_links(std::vector<std::unique_ptr<BlockingChannel>> channels);
-  void start_node_link(std::unique_ptr<BlockingChannel> channel);
   void read_from_node(Link& link);
   void read_from_root(Link& link);
   void submit(const wire::JobSpec& spec, ControlServer::Sink sink);
@@ -45,10 +44,18 @@ class Daemon {
 
   DaemonConfig config_;
   std::string secret_;
-  std::string tcp_reason_;  // why peers are reached over tcp (status)
+  // Opens the verbs transport unless --transport tcp; returns why it is absent otherwise.
+  std::string open_verbs();
+  // Picks, per peer, verbs (both ends have it) or tcp, and connects the verbs queue pairs.
+  void choose_transports();
+  void flush_all(Deadline deadline);
+  bool peer_transport_up(int node) const;
   Clock::time_point started_;
   std::unique_ptr<Node> node_;
   std::unique_ptr<TcpTransport> tcp_;
+  std::unique_ptr<VerbsTransport> verbs_;
+  std::string verbs_absent_;              // why this node has no verbs transport
+  std::vector<std::string> peer_reason_;  // per node: "verbs: ..." or "tcp: ..." (status)
   wire::ClusterView view_;
   std::unique_ptr<NodeAgent> agent_;
   std::unique_ptr<Coordinator> coordinator_;  // root only

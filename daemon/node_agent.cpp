@@ -7,8 +7,11 @@
 
 namespace symmesh {
 
-NodeAgent::NodeAgent(Node& node, TcpTransport* tcp, Reporter reporter)
-    : node_(node), tcp_(tcp), reporter_(std::move(reporter)), thread_([this] { loop(); }) {}
+NodeAgent::NodeAgent(Node& node, Flush flush, Reporter reporter)
+    : node_(node),
+      flush_(std::move(flush)),
+      reporter_(std::move(reporter)),
+      thread_([this] { loop(); }) {}
 
 NodeAgent::~NodeAgent() {
   stop();
@@ -62,7 +65,7 @@ wire::NodeJobReport NodeAgent::execute(const wire::JobCommand& command) {
       case wire::QUIESCE:
         // No PE runs between jobs: the previous job's abort must not cut this flush short.
         node_.doorbell().clear_abort();
-        if (tcp_) tcp_->flush_all(deadline_after(node_.wait_timeout()));
+        flush_(deadline_after(node_.wait_timeout()));
         break;
       case wire::RESET:
         node_.reset_between_jobs();

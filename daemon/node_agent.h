@@ -11,14 +11,15 @@
 
 #include "control.pb.h"
 #include "runtime/node.h"
-#include "transport/tcp/tcp_transport.h"
 
 namespace symmesh {
 
 class NodeAgent {
  public:
   using Reporter = std::function<void(const wire::NodeJobReport&)>;
-  NodeAgent(Node& node, TcpTransport* tcp, Reporter reporter);
+  // Ensures everything this node sent, on every transport, has landed.
+  using Flush = std::function<void(Deadline)>;
+  NodeAgent(Node& node, Flush flush, Reporter reporter);
   ~NodeAgent();
 
   // Any thread. ABORT acts at once; other phases run in order on the agent's thread.
@@ -34,7 +35,7 @@ class NodeAgent {
   void run_job(const wire::JobSpec& spec, wire::NodeJobReport& report);
 
   Node& node_;
-  TcpTransport* tcp_;
+  Flush flush_;
   Reporter reporter_;
   std::mutex mutex_;
   std::condition_variable wake_;

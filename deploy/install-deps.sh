@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The one place that lists and installs symmesh's Debian packages.
-# Usage: deploy/install-deps.sh [--bench]
-#   (no flag)  what building and testing need
-#   --bench    also the peers the benchmarks compare against (Gloo, OpenMPI)
+# Usage: deploy/install-deps.sh [--bench | --softroce]
+#   (no flag)   what building and testing need
+#   --bench     also the peers the benchmarks compare against (Gloo, OpenMPI, perftest)
+#   --softroce  also what tests/softroce needs: the rdma tools, the rxe provider, and QEMU
+#               with busybox for the guest (its kernel package is fetched by the harness)
 # Idempotent: when every package is present it returns without touching apt.
 set -euo pipefail
 
@@ -19,13 +21,17 @@ build_packages=(
   libibverbs-dev
   iproute2 procps
 )
-bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin)
+bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin perftest)
+softroce_packages=(rdma-core ibverbs-providers ibverbs-utils perftest
+  qemu-system-x86 busybox-static kmod cpio)
 
 wanted=("${build_packages[@]}")
 if [[ "${1:-}" == "--bench" ]]; then
-  wanted+=("${bench_packages[@]}")
+  wanted+=("${bench_packages[@]}" "${softroce_packages[@]}")
+elif [[ "${1:-}" == "--softroce" ]]; then
+  wanted+=("${softroce_packages[@]}")
 elif [[ $# -gt 0 ]]; then
-  echo "install-deps.sh: unknown argument '$1' (allowed: --bench)" >&2
+  echo "install-deps.sh: unknown argument '$1' (allowed: --bench, --softroce)" >&2
   exit 2
 fi
 

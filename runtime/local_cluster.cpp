@@ -7,7 +7,10 @@
 namespace symmesh {
 
 LocalCluster::LocalCluster(const LocalClusterOptions& options) : options_(options) {
-  std::vector<HostPort> endpoints;
+  if (options.transport != "tcp" && options.transport != "verbs") {
+    throw InvalidArgument("local cluster transport '" + options.transport +
+                          "' is unknown (allowed: tcp, verbs)");
+  }
   for (int n = 0; n < options.nodes; ++n) {
     NodeConfig config;
     config.node_rank = n;
@@ -16,19 +19,29 @@ LocalCluster::LocalCluster(const LocalClusterOptions& options) : options_(option
     config.heap_size = options.heap_size;
     config.wait_timeout = options.wait_timeout;
     nodes_.push_back(std::make_unique<Node>(config));
-    if (options.nodes == 1) break;
-    TcpOptions tcp = options.tcp;
-    tcp.op_timeout = options.wait_timeout;
-    tcp_.push_back(std::make_unique<TcpTransport>(n, options.nodes, options.ranks_per_node,
-                                                  nodes_[n]->segment(), nodes_[n]->doorbell(),
-                                                  options.secret, tcp));
-    endpoints.push_back(tcp_[n]->listen(HostPort{"127.0.0.1", 0}));
   }
   if (options.nodes == 1) return;
-  const Deadline deadline = deadline_after(options.wait_timeout);
+  if (options.transport == "verbs") {
+    connect_verbs();
+  } else {
+    connect_tcp();
+  }
+}
+
+void LocalCluster::connect_tcp() {
+  std::vector<HostPort> endpoints;
+  for (int n = 0; n < options_.nodes; ++n) {
+    TcpOptions tcp = options_.tcp;
+    tcp.op_timeout = options_.wait_timeout;
+    tcp_.push_back(std::make_unique<TcpTransport>(n, options_.nodes, options_.ranks_per_node,
+                                                  nodes_[n]->segment(), nodes_[n]->doorbell(),
+                                                  options_.secret, tcp));
+    endpoints.push_back(tcp_[n]->listen(HostPort{"127.0.0.1", 0}));
+  }
+  const Deadline deadline = deadline_after(options_.wait_timeout);
   std::vector<std::thread> connectors;
-  std::vector<std::exception_ptr> errors(options.nodes);
-  for (int n = 0; n < options.nodes; ++n) {
+  std::vector<std::exception_ptr> errors(options_.nodes);
+  for (int n = 0; n < options_.nodes; ++n) {
     connectors.emplace_back([&, n] {
       try {
         tcp_[n]->connect(endpoints, deadline);
@@ -41,9 +54,28 @@ LocalCluster::LocalCluster(const LocalClusterOptions& options) : options_(option
   for (auto& error : errors) {
     if (error) std::rethrow_exception(error);
   }
-  for (int n = 0; n < options.nodes; ++n) {
-    for (int peer = 0; peer < options.nodes; ++peer) {
+  for (int n = 0; n < options_.nodes; ++n) {
+    for (int peer = 0; peer < options_.nodes; ++peer) {
       if (peer != n) nodes_[n]->set_transport(peer, tcp_[n].get());
+    }
+  }
+}
+
+void LocalCluster::connect_verbs() {
+  std::vector<wire::VerbsInfo> infos;
+  for (int n = 0; n < options_.nodes; ++n) {
+    VerbsOptions verbs = options_.verbs;
+    verbs.op_timeout = options_.wait_timeout;
+    verbs_.push_back(std::make_unique<VerbsTransport>(n, options_.nodes, options_.ranks_per_node,
+                                                      nodes_[n]->segment(), nodes_[n]->doorbell(),
+                                                      verbs));
+    infos.push_back(verbs_[n]->local_info());
+  }
+  for (int n = 0; n < options_.nodes; ++n) {
+    for (int peer = 0; peer < options_.nodes; ++peer) {
+      if (peer == n) continue;
+      verbs_[n]->connect(peer, infos[peer]);
+      nodes_[n]->set_transport(peer, verbs_[n].get());
     }
   }
 }
@@ -51,11 +83,13 @@ LocalCluster::LocalCluster(const LocalClusterOptions& options) : options_(option
 LocalCluster::~LocalCluster() {
   for (auto& tcp : tcp_) tcp->expect_shutdown();
   for (auto& tcp : tcp_) tcp->shutdown();
+  for (auto& verbs : verbs_) verbs->shutdown();
 }
 
 void LocalCluster::run(const std::function<void(Pe&)>& body) {
   // A fresh job: everything sent before has landed, then every sync pool is cleared.
   for (auto& tcp : tcp_) tcp->flush_all(deadline_after(options_.wait_timeout));
+  for (auto& verbs : verbs_) verbs->flush_all(deadline_after(options_.wait_timeout));
   for (auto& node : nodes_) node->reset_between_jobs();
 
   std::mutex mutex;

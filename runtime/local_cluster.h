@@ -1,6 +1,7 @@
-// K nodes in one process, TCP on loopback between them: the runtime without the daemon,
-// for tests and for programs that embed symmesh. Each run() is a fresh job: the wires are
-// flushed, sync pools zeroed and allocations freed first, as the daemon does between jobs.
+// K nodes in one process, TCP on loopback (or verbs on a local RDMA device) between them:
+// the runtime without the daemon, for tests and for programs that embed symmesh. Each run() is a
+// fresh job: the wires are flushed, sync pools zeroed and allocations freed first, as the daemon
+// does between jobs.
 #pragma once
 
 #include <functional>
@@ -10,6 +11,7 @@
 #include "runtime/node.h"
 #include "runtime/pe.h"
 #include "transport/tcp/tcp_transport.h"
+#include "transport/verbs/verbs_transport.h"
 
 namespace symmesh {
 
@@ -18,7 +20,9 @@ struct LocalClusterOptions {
   int ranks_per_node = 1;
   size_t heap_size = size_t{64} << 20;
   std::chrono::milliseconds wait_timeout{30000};
+  std::string transport = "tcp";  // between nodes: tcp or verbs
   TcpOptions tcp;
+  VerbsOptions verbs;
   std::string secret = "local-cluster";
 };
 
@@ -33,12 +37,17 @@ class LocalCluster {
 
   Node& node(int index) { return *nodes_.at(index); }
   TcpTransport& tcp(int index) { return *tcp_.at(index); }
+  VerbsTransport& verbs(int index) { return *verbs_.at(index); }
   int n_pes() const { return options_.nodes * options_.ranks_per_node; }
 
  private:
+  void connect_tcp();
+  void connect_verbs();
+
   LocalClusterOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<TcpTransport>> tcp_;
+  std::vector<std::unique_ptr<VerbsTransport>> verbs_;
 };
 
 }  // namespace symmesh

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The one test command: installs what it needs, builds, and runs the whole suite (ctest),
-# then the unit tests again under AddressSanitizer+UndefinedBehaviorSanitizer and
-# ThreadSanitizer. SYMMESH_SKIP_SANITIZERS=1 skips the sanitizer builds (for quick local runs).
+# the soft-RoCE suite (tests/softroce/run.sh: verbs on a real or QEMU-guest rxe device), then
+# the unit tests again under AddressSanitizer+UndefinedBehaviorSanitizer and ThreadSanitizer.
+# SYMMESH_SKIP_SANITIZERS=1 skips the sanitizer builds (for quick local runs);
+# SYMMESH_SKIP_SOFTROCE=1 skips the soft-RoCE suite, and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +13,7 @@ jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+tests/softroce/run.sh build
 
 if [[ "${SYMMESH_SKIP_SANITIZERS:-0}" == 1 ]]; then
   echo "tests/run.sh: sanitizer builds skipped (SYMMESH_SKIP_SANITIZERS=1)"

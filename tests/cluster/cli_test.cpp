@@ -10,25 +10,6 @@
 namespace symmesh::testing {
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string out;
-};
-
-CliRun cli(const std::string& args) {
-  const std::string command = bin_dir() + "/symmesh " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
-
-std::string target(TestCluster& cluster, int node = 0) {
-  return "--daemon " + cluster.control(node).str() + " --secret-file " + cluster.secret_file();
-}
-
 TEST(Cli, JsonFiguresForBarrierAndCollective) {
   TestCluster cluster(shape(2, 2));
   CliRun barrier = cli(target(cluster) + " submit barrier --algo kary --k 3 --iters 100 --json");

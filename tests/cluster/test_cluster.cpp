@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -27,6 +28,20 @@ uint16_t free_port() {
 
 std::string bin_dir() {
   return SYMMESH_BIN_DIR;
+}
+
+CliRun cli(const std::string& args) {
+  const std::string command = bin_dir() + "/symmesh " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string target(TestCluster& cluster, int node) {
+  return "--daemon " + cluster.control(node).str() + " --secret-file " + cluster.secret_file();
 }
 
 DaemonProcess::DaemonProcess(const std::vector<std::string>& args, const std::string& log_path)

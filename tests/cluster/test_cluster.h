@@ -76,6 +76,15 @@ class TestCluster {
   std::vector<std::unique_ptr<DaemonProcess>> daemons_;
 };
 
+// The real symmesh CLI: its exit code and everything it printed (stdout and stderr).
+struct CliRun {
+  int exit_code;
+  std::string out;
+};
+CliRun cli(const std::string& args);
+// "--daemon HOST:PORT --secret-file F" for `node` of `cluster`.
+std::string target(TestCluster& cluster, int node = 0);
+
 wire::JobSpec barrier_job(const std::string& algo, uint32_t iters);
 wire::JobSpec collective_job(const std::string& op, uint64_t bytes, const std::string& dtype,
                              const std::string& algo, uint32_t iters = 2, bool verify = true);

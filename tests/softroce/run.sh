@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The soft-RoCE suite: the verbs transport and two symmeshd daemons with --transport verbs,
+# on a real RDMA device. Where the host kernel can provide one (a device exists, or
+# `rdma link add ... type rxe` works) the tests run on the host; otherwise inside a QEMU
+# guest booting Debian's own kernel with rdma_rxe (see ../shared/SOFTROCE.md for why).
+# Usage: tests/softroce/run.sh [BUILD_DIR]     (default: build; built here if needed)
+# SYMMESH_SKIP_SOFTROCE=1 skips it, saying so, for machines that truly cannot run either.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+
+if [[ "${SYMMESH_SKIP_SOFTROCE:-0}" == 1 ]]; then
+  echo "softroce: SKIPPED: SYMMESH_SKIP_SOFTROCE=1 was set; the verbs transport was not tested"
+  exit 0
+fi
+fail() {
+  echo "softroce: FAILED at step: $*" >&2
+  exit 1
+}
+
+deploy/install-deps.sh --softroce || fail "installing the soft-RoCE packages (deploy/install-deps.sh --softroce)"
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || fail "configuring $build"
+fi
+cmake --build "$build" -j "$(nproc)" --target symmesh_softroce_tests symmeshd symmesh >/dev/null ||
+  fail "building symmesh_softroce_tests"
+build=$(cd "$build" && pwd)
+start=$(date +%s)
+
+host_device() {
+  [[ -n "$(ibv_devices 2>/dev/null | awk 'NR > 2')" ]] && return 0
+  [[ $(id -u) -eq 0 ]] || return 1
+  modprobe rdma_rxe 2>/dev/null || [[ -d /sys/module/rdma_rxe ]] || return 1
+  ip link set lo up && rdma link add symmesh_rxe type rxe netdev lo 2>/dev/null
+}
+
+if host_device; then
+  echo "softroce: running on the host's RDMA device"
+  status=0
+  tests/softroce/guest-tests.sh "$build" || status=$?
+  rdma link delete symmesh_rxe 2>/dev/null || true
+else
+  echo "softroce: the host kernel has no RDMA device and cannot make one; using a QEMU guest"
+  image=$(tests/softroce/guest-image.sh "$build/softroce/image") ||
+    fail "preparing the guest kernel and initramfs (tests/softroce/guest-image.sh)"
+  status=0
+  tests/softroce/qemu-run.sh "$image" "$build/softroce/results" -- \
+    tests/softroce/guest-tests.sh "$build" --gtest_brief=1 || status=$?
+  if [[ $status -eq 125 ]]; then
+    fail "booting the QEMU guest (console: $build/softroce/results/console.log)"
+  fi
+  if [[ $status -ne 0 ]]; then
+    echo "---- guest kernel log (tail)"
+    grep -v "speed is unknown" "$build/softroce/results/kernel.log" 2>/dev/null | tail -n 30
+  fi
+fi
+echo "softroce: finished in $(($(date +%s) - start)) s with exit code $status"
+exit "$status"

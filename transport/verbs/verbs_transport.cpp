@@ -1,0 +1,633 @@
+#include "transport/verbs/verbs_transport.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "transport/errors.h"
+#include "transport/segment_ops.h"
+
+namespace symmesh {
+namespace {
+
+constexpr int kSegmentAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+constexpr int kPollBatch = 32;
+constexpr int kSpinsBeforeYield = 64;
+
+uint64_t work_id(int peer, uint64_t seq) {
+  return (uint64_t(peer) << 48) | seq;
+}
+int work_peer(uint64_t id) {
+  return static_cast<int>(id >> 48);
+}
+uint64_t work_seq(uint64_t id) {
+  return id & ((uint64_t{1} << 48) - 1);
+}
+
+const char* opcode_name(ibv_wr_opcode opcode) {
+  switch (opcode) {
+    case IBV_WR_RDMA_WRITE:
+      return "RDMA_WRITE";
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return "RDMA_WRITE_WITH_IMM";
+    case IBV_WR_RDMA_READ:
+      return "RDMA_READ";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return "ATOMIC_FETCH_AND_ADD";
+    default:
+      return "other";
+  }
+}
+
+template <class Done>
+void spin_until(Done&& done, Deadline deadline, const std::function<std::string()>& describe) {
+  for (int spins = 0; !done(); ++spins) {
+    if (spins >= kSpinsBeforeYield) {
+      if (Clock::now() >= deadline) throw TimeoutError(describe());
+      std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace
+
+// A zero-length signaled write: its completion vouches for every request before it.
+VerbsTransport::Request VerbsTransport::completion_marker() {
+  Request request(IBV_WR_RDMA_WRITE, 0, nullptr, 0);
+  request.signaled = true;
+  return request;
+}
+
+VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentView segment,
+                               Doorbell& doorbell, VerbsOptions options)
+    : node_(node),
+      nodes_(nodes),
+      ranks_per_node_(ranks_per_node),
+      segment_(segment),
+      doorbell_(doorbell),
+      options_(std::move(options)),
+      device_(std::make_unique<VerbsDevice>(options_.device)),
+      segment_mr_(device_->register_memory(segment.base, segment.size, kSegmentAccess)),
+      remotes_(nodes),
+      down_(nodes),
+      down_is_cause_(nodes, false) {
+  if (options_.bounce_bytes < 4096 || options_.signal_interval == 0 ||
+      options_.signal_interval >= options_.send_depth) {
+    throw InvalidArgument(
+        "verbs: bounce ring must be at least 4 KiB and the signal interval in 1..send depth-1");
+  }
+  channel_ = ibv_create_comp_channel(device_->context());
+  const int peers = std::max(1, nodes - 1);
+  recv_cq_ = ibv_create_cq(device_->context(), int(options_.recv_depth) * peers * ranks_per_node,
+                           nullptr, channel_, 0);
+  if (!channel_ || !recv_cq_) throw Error("verbs: creating the receive completion queue failed");
+  ibv_req_notify_cq(recv_cq_, 0);
+  QpLimits limits{options_.send_depth, options_.recv_depth, 64};
+  for (int local = 0; local < ranks_per_node; ++local) {
+    auto pe = std::make_unique<PeState>();
+    pe->cq =
+        ibv_create_cq(device_->context(), int(options_.send_depth) * peers, nullptr, nullptr, 0);
+    if (!pe->cq) throw Error("verbs: creating a send completion queue failed");
+    pe->bounce = std::make_unique<std::byte[]>(options_.bounce_bytes);
+    pe->bounce_mr =
+        device_->register_memory(pe->bounce.get(), options_.bounce_bytes, IBV_ACCESS_LOCAL_WRITE);
+    pe->ring = BounceRing(options_.bounce_bytes);
+    pe->qps.resize(nodes);
+    for (int peer = 0; peer < nodes; ++peer) {
+      if (peer == node) continue;
+      auto qp = std::make_unique<QueuePair>(*device_, pe->cq, recv_cq_, limits, 0);
+      by_qpn_[qp->qpn()] = {peer, qp.get()};
+      pe->qps[peer].qp = std::move(qp);
+      pe->qps[peer].opcodes.resize(options_.send_depth);
+    }
+    pes_.push_back(std::move(pe));
+  }
+  stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  notifier_ = std::thread([this] { notifier_loop(); });
+}
+
+VerbsTransport::~VerbsTransport() {
+  shutdown();
+  for (auto& pe : pes_) {
+    pe->qps.clear();  // the queue pairs before their completion queues
+    ibv_destroy_cq(pe->cq);
+  }
+  by_qpn_.clear();
+  if (recv_cq_) ibv_destroy_cq(recv_cq_);
+  if (channel_) ibv_destroy_comp_channel(channel_);
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+void VerbsTransport::shutdown() {
+  if (!notifier_.joinable()) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(stop_fd_, &one, sizeof(one));
+  notifier_.join();
+}
+
+wire::VerbsInfo VerbsTransport::local_info() const {
+  wire::VerbsInfo info;
+  info.set_protocol_version(kVerbsProtocolVersion);
+  info.set_device(device_->name());
+  info.set_gid(std::string(reinterpret_cast<const char*>(device_->gid().raw), 16));
+  info.set_gid_index(device_->gid_index());
+  info.set_lid(device_->lid());
+  info.set_port(device_->port());
+  info.set_path_mtu(device_->active_mtu());
+  info.set_mr_addr(reinterpret_cast<uint64_t>(segment_.base));
+  info.set_rkey(segment_mr_->rkey);
+  info.set_mr_length(segment_.size);
+  info.set_max_msg_sz(device_->max_msg_sz());
+  for (int local = 0; local < ranks_per_node_; ++local) {
+    for (int peer = 0; peer < nodes_; ++peer) {
+      if (peer == node_) continue;
+      auto* qp = info.add_qp();
+      qp->set_peer_node(peer);
+      qp->set_local_rank(local);
+      qp->set_qpn(pes_[local]->qps[peer].qp->qpn());
+      qp->set_psn(pes_[local]->qps[peer].qp->psn());
+    }
+  }
+  return info;
+}
+
+void VerbsTransport::connect(int peer, const wire::VerbsInfo& remote) {
+  const std::string who = "verbs: node " + std::to_string(peer);
+  if (peer < 0 || peer >= nodes_ || peer == node_) {
+    throw InvalidArgument(who + " is not a peer of node " + std::to_string(node_));
+  }
+  if (remote.protocol_version() != kVerbsProtocolVersion) {
+    throw PeerError(who + ": protocol_version mismatch: it has " +
+                    std::to_string(remote.protocol_version()) + ", this node has " +
+                    std::to_string(kVerbsProtocolVersion));
+  }
+  if (remote.gid().size() != 16) {
+    throw PeerError(who + ": gid has " + std::to_string(remote.gid().size()) +
+                    " bytes, 16 expected");
+  }
+  if (remote.mr_length() != segment_.size) {
+    throw PeerError(who + ": mr_length " + std::to_string(remote.mr_length()) +
+                    " differs from this node's segment (" + std::to_string(segment_.size) + ")");
+  }
+  const auto mtu =
+      static_cast<ibv_mtu>(std::min<uint32_t>(remote.path_mtu(), device_->active_mtu()));
+  for (int local = 0; local < ranks_per_node_; ++local) {
+    const wire::VerbsQp* match = nullptr;
+    for (const auto& qp : remote.qp()) {
+      if (int(qp.peer_node()) == node_ && int(qp.local_rank()) == local) match = &qp;
+    }
+    if (!match) {
+      throw PeerError(who + " sent no queue pair for node " + std::to_string(node_) +
+                      " local rank " + std::to_string(local));
+    }
+    QpRemote to;
+    to.qpn = match->qpn();
+    to.psn = match->psn();
+    std::memcpy(to.gid.raw, remote.gid().data(), 16);
+    to.lid = static_cast<uint16_t>(remote.lid());
+    pes_[local]->qps[peer].qp->connect(to, mtu);
+  }
+  Remote& r = remotes_[peer];
+  r.addr = remote.mr_addr();
+  r.rkey = remote.rkey();
+  r.length = remote.mr_length();
+  r.max_message = std::min<uint64_t>(remote.max_msg_sz(), device_->max_msg_sz());
+  if (options_.max_message > 0)
+    r.max_message = std::min<uint64_t>(r.max_message, options_.max_message);
+  r.max_message = std::min<uint64_t>(r.max_message, options_.bounce_bytes / 4);
+  r.connected = true;
+  spdlog::debug("verbs: connected to node {} over {} (path MTU {})", peer, device_->describe(),
+               mtu_bytes(mtu));
+}
+
+bool VerbsTransport::connected(int peer) const {
+  return peer >= 0 && peer < nodes_ && remotes_[peer].connected;
+}
+
+bool VerbsTransport::peer_up(int node) const {
+  std::lock_guard lock(down_mutex_);
+  return connected(node) && down_[node].empty();
+}
+
+std::string VerbsTransport::peer_down_reason(int node) const {
+  std::lock_guard lock(down_mutex_);
+  return down_.at(node);
+}
+
+void VerbsTransport::on_peer_down(std::function<void(int, const std::string&)> callback) {
+  std::lock_guard lock(down_mutex_);
+  down_callback_ = std::move(callback);
+}
+
+void VerbsTransport::mark_down(int peer, const std::string& why, bool cause) {
+  std::function<void(int, const std::string&)> callback;
+  {
+    std::lock_guard lock(down_mutex_);
+    if (!down_[peer].empty()) {
+      // A flush seen first (by the notifier) gives way to the failure that caused it.
+      if (cause && !down_is_cause_[peer]) {
+        down_[peer] = why;
+        down_is_cause_[peer] = true;
+        spdlog::error("verbs: node {}: the cause: {}", peer, why);
+      }
+      return;
+    }
+    down_[peer] = why;
+    down_is_cause_[peer] = cause;
+    callback = down_callback_;
+  }
+  spdlog::error("verbs: node {} marked down: {}", peer, why);
+  doorbell_.ring();
+  if (callback) callback(peer, why);
+}
+
+int VerbsTransport::local_rank_of(int src_pe) const {
+  if (src_pe / ranks_per_node_ != node_ || src_pe < 0) {
+    throw InvalidArgument("verbs: PE " + std::to_string(src_pe) + " is not on node " +
+                          std::to_string(node_));
+  }
+  return src_pe % ranks_per_node_;
+}
+
+VerbsTransport::PeState& VerbsTransport::pe_state(int src_pe) {
+  return *pes_[local_rank_of(src_pe)];
+}
+
+void VerbsTransport::check_peer(int node) const {
+  if (node < 0 || node >= nodes_ || node == node_ || !remotes_[node].connected) {
+    throw InvalidArgument("verbs: node " + std::to_string(node_) + " has no queue pairs to node " +
+                          std::to_string(node));
+  }
+  std::lock_guard lock(down_mutex_);
+  if (!down_[node].empty())
+    throw PeerError("verbs: node " + std::to_string(node) + " is down: " + down_[node]);
+}
+
+void VerbsTransport::check_range(int node, uint64_t offset, uint64_t length, bool word) const {
+  check_peer(node);
+  if (auto problem = symmesh::check_range(offset, length, remotes_[node].length, word);
+      !problem.empty()) {
+    throw InvalidArgument("verbs: node " + std::to_string(node) + ": " + problem);
+  }
+}
+
+std::byte* VerbsTransport::bounce_at(PeState& pe, uint64_t position) const {
+  return pe.bounce.get() + pe.ring.offset(position);
+}
+
+uint64_t VerbsTransport::post(PeState& pe, int peer, Request request) {
+  QpState& qp = pe.qps[peer];
+  const Deadline deadline = deadline_after(options_.op_timeout);
+  if (qp.posted - qp.completed >= options_.send_depth - 1) {
+    // Full: the interval guarantees a signaled request among the outstanding ones.
+    spin_until(
+        [&] {
+          poll(pe);
+          check_peer(peer);
+          return qp.posted - qp.completed < options_.send_depth - 1;
+        },
+        deadline,
+        [&] {
+          return "verbs: send queue to node " + std::to_string(peer) + " (QP " +
+                 std::to_string(qp.qp->qpn()) + ") stayed full for " +
+                 std::to_string(options_.op_timeout.count()) + " ms";
+        });
+  }
+  const uint64_t seq = qp.posted;
+  const bool signaled = request.signaled || qp.unsignaled + 1 >= options_.signal_interval;
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(request.local);
+  sge.length = request.length;
+  sge.lkey = pe.bounce_mr->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = work_id(peer, seq);
+  wr.opcode = request.opcode;
+  wr.sg_list = &sge;
+  wr.num_sge = request.length > 0 || request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? 1 : 0;
+  wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (request.inline_data ? IBV_SEND_INLINE : 0);
+  const Remote& remote = remotes_[peer];
+  if (request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    wr.wr.atomic.remote_addr = remote.addr + request.remote_offset;
+    wr.wr.atomic.rkey = remote.rkey;
+    wr.wr.atomic.compare_add = request.add;
+  } else {
+    wr.wr.rdma.remote_addr = remote.addr + request.remote_offset;
+    wr.wr.rdma.rkey = remote.rkey;
+  }
+  if (request.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htonl(uint32_t(node_));
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp.qp->get(), &wr, &bad); rc != 0) {
+    throw PeerError("verbs: posting to node " + std::to_string(peer) + " (QP " +
+                    std::to_string(qp.qp->qpn()) + ") failed: " + std::strerror(rc));
+  }
+  qp.posted = seq + 1;
+  qp.opcodes[seq % qp.opcodes.size()] = request.opcode;
+  if (request.opcode == IBV_WR_RDMA_READ || request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    qp.unordered_upto = seq + 1;
+  }
+  if (signaled) {
+    qp.signaled_upto = seq + 1;
+    qp.unsignaled = 0;
+  } else {
+    ++qp.unsignaled;
+  }
+  if (request.ring_end) pe.staged.push_back(Staged{peer, seq, *request.ring_end});
+  return seq;
+}
+
+void VerbsTransport::poll(PeState& pe) {
+  ibv_wc wcs[kPollBatch];
+  const int n = ibv_poll_cq(pe.cq, kPollBatch, wcs);
+  for (int i = 0; i < n; ++i) {
+    const ibv_wc& wc = wcs[i];
+    const int peer = work_peer(wc.wr_id);
+    QpState& qp = pe.qps[peer];
+    if (wc.status != IBV_WC_SUCCESS) {
+      // After the first failure every outstanding request of the QP is flushed: those are
+      // counted and summarised once, not reported one by one.
+      const auto opcode = qp.opcodes[work_seq(wc.wr_id) % qp.opcodes.size()];
+      const bool flushed = wc.status == IBV_WC_WR_FLUSH_ERR;
+      if (!flushed || qp.flushed == 0) {
+        mark_down(peer,
+                  std::string("work completion failed: ") + ibv_wc_status_str(wc.status) +
+                      " (opcode " + opcode_name(opcode) + ", node " + std::to_string(peer) +
+                      ", QP " + std::to_string(wc.qp_num) + ")",
+                  !flushed);
+      }
+      if (flushed && qp.flushed++ == 0) {
+        spdlog::warn("verbs: the requests still queued to node {} (QP {}) are being flushed", peer,
+                     wc.qp_num);
+      }
+      qp.completed = qp.posted;
+      continue;
+    }
+    qp.completed = std::max(qp.completed, work_seq(wc.wr_id) + 1);
+  }
+  while (!pe.staged.empty()) {
+    const Staged& front = pe.staged.front();
+    if (front.seq >= pe.qps[front.peer].completed) break;
+    pe.ring.release_to(front.ring_end);
+    pe.staged.pop_front();
+  }
+}
+
+void VerbsTransport::wait_done(PeState& pe, int peer, uint64_t seq, const char* what) {
+  QpState& qp = pe.qps[peer];
+  spin_until(
+      [&] {
+        poll(pe);
+        check_peer(peer);
+        return qp.completed > seq;
+      },
+      deadline_after(options_.op_timeout),
+      [&] {
+        return std::string("verbs: ") + what + " on node " + std::to_string(peer) + " (QP " +
+               std::to_string(qp.qp->qpn()) + ") did not complete within " +
+               std::to_string(options_.op_timeout.count()) + " ms";
+      });
+}
+
+uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes) {
+  std::optional<uint64_t> position = pe.ring.allocate(bytes);
+  if (position) return *position;
+  spin_until(
+      [&] {
+        poll(pe);
+        if (!pe.staged.empty()) {
+          // The oldest holder may sit behind unsignaled requests: ask for a completion.
+          const Staged& front = pe.staged.front();
+          QpState& holder = pe.qps[front.peer];
+          if (holder.signaled_upto <= front.seq) {
+            post(pe, front.peer, completion_marker());
+          }
+        }
+        check_peer(peer);
+        position = pe.ring.allocate(bytes);
+        return position.has_value();
+      },
+      deadline_after(options_.op_timeout),
+      [&] {
+        std::string state = "verbs: no bounce space for " + std::to_string(bytes) +
+                            " bytes within " + std::to_string(options_.op_timeout.count()) +
+                            " ms (ring " + std::to_string(pe.ring.in_use()) + " of " +
+                            std::to_string(pe.ring.capacity()) + " bytes in use by " +
+                            std::to_string(pe.staged.size()) + " requests";
+        if (!pe.staged.empty()) {
+          const Staged& front = pe.staged.front();
+          const QpState& holder = pe.qps[front.peer];
+          state += "; oldest: request " + std::to_string(front.seq) + " to node " +
+                   std::to_string(front.peer) + ", whose QP has posted " +
+                   std::to_string(holder.posted) + ", completed " +
+                   std::to_string(holder.completed) + ", signaled up to " +
+                   std::to_string(holder.signaled_upto);
+        }
+        return state + ")";
+      });
+  return *position;
+}
+
+void VerbsTransport::notify(PeState& pe, int peer) {
+  post(pe, peer, Request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, nullptr, 0));
+}
+
+void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
+                         const SignalUpdate* signal) {
+  PeState& pe = pe_state(src_pe);
+  check_range(node, offset, length, false);
+  if (signal) check_range(node, signal->offset, 8, true);
+  std::lock_guard lock(pe.mutex);
+  const auto* bytes = static_cast<const std::byte*>(data);
+  const uint32_t max_inline = pe.qps[node].qp->max_inline();
+  for (size_t done = 0; done < length;) {
+    const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
+    Request request(IBV_WR_RDMA_WRITE, offset + done, bytes + done, uint32_t(n));
+    if (n <= max_inline) {
+      request.inline_data = true;
+    } else {
+      const uint64_t position = stage(pe, node, n);
+      std::memcpy(bounce_at(pe, position), bytes + done, n);
+      request.local = bounce_at(pe, position);
+      request.ring_end = pe.ring.tail();
+    }
+    post(pe, node, request);
+    done += n;
+  }
+  if (!signal) return;
+  if (signal->op == SignalOp::kSet) {
+    Request request(IBV_WR_RDMA_WRITE_WITH_IMM, signal->offset, &signal->value, 8);
+    if (max_inline >= 8) {
+      request.inline_data = true;
+    } else {
+      const uint64_t position = stage(pe, node, 8);
+      std::memcpy(bounce_at(pe, position), &signal->value, 8);
+      request.local = bounce_at(pe, position);
+      request.ring_end = pe.ring.tail();
+    }
+    post(pe, node, request);
+  } else {
+    const uint64_t position = stage(pe, node, 8);
+    Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, signal->offset, bounce_at(pe, position), 8,
+                    signal->value);
+    request.ring_end = pe.ring.tail();
+    post(pe, node, request);
+    notify(pe, node);
+  }
+}
+
+void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
+  PeState& pe = pe_state(src_pe);
+  check_range(node, offset, length, false);
+  if (length == 8 && offset % 8 == 0) {  // a word: atomic, as the interface promises
+    const uint64_t value = atomic_fetch_add(src_pe, node, offset, 0);
+    std::memcpy(out, &value, 8);
+    return;
+  }
+  std::lock_guard lock(pe.mutex);
+  auto* bytes = static_cast<std::byte*>(out);
+  for (size_t done = 0; done < length;) {
+    const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
+    const uint64_t position = stage(pe, node, n);
+    Request request(IBV_WR_RDMA_READ, offset + done, bounce_at(pe, position), uint32_t(n));
+    request.signaled = true;
+    request.ring_end = pe.ring.tail();
+    const uint64_t seq = post(pe, node, request);
+    wait_done(pe, node, seq, "an RDMA read");
+    std::memcpy(bytes + done, bounce_at(pe, position), n);
+    done += n;
+  }
+}
+
+void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
+  PeState& pe = pe_state(src_pe);
+  check_range(node, offset, 8, true);
+  std::lock_guard lock(pe.mutex);
+  const uint64_t position = stage(pe, node, 8);
+  Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, bounce_at(pe, position), 8, value);
+  request.ring_end = pe.ring.tail();
+  post(pe, node, request);
+  notify(pe, node);
+}
+
+uint64_t VerbsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
+  PeState& pe = pe_state(src_pe);
+  check_range(node, offset, 8, true);
+  std::lock_guard lock(pe.mutex);
+  const uint64_t position = stage(pe, node, 8);
+  Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, bounce_at(pe, position), 8, value);
+  request.signaled = true;
+  request.ring_end = pe.ring.tail();
+  const uint64_t seq = post(pe, node, request);
+  if (value != 0) notify(pe, node);
+  wait_done(pe, node, seq, "an atomic fetch-add");
+  uint64_t old = 0;
+  std::memcpy(&old, bounce_at(pe, position), 8);
+  return old;
+}
+
+void VerbsTransport::fence(int src_pe) {
+  // RC executes a QP's writes and atomics in order, but a later write may pass an earlier
+  // read or atomic: wait for those (IBV_SEND_FENCE would do it in the device, but soft-RoCE
+  // in Linux 6.1 stalls the QP on it; see README).
+  PeState& pe = pe_state(src_pe);
+  std::lock_guard lock(pe.mutex);
+  for (int peer = 0; peer < nodes_; ++peer) {
+    QpState& qp = pe.qps[peer];
+    if (!qp.qp || qp.completed >= qp.unordered_upto) continue;
+    if (qp.signaled_upto < qp.unordered_upto) post(pe, peer, completion_marker());
+    spin_until(
+        [&] {
+          poll(pe);
+          check_peer(peer);
+          return qp.completed >= qp.unordered_upto;
+        },
+        deadline_after(options_.op_timeout),
+        [&] {
+          return "verbs: fence: a read or atomic to node " + std::to_string(peer) +
+                 " did not complete within " + std::to_string(options_.op_timeout.count()) + " ms";
+        });
+  }
+}
+
+void VerbsTransport::quiet_locked(PeState& pe, Deadline deadline) {
+  for (int peer = 0; peer < nodes_; ++peer) {
+    QpState& qp = pe.qps[peer];
+    if (!qp.qp || qp.completed == qp.posted) continue;
+    check_peer(peer);
+    if (qp.signaled_upto < qp.posted) {
+      post(pe, peer, completion_marker());
+    }
+    spin_until(
+        [&] {
+          poll(pe);
+          check_peer(peer);
+          return qp.completed == qp.posted;
+        },
+        deadline,
+        [&] {
+          return "verbs: quiet: " + std::to_string(qp.posted - qp.completed) +
+                 " requests to node " + std::to_string(peer) + " (QP " +
+                 std::to_string(qp.qp->qpn()) + ") still outstanding at the deadline";
+        });
+  }
+}
+
+void VerbsTransport::quiet(int src_pe) {
+  PeState& pe = pe_state(src_pe);
+  std::lock_guard lock(pe.mutex);
+  quiet_locked(pe, deadline_after(options_.op_timeout));
+}
+
+void VerbsTransport::flush_all(Deadline deadline) {
+  for (auto& pe : pes_) {
+    std::lock_guard lock(pe->mutex);
+    quiet_locked(*pe, deadline);
+  }
+}
+
+void VerbsTransport::notifier_loop() {
+  for (;;) {
+    pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("verbs: notifier poll failed: {}", std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents & POLLIN) return;
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    if (ibv_get_cq_event(channel_, &cq, &context) != 0) continue;
+    ibv_ack_cq_events(cq, 1);
+    ibv_req_notify_cq(cq, 0);
+    bool ring = false;
+    ibv_wc wcs[kPollBatch];
+    for (int n; (n = ibv_poll_cq(recv_cq_, kPollBatch, wcs)) > 0;) {
+      for (int i = 0; i < n; ++i) {
+        auto it = by_qpn_.find(wcs[i].qp_num);
+        if (it == by_qpn_.end()) continue;
+        const auto [peer, qp] = it->second;
+        if (wcs[i].status == IBV_WC_SUCCESS) {
+          ring = true;
+          try {
+            qp->post_receive();
+          } catch (const std::exception& e) {
+            mark_down(peer, e.what(), false);
+          }
+        } else {
+          mark_down(peer,
+                    "the queue pair to node " + std::to_string(peer) + " (QP " +
+                        std::to_string(wcs[i].qp_num) + ") went into the error state (" +
+                        ibv_wc_status_str(wcs[i].status) + ")",
+                    false);
+        }
+      }
+    }
+    if (ring) doorbell_.ring();
+  }
+}
+
+}  // namespace symmesh

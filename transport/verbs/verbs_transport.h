@@ -1,0 +1,175 @@
+// The verbs transport (libibverbs, RC queue pairs): remote memory is written and read by
+// the RDMA device with no CPU at the target.
+//
+// Memory: the node's segment is registered once (local write, remote write, read and
+// atomic); each PE has its own registered bounce ring that puts copy into, so a put returns
+// as soon as its data is staged. Queue pairs: one per (local rank, peer node), paired with
+// the same local rank on the peer; each PE posts only to its own and polls its own send
+// completion queue, so no lock is shared between PEs.
+//
+// Operations: put = RDMA WRITE (split at the smaller of the device's max_msg_sz and a
+// quarter of the bounce ring, or inlined when small); get = RDMA READ (an aligned 8-byte
+// get is a fetch-add of 0, so it is atomic); atomics = ATOMIC_FETCH_AND_ADD. put_signal
+// writes the data, then the signal on the same queue pair: SET as an 8-byte RDMA
+// WRITE_WITH_IMM, ADD as a fetch-add followed by a zero-length WRITE_WITH_IMM. No fence is
+// needed for that: an RC responder executes writes and atomics in the order posted (only a
+// write after a read or atomic may pass it, and fence() waits those out). The immediate makes the
+// target's notifier thread ring its doorbell, so waiters parked there wake at once (nothing else
+// tells a CPU that RDMA wrote). Every `signal_interval`-th request is signaled; quiet() signals the
+// last one if needed and polls until every request the PE posted has completed.
+//
+// Failures: the first failed work completion names its status, opcode, peer node and QP;
+// the peer is then marked down (the QP is never reused) and later flushed completions are
+// only counted.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bootstrap.pb.h"
+#include "transport/transport.h"
+#include "transport/verbs/bounce_ring.h"
+#include "transport/verbs/device.h"
+#include "transport/verbs/queue_pair.h"
+#include "transport/wait.h"
+
+namespace symmesh {
+
+inline constexpr uint32_t kVerbsProtocolVersion = 1;
+
+struct VerbsOptions {
+  VerbsDeviceOptions device;
+  size_t max_message = 0;  // 0: the device's max_msg_sz; smaller only splits writes more
+  size_t bounce_bytes = size_t{4} << 20;  // per PE
+  uint32_t send_depth = 256;
+  uint32_t recv_depth = 128;
+  uint32_t signal_interval = 32;
+  std::chrono::milliseconds op_timeout{60000};
+};
+
+class VerbsTransport final : public Transport {
+ public:
+  VerbsTransport(int node, int nodes, int ranks_per_node, SegmentView segment, Doorbell& doorbell,
+                 VerbsOptions options);
+  ~VerbsTransport() override;
+
+  // What the peers need to connect to this node (sent in the bootstrap Hello).
+  wire::VerbsInfo local_info() const;
+  // Connects every local rank's queue pair to `peer`. Throws naming the field that does not
+  // fit (protocol version, missing queue pairs, GID size).
+  void connect(int peer, const wire::VerbsInfo& remote);
+  bool connected(int peer) const;
+  const VerbsDevice& device() const { return *device_; }
+  // Ensures everything this node posted has completed (between jobs).
+  void flush_all(Deadline deadline);
+  void shutdown();
+
+  bool peer_up(int node) const;
+  std::string peer_down_reason(int node) const;
+  // Called once per peer, from the notifier thread, when its queue pairs fail.
+  void on_peer_down(std::function<void(int node, const std::string& why)> callback);
+
+  std::string_view name() const override { return "verbs"; }
+  void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
+           const SignalUpdate* signal) override;
+  void get(int src_pe, int node, uint64_t offset, void* out, size_t length) override;
+  void atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) override;
+  uint64_t atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) override;
+  void fence(int src_pe) override;
+  void quiet(int src_pe) override;
+
+ private:
+  struct Remote {
+    uint64_t addr = 0;
+    uint32_t rkey = 0;
+    uint64_t length = 0;
+    uint64_t max_message = 0;
+    bool connected = false;
+  };
+  struct QpState {
+    std::unique_ptr<QueuePair> qp;
+    uint64_t posted = 0;          // sequence numbers handed out
+    uint64_t completed = 0;       // every request below this has completed
+    uint64_t signaled_upto = 0;   // one past the last signaled request
+    uint64_t unordered_upto = 0;  // one past the last read or atomic
+    uint32_t unsignaled = 0;
+    uint64_t flushed = 0;                // requests flushed after a failure
+    std::vector<ibv_wr_opcode> opcodes;  // by sequence number modulo the send depth
+  };
+  struct Staged {  // bounce ring space held by a posted request
+    int peer;
+    uint64_t seq;
+    uint64_t ring_end;
+  };
+  struct PeState {
+    std::mutex mutex;
+    ibv_cq* cq = nullptr;
+    std::unique_ptr<std::byte[]> bounce;
+    MemoryRegion bounce_mr;
+    BounceRing ring{0};
+    std::vector<QpState> qps;  // by peer node
+    std::deque<Staged> staged;
+  };
+  struct Request {
+    Request(ibv_wr_opcode opcode, uint64_t remote_offset, const void* local, uint32_t length,
+            uint64_t add = 0)
+        : opcode(opcode), remote_offset(remote_offset), local(local), length(length), add(add) {}
+    ibv_wr_opcode opcode;
+    uint64_t remote_offset;
+    const void* local;  // bounce memory, or the caller's when inlined
+    uint32_t length;
+    uint64_t add;
+    bool inline_data = false;
+    bool signaled = false;
+    std::optional<uint64_t> ring_end;
+  };
+
+  static Request completion_marker();
+  int local_rank_of(int src_pe) const;
+  PeState& pe_state(int src_pe);
+  void check_peer(int node) const;
+  void check_range(int node, uint64_t offset, uint64_t length, bool word) const;
+  uint64_t post(PeState& pe, int peer, Request request);
+  void poll(PeState& pe);
+  void wait_done(PeState& pe, int peer, uint64_t seq, const char* what);
+  // Bounce space for `bytes`; polls (and asks for completions) until some is returned.
+  uint64_t stage(PeState& pe, int peer, uint64_t bytes);
+  std::byte* bounce_at(PeState& pe, uint64_t position) const;
+  void notify(PeState& pe, int peer);
+  void quiet_locked(PeState& pe, Deadline deadline);
+  // `cause`: a failed completion that is not a flush (its reason replaces a flush's).
+  void mark_down(int peer, const std::string& why, bool cause);
+  void notifier_loop();
+
+  const int node_;
+  const int nodes_;
+  const int ranks_per_node_;
+  const SegmentView segment_;
+  Doorbell& doorbell_;
+  const VerbsOptions options_;
+
+  std::unique_ptr<VerbsDevice> device_;
+  MemoryRegion segment_mr_;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* recv_cq_ = nullptr;
+  std::vector<std::unique_ptr<PeState>> pes_;
+  std::vector<Remote> remotes_;
+  std::unordered_map<uint32_t, std::pair<int, QueuePair*>> by_qpn_;  // qpn -> (peer, qp)
+
+  mutable std::mutex down_mutex_;
+  std::vector<std::string> down_;  // reason per peer, empty while up
+  std::vector<bool> down_is_cause_;
+  std::function<void(int, const std::string&)> down_callback_;
+
+  int stop_fd_ = -1;
+  std::thread notifier_;
+};
+
+}  // namespace symmesh
