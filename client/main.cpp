@@ -82,6 +82,23 @@ int main(int argc, char** argv) {
   collective_cmd->add_flag("--verify", verify, "check every PE's output against the reference");
   collective_cmd->add_flag("--json", json, "print one JSON object");
 
+  auto* transport_cmd = submit_cmd->add_subcommand(
+      "transport", "put bandwidth or put_signal latency between PE 0 and node 1's first PE");
+  std::string transport_op, transport_bytes = "8";
+  uint32_t transport_iters = 100, window = 64;
+  transport_cmd->add_option("--op", transport_op, "what to measure")
+      ->required()
+      ->check(CLI::IsMember({"put-bw", "put-signal-lat"}));
+  transport_cmd->add_option("--bytes", transport_bytes, "bytes per put (KiB, MiB suffixes)")
+      ->capture_default_str();
+  transport_cmd->add_option("--window", window, "put-bw: puts per timed iteration (1..4096)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  transport_cmd->add_option("--iters", transport_iters, "timed iterations (1..100000)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  transport_cmd->add_flag("--json", json, "print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,7 +107,8 @@ int main(int argc, char** argv) {
       print_error_json(std::string(e.what()) + " (see symmesh --help)");
       return 2;
     }
-    return app.exit(e);
+    app.exit(e);  // prints the message
+    return 2;
   }
 
   try {
@@ -113,6 +131,12 @@ int main(int argc, char** argv) {
       spec.mutable_barrier()->set_algo(barrier_algo);
       spec.mutable_barrier()->set_k(k);
       spec.mutable_barrier()->set_iters(barrier_iters);
+    } else if (transport_cmd->parsed()) {
+      auto* job = spec.mutable_transport();
+      job->set_op(transport_op);
+      job->set_bytes(parse_size(transport_bytes, "--bytes"));
+      job->set_window(window);
+      job->set_iters(transport_iters);
     } else {
       auto* job = spec.mutable_collective();
       job->set_op(op);

@@ -79,6 +79,12 @@ void print_result(const wire::JobResult& result, bool json) {
       out["p50_us"] = result.p50_us();
       out["p99_us"] = result.p99_us();
     }
+    if (result.kind() == "transport") {
+      out["op"] = result.op();
+      out["bytes"] = result.bytes();
+      out["transport"] = result.transport();
+      out["gbps"] = result.algbw_gbps();
+    }
     if (result.kind() == "collective") {
       out["op"] = result.op();
       out["dtype"] = result.dtype();
@@ -104,6 +110,13 @@ void print_result(const wire::JobResult& result, bool json) {
         static_cast<unsigned long long>(result.job_id()), result.algo().c_str(), result.nodes(),
         result.pes() / std::max(1u, result.nodes()), result.iters(), result.p50_us(),
         result.p99_us());
+    return;
+  }
+  if (result.kind() == "transport") {
+    std::printf("job %llu  %s %s over %s  %u iters  median %.1f us  p99 %.1f us  %.3f GB/s\n",
+                static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
+                format_bytes(result.bytes()).c_str(), result.transport().c_str(), result.iters(),
+                result.p50_us(), result.p99_us(), result.algbw_gbps());
     return;
   }
   std::printf(

@@ -228,6 +228,9 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec) {
   }
   result.set_ok(true);
   summarize_job(spec, nodes_, ranks_per_node_, iterations, result);
+  for (const auto& report : reports) {
+    if (!report.transport().empty()) result.set_transport(report.transport());
+  }
   if (result.verify_requested()) {
     result.set_verified(verified);
     result.set_max_abs_err(max_err);

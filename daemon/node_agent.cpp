@@ -99,6 +99,10 @@ void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) 
         Pe pe(node_, local);
         outcomes[local] = run_job_on_pe(pe, spec);
         pe.quiet();
+        if (global == 0 && spec.has_transport()) {
+          std::lock_guard lock(error_mutex);
+          report.set_transport(transport_between(pe));
+        }
       } catch (const std::exception& e) {
         const bool aborted = dynamic_cast<const AbortedError*>(&e) != nullptr;
         std::lock_guard lock(error_mutex);

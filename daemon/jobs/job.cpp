@@ -46,7 +46,24 @@ void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node) {
     check_iterations(job.iters());
     return;
   }
-  if (!spec.has_collective()) throw InvalidArgument("job has no kind: barrier or collective");
+  if (spec.has_transport()) {
+    const auto& job = spec.transport();
+    if (job.op() != "put-bw" && job.op() != "put-signal-lat") {
+      throw InvalidArgument("--op '" + job.op() + "' is not one of: put-bw, put-signal-lat");
+    }
+    if (n < 2) throw InvalidArgument("a transport job needs 2 PEs; the cluster has 1");
+    if (job.bytes() < 1 || job.bytes() > (uint64_t{1} << 30)) {
+      throw InvalidArgument("--bytes " + std::to_string(job.bytes()) + " is outside 1..1GiB");
+    }
+    if (job.window() > 4096) {
+      throw InvalidArgument("--window " + std::to_string(job.window()) + " is outside 1..4096");
+    }
+    check_iterations(job.iters());
+    return;
+  }
+  if (!spec.has_collective()) {
+    throw InvalidArgument("job has no kind: barrier, collective or transport");
+  }
   const auto& job = spec.collective();
   static const char* kOps[] = {"allreduce", "reduce-scatter", "allgather", "alltoall"};
   if (std::find(std::begin(kOps), std::end(kOps), job.op()) == std::end(kOps)) {
@@ -84,6 +101,7 @@ void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node) {
 
 PeJobOutcome run_job_on_pe(Pe& pe, const wire::JobSpec& spec) {
   if (spec.has_barrier()) return run_barrier_job(pe, spec.barrier());
+  if (spec.has_transport()) return run_transport_job(pe, spec.transport());
   return run_collective_job(pe, spec.collective());
 }
 
@@ -101,6 +119,16 @@ void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
   if (spec.has_barrier()) {
     result.set_kind("barrier");
     result.set_algo(spec.barrier().algo());
+    return;
+  }
+  if (spec.has_transport()) {
+    const auto& job = spec.transport();
+    result.set_kind("transport");
+    result.set_op(job.op());
+    result.set_bytes(job.bytes());
+    const double moved =
+        double(job.bytes()) * (job.op() == "put-bw" ? (job.window() ? job.window() : 64) : 1);
+    if (median > 0) result.set_algbw_gbps(moved / median / 1e9);
     return;
   }
   const auto& job = spec.collective();

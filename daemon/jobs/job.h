@@ -30,5 +30,8 @@ std::string collective_algo(const wire::CollectiveJob& job, int nodes, int ranks
 
 PeJobOutcome run_barrier_job(Pe& pe, const wire::BarrierJob& job);
 PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job);
+PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job);
+// The transport PE 0 uses to reach a transport job's partner PE.
+std::string transport_between(Pe& pe);
 
 }  // namespace symmesh

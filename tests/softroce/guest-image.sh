@@ -22,7 +22,10 @@ if [[ -z "$package" ]]; then
   exit 1
 fi
 version=${package#linux-image-}
-if [[ -f "$out/$version.ready" ]]; then
+here=$(cd "$(dirname "$0")" && pwd)
+# The image is rebuilt when the kernel or these scripts change.
+stamp=$(cat "$here/guest-image.sh" "$here/guest-init.sh" | sha1sum | cut -c1-12)
+if [[ -f "$out/$version.$stamp.ready" ]]; then
   echo "$out/$version"
   exit 0
 fi
@@ -38,9 +41,10 @@ dpkg -x "$out"/download/*.deb "$out/$version/root"
 rm -rf "$out/download"
 depmod -b "$out/$version/root" "$version"
 
-# The modules, dependencies first: 9p over virtio for the root, rxe (with the crc32 shash it
-# needs but does not declare) for the device, veth for namespace tests.
-modules=(9p 9pnet_virtio virtio_pci crc32_generic rdma_rxe veth)
+# The modules, dependencies first: 9p over virtio for the root, overlay for a writable /tmp,
+# rxe (with the crc32 shash it needs but does not declare) for the device, veth for
+# namespace tests.
+modules=(9p 9pnet_virtio virtio_pci overlay crc32_generic rdma_rxe veth)
 initramfs="$out/$version/initramfs"
 mkdir -p "$initramfs"/{bin,dev,proc,sys,host,modules}
 : >"$initramfs/modules/order"
@@ -51,9 +55,10 @@ done | awk '!seen[$0]++' | while read -r path; do
   basename "$path" >>"$initramfs/modules/order"
 done
 cp /bin/busybox "$initramfs/bin/busybox"
-cp "$(dirname "$0")/guest-init.sh" "$initramfs/init"
+cp "$here/guest-init.sh" "$initramfs/init"
 chmod +x "$initramfs/init"
 (cd "$initramfs" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/$version/initramfs.gz"
 cp "$out/$version/root/boot/vmlinuz-$version" "$out/$version/vmlinuz"
-touch "$out/$version.ready"
+rm -f "$out/$version".*.ready
+touch "$out/$version.$stamp.ready"
 echo "$out/$version"

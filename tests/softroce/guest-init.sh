@@ -14,7 +14,10 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /host
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
-mount -t tmpfs tmp /host/tmp
+# /tmp writable, yet still showing the host's (a checkout or build under /tmp must work).
+mkdir -p /upper && mount -t tmpfs upper /upper && mkdir -p /upper/tmp /upper/work
+mount -t overlay overlay -o lowerdir=/host/tmp,upperdir=/upper/tmp,workdir=/upper/work /host/tmp ||
+  mount -t tmpfs tmp /host/tmp
 mount -t tmpfs run /host/run
 mkdir -p /host/dev/shm && mount -t tmpfs shm /host/dev/shm
 # After the tmpfs mounts, so a results directory under /tmp is not hidden by them.

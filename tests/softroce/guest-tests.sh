@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The soft-RoCE suite proper, run as root where an RDMA device can exist (the host, or the
 # QEMU guest): makes sure an rxe device on `lo` is there, then runs the verbs tests serially.
-# Usage: guest-tests.sh BUILD_DIR
+# Usage: guest-tests.sh BUILD_DIR [GTEST_FLAGS...]
 set -uo pipefail
 build=${1:?usage: guest-tests.sh BUILD_DIR}
 
@@ -16,19 +16,11 @@ diagnose() {
   grep -H . /sys/class/infiniband/*/ports/*/hw_counters/* 2>/dev/null
 }
 
-if [[ -z "$(ibv_devices 2>/dev/null | awk 'NR > 2')" ]]; then
-  ip link set lo up
-  if ! rdma link add symmesh_rxe type rxe netdev lo; then
-    echo "softroce: step failed: 'rdma link add symmesh_rxe type rxe netdev lo'" >&2
-    diagnose
-    exit 1
-  fi
-fi
-if [[ -z "$(ibv_devices 2>/dev/null | awk 'NR > 2')" ]]; then
-  echo "softroce: step failed: an rxe link exists but ibv_devices lists no device" >&2
+if ! device=$("$(dirname "$0")/rxe-device.sh"); then
   diagnose
   exit 1
 fi
+echo "softroce: device and GID index: $device"
 ibv_devinfo | grep -E "hca_id|state|active_mtu" | sed 's/^/softroce: /'
 
 ulimit -l unlimited 2>/dev/null || true

@@ -27,11 +27,11 @@ cmake --build "$build" -j "$(nproc)" --target symmesh_softroce_tests symmeshd sy
 build=$(cd "$build" && pwd)
 start=$(date +%s)
 
+# True when the host has an RDMA device, or can make an rxe one (rxe-device.sh does).
 host_device() {
   [[ -n "$(ibv_devices 2>/dev/null | awk 'NR > 2')" ]] && return 0
   [[ $(id -u) -eq 0 ]] || return 1
-  modprobe rdma_rxe 2>/dev/null || [[ -d /sys/module/rdma_rxe ]] || return 1
-  ip link set lo up && rdma link add symmesh_rxe type rxe netdev lo 2>/dev/null
+  modprobe rdma_rxe 2>/dev/null || [[ -d /sys/module/rdma_rxe ]]
 }
 
 if host_device; then

@@ -1,0 +1,71 @@
+// Point-to-point transport figures between PE 0 and its partner: the first PE of node 1
+// (PE 1 on a single node). Every other PE only joins the barriers, and reports zero time,
+// so the slowest-PE aggregation yields the active pair's figures.
+#include "daemon/jobs/job.h"
+#include "runtime/barrier.h"
+
+namespace symmesh {
+namespace {
+
+constexpr int kWarmup = 10;
+
+int partner_of(Pe& pe) {
+  return pe.node().nodes() > 1 ? pe.node().ranks_per_node() : 1;
+}
+
+// One timed iteration: `window` puts to the partner, then a quiet.
+double put_window(Pe& pe, std::byte* remote, const std::byte* local, size_t bytes, uint32_t window,
+                  int partner) {
+  const auto start = Clock::now();
+  for (uint32_t w = 0; w < window; ++w) pe.put(remote + w % 2 * bytes, local, bytes, partner);
+  pe.quiet();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+std::string transport_between(Pe& pe) {
+  return pe.node().transport_name(pe.node_of(partner_of(pe)));
+}
+
+PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job) {
+  const int partner = partner_of(pe);
+  const bool sender = pe.my_pe() == 0;
+  const bool receiver = pe.my_pe() == partner;
+  const size_t bytes = job.bytes();
+  auto* buffer = static_cast<std::byte*>(pe.malloc(2 * bytes));  // two slots: puts alternate
+  auto* signal = pe.malloc_array<uint64_t>(1);
+  *signal = 0;
+  std::vector<std::byte> local(bytes, std::byte{0x5a});
+  PeJobOutcome outcome;
+  outcome.iteration_s.assign(job.iters(), 0.0);
+  barrier_all(pe);
+  if (job.op() == "put-bw") {
+    const uint32_t window = job.window() ? job.window() : 64;
+    if (sender) {
+      for (int i = 0; i < kWarmup; ++i) put_window(pe, buffer, local.data(), bytes, 1, partner);
+      for (auto& seconds : outcome.iteration_s) {
+        seconds = put_window(pe, buffer, local.data(), bytes, window, partner);
+      }
+    }
+  } else {  // put-signal-lat: the signal value is the round number, so no reset is needed
+    const int total = kWarmup + int(job.iters());
+    for (int round = 1; round <= total && (sender || receiver); ++round) {
+      const auto start = Clock::now();
+      if (sender) {
+        pe.put_signal(buffer, local.data(), bytes, signal, round, SignalOp::kSet, partner);
+        pe.signal_wait_until(signal, Cmp::kGe, uint64_t(round));
+      } else {
+        pe.signal_wait_until(signal, Cmp::kGe, uint64_t(round));
+        pe.put_signal(buffer, local.data(), bytes, signal, round, SignalOp::kSet, 0);
+      }
+      const double half_trip = std::chrono::duration<double>(Clock::now() - start).count() / 2;
+      if (sender && round > kWarmup) outcome.iteration_s[round - kWarmup - 1] = half_trip;
+    }
+    pe.quiet();
+  }
+  barrier_all(pe);
+  return outcome;
+}
+
+}  // namespace symmesh
