@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:?usage: transport-run.sh BIN_DIR}
 runs=${RUNS:-3}
-read -r device gid_index < <(tests/softroce/rxe-device.sh)
+device_and_gid=$(tests/softroce/rxe-device.sh)
+device=${device_and_gid% *}
+gid_index=${device_and_gid#* }
 ulimit -l unlimited 2>/dev/null || true
 
 sizes=(4096 65536 1048576 16777216)
@@ -17,17 +19,18 @@ median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 json_field() { grep -o "\"$1\":[0-9.e+-]*" | cut -d: -f2; }
 
 declare -A result
-measure_symmesh() {  # transport
-  local transport=$1 port=$((7900 + RANDOM % 500 * 2))
+measure_symmesh() {  # name transport [symmeshd flags...]
+  local name=$1 transport=$2 port=$((7900 + RANDOM % 500 * 2))
+  shift 2
   eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 1 \
-    --transport "$transport" --base-port "$port" --heap-size 96MiB --ready-timeout 120)"
+    --transport "$transport" --base-port "$port" --heap-size 96MiB --ready-timeout 120 -- "$@")"
   for size in "${sizes[@]}"; do
-    result[$transport,bw,$size]=$(for _ in $(seq "$runs"); do
+    result[$name,bw,$size]=$(for _ in $(seq "$runs"); do
       "$bin/symmesh" submit transport --op put-bw --bytes "$size" --window "$(window_of "$size")" \
         --iters "$(iters_of "$size")" --json | json_field gbps
     done | median)
   done
-  result[$transport,lat]=$(for _ in $(seq "$runs"); do
+  result[$name,lat]=$(for _ in $(seq "$runs"); do
     "$bin/symmesh" submit transport --op put-signal-lat --bytes 8 --iters 200 --json |
       json_field p50_us
   done | median)
@@ -67,8 +70,9 @@ measure_perftest() {
   done | median)
 }
 
-measure_symmesh tcp
-measure_symmesh verbs
+measure_symmesh tcp tcp
+measure_symmesh verbs verbs
+measure_symmesh thread verbs --verbs-progress thread
 measure_perftest
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "n/a"}'; }
@@ -76,18 +80,22 @@ echo
 echo "device $device (GID index $gid_index), $(uname -r), medians of $runs runs"
 echo
 echo "put bandwidth, GB/s (window of puts + quiet; perftest: ib_write_bw)"
-printf "| %-6s | %9s | %9s | %9s | %12s | %12s |\n" size tcp verbs perftest "verbs/perf" "verbs/tcp"
-printf "|%s|\n" "--------|-----------|-----------|-----------|--------------|--------------"
+printf "| %-6s | %9s | %9s | %13s | %9s | %10s | %9s |\n" size tcp verbs "verbs+thread" perftest \
+  "verbs/perf" "verbs/tcp"
+printf "|%s|\n" "--------|-----------|-----------|---------------|-----------|------------|-----------"
 for size in "${sizes[@]}"; do
-  printf "| %-6s | %9.4f | %9.4f | %9.4f | %12s | %12s |\n" "$(label "$size")" \
-    "${result[tcp,bw,$size]}" "${result[verbs,bw,$size]}" "${result[perftest,bw,$size]}" \
+  printf "| %-6s | %9.4f | %9.4f | %13.4f | %9.4f | %10s | %9s |\n" "$(label "$size")" \
+    "${result[tcp,bw,$size]}" "${result[verbs,bw,$size]}" "${result[thread,bw,$size]}" \
+    "${result[perftest,bw,$size]}" \
     "$(ratio "${result[verbs,bw,$size]}" "${result[perftest,bw,$size]}")" \
     "$(ratio "${result[verbs,bw,$size]}" "${result[tcp,bw,$size]}")"
 done
 echo
 echo "8-byte put_signal latency, one way, us (perftest: ib_write_lat t_typical)"
-printf "| %9s | %9s | %9s | %12s | %12s |\n" tcp verbs perftest "verbs/perf" "verbs/tcp"
-printf "|%s|\n" "-----------|-----------|-----------|--------------|--------------"
-printf "| %9.1f | %9.1f | %9.1f | %12s | %12s |\n" "${result[tcp,lat]}" "${result[verbs,lat]}" \
-  "${result[perftest,lat]}" "$(ratio "${result[verbs,lat]}" "${result[perftest,lat]}")" \
+printf "| %9s | %9s | %13s | %9s | %10s | %9s |\n" tcp verbs "verbs+thread" perftest \
+  "verbs/perf" "verbs/tcp"
+printf "|%s|\n" "-----------|-----------|---------------|-----------|------------|-----------"
+printf "| %9.1f | %9.1f | %13.1f | %9.1f | %10s | %9s |\n" "${result[tcp,lat]}" \
+  "${result[verbs,lat]}" "${result[thread,lat]}" "${result[perftest,lat]}" \
+  "$(ratio "${result[verbs,lat]}" "${result[perftest,lat]}")" \
   "$(ratio "${result[verbs,lat]}" "${result[tcp,lat]}")"

@@ -112,6 +112,14 @@ std::map<std::string, Key> keys() {
         [](DaemonConfig& c, const std::string& v) {
           c.rdma_gid_index = parse_int(v, "--rdma-gid-index", 0, 255);
         }}},
+      {"verbs-progress",
+       {"who drains verbs send completions: pe (the posting PE) or thread (also a node thread)",
+        [](DaemonConfig& c, const std::string& v) {
+          if (v != "pe" && v != "thread") {
+            throw InvalidArgument("--verbs-progress '" + v + "' is not one of: pe, thread");
+          }
+          c.verbs_progress = v;
+        }}},
       {"log-level",
        {"trace, debug, info, warn or error",
         [](DaemonConfig& c, const std::string& v) {

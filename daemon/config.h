@@ -26,8 +26,9 @@ struct DaemonConfig {
   std::string log_level = "info";
   std::string barrier_algo = "pull";  // the default barrier: dissemination, kary or pull
   int barrier_k = 8;
-  std::string rdma_device;  // empty: the first device with an active port
-  int rdma_gid_index = -1;  // -1: chosen automatically (a RoCE v2 IPv4-mapped GID)
+  std::string rdma_device;            // empty: the first device with an active port
+  int rdma_gid_index = -1;            // -1: chosen automatically (a RoCE v2 IPv4-mapped GID)
+  std::string verbs_progress = "pe";  // who drains send completions: pe or thread
 };
 
 // Parses argv. Returns nullopt after printing --help. Throws InvalidArgument naming the

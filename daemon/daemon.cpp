@@ -266,6 +266,7 @@ std::string Daemon::open_verbs() {
   VerbsOptions options;
   options.device = VerbsDeviceOptions{config_.rdma_device, config_.rdma_gid_index};
   options.op_timeout = config_.wait_timeout;
+  options.progress_thread = config_.verbs_progress == "thread";
   try {
     verbs_ =
         std::make_unique<VerbsTransport>(config_.node_rank, config_.nodes, config_.ranks_per_node,

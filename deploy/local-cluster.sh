@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Starts or stops a cluster of symmeshd daemons on this machine (loopback).
 #
-#   deploy/local-cluster.sh up --nodes K --ranks-per-node R [--transport tcp|verbs]
-#                              [--base-port P] [--heap-size SIZE] [--dir D]
+#   deploy/local-cluster.sh up --nodes K --ranks-per-node R [--transport auto|tcp|verbs]
+#                              [--base-port P] [--heap-size SIZE] [--dir D] [-- SYMMESHD_FLAGS...]
 #     Node i's control port is P+i (so node 0 answers on P, default 7400, the CLI's default),
 #     the bootstrap root listens on P+K. A fresh secret and every log go to D (default: a new
 #     private temporary directory). Waits until every node reports "ready", then prints
 #     SYMMESH_DAEMON=..., SYMMESH_SECRET_FILE=..., SYMMESH_CLUSTER_DIR=... as export lines to eval.
+#     Flags after `--` go to every symmeshd as they are (for example -- --verbs-progress thread).
 #   deploy/local-cluster.sh down [--dir D]
 #     Stops that cluster (D defaults to $SYMMESH_CLUSTER_DIR) and waits until it is gone.
 set -euo pipefail
@@ -20,8 +21,10 @@ cmd=${1:-}
 [[ -n "$cmd" ]] || die "usage: local-cluster.sh up|down [options]"
 shift
 nodes=2 ranks=2 transport=tcp base_port=7400 heap_size=256MiB dir="" ready_timeout=60
+daemon_flags=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --) shift; daemon_flags=("$@"); break ;;
     --nodes) nodes=$2; shift 2 ;;
     --ranks-per-node) ranks=$2; shift 2 ;;
     --transport) transport=$2; shift 2 ;;
@@ -29,7 +32,7 @@ while [[ $# -gt 0 ]]; do
     --heap-size) heap_size=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --ready-timeout) ready_timeout=$2; shift 2 ;;
-    *) die "unknown option '$1' (allowed: --nodes --ranks-per-node --transport --base-port --heap-size --dir --ready-timeout)" ;;
+    *) die "unknown option '$1' (allowed: --nodes --ranks-per-node --transport --base-port --heap-size --dir --ready-timeout, then -- SYMMESHD_FLAGS)" ;;
   esac
 done
 
@@ -67,7 +70,7 @@ case "$cmd" in
       "$bin/symmeshd" --node-rank "$i" --nodes "$nodes" --ranks-per-node "$ranks" \
         --bootstrap "$bootstrap" --listen 127.0.0.1 --control-port "$((base_port + i))" \
         --transport "$transport" --heap-size "$heap_size" --secret-file "$secret" \
-        --bootstrap-timeout "${ready_timeout}s" >"$dir/node-$i.log" 2>&1 &
+        --bootstrap-timeout "${ready_timeout}s" "${daemon_flags[@]}" >"$dir/node-$i.log" 2>&1 &
       echo $! >"$dir/node-$i.pid"
     done
     # Wait until every node reports "ready" (polled, bounded by --ready-timeout).

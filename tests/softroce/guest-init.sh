@@ -14,6 +14,7 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /host
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -t devtmpfs dev /host/dev
+ln -s /proc/self/fd /host/dev/fd  # what udev would make: bash's <(...) needs it
 # /tmp writable, yet still showing the host's (a checkout or build under /tmp must work).
 mkdir -p /upper && mount -t tmpfs upper /upper && mkdir -p /upper/tmp /upper/work
 mount -t overlay overlay -o lowerdir=/host/tmp,upperdir=/upper/tmp,workdir=/upper/work /host/tmp ||

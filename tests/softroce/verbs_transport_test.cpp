@@ -59,8 +59,12 @@ TEST(Verbs, WritesAboveTheMessageLimitAreSplit) {
   }
 }
 
-TEST(Verbs, ThousandsOfBackToBackSignalsEachTrailTheirData) {
+// Both ways of draining completions: the posting PE alone, and the node's progress thread.
+class VerbsProgress : public ::testing::TestWithParam<bool> {};
+
+TEST_P(VerbsProgress, ThousandsOfBackToBackSignalsEachTrailTheirData) {
   LocalClusterOptions o = verbs_cluster();
+  o.verbs.progress_thread = GetParam();
   o.verbs.send_depth = 64;  // far fewer slots than requests in flight
   o.verbs.signal_interval = 16;
   o.verbs.bounce_bytes = 16 << 10;  // and a ring that must be recycled many times
@@ -92,6 +96,10 @@ TEST(Verbs, ThousandsOfBackToBackSignalsEachTrailTheirData) {
     barrier_all(pe);
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Drain, VerbsProgress, ::testing::Bool(), [](const auto& info) {
+  return std::string(info.param ? "ProgressThread" : "PostingPe");
+});
 
 TEST(Verbs, OutOfBoundsAndMisalignedAreRefusedBeforePosting) {
   LocalCluster cluster(verbs_cluster());

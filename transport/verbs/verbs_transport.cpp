@@ -90,9 +90,10 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
   QpLimits limits{options_.send_depth, options_.recv_depth, 64};
   for (int local = 0; local < ranks_per_node; ++local) {
     auto pe = std::make_unique<PeState>();
-    pe->cq =
-        ibv_create_cq(device_->context(), int(options_.send_depth) * peers, nullptr, nullptr, 0);
+    pe->cq = ibv_create_cq(device_->context(), int(options_.send_depth) * peers, pe.get(),
+                           options_.progress_thread ? channel_ : nullptr, 0);
     if (!pe->cq) throw Error("verbs: creating a send completion queue failed");
+    if (options_.progress_thread) ibv_req_notify_cq(pe->cq, 0);
     pe->bounce = std::make_unique<std::byte[]>(options_.bounce_bytes);
     pe->bounce_mr =
         device_->register_memory(pe->bounce.get(), options_.bounce_bytes, IBV_ACCESS_LOCAL_WRITE);
@@ -202,7 +203,7 @@ void VerbsTransport::connect(int peer, const wire::VerbsInfo& remote) {
   r.max_message = std::min<uint64_t>(r.max_message, options_.bounce_bytes / 4);
   r.connected = true;
   spdlog::debug("verbs: connected to node {} over {} (path MTU {})", peer, device_->describe(),
-               mtu_bytes(mtu));
+                mtu_bytes(mtu));
 }
 
 bool VerbsTransport::connected(int peer) const {
@@ -340,7 +341,7 @@ uint64_t VerbsTransport::post(PeState& pe, int peer, Request request) {
   return seq;
 }
 
-void VerbsTransport::poll(PeState& pe) {
+int VerbsTransport::poll(PeState& pe) {
   ibv_wc wcs[kPollBatch];
   const int n = ibv_poll_cq(pe.cq, kPollBatch, wcs);
   for (int i = 0; i < n; ++i) {
@@ -374,6 +375,7 @@ void VerbsTransport::poll(PeState& pe) {
     pe.ring.release_to(front.ring_end);
     pe.staged.pop_front();
   }
+  return n;
 }
 
 void VerbsTransport::wait_done(PeState& pe, int peer, uint64_t seq, const char* what) {
@@ -435,6 +437,18 @@ void VerbsTransport::notify(PeState& pe, int peer) {
   post(pe, peer, Request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, nullptr, 0));
 }
 
+void VerbsTransport::attach(PeState& pe, int node, Request& request, const void* data) {
+  if (request.length <= pe.qps[node].qp->max_inline()) {
+    request.local = data;
+    request.inline_data = true;
+    return;
+  }
+  const uint64_t position = stage(pe, node, request.length);
+  std::memcpy(bounce_at(pe, position), data, request.length);
+  request.local = bounce_at(pe, position);
+  request.ring_end = pe.ring.tail();
+}
+
 void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
                          const SignalUpdate* signal) {
   PeState& pe = pe_state(src_pe);
@@ -442,40 +456,20 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
   if (signal) check_range(node, signal->offset, 8, true);
   std::lock_guard lock(pe.mutex);
   const auto* bytes = static_cast<const std::byte*>(data);
-  const uint32_t max_inline = pe.qps[node].qp->max_inline();
   for (size_t done = 0; done < length;) {
     const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
-    Request request(IBV_WR_RDMA_WRITE, offset + done, bytes + done, uint32_t(n));
-    if (n <= max_inline) {
-      request.inline_data = true;
-    } else {
-      const uint64_t position = stage(pe, node, n);
-      std::memcpy(bounce_at(pe, position), bytes + done, n);
-      request.local = bounce_at(pe, position);
-      request.ring_end = pe.ring.tail();
-    }
+    Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
+    attach(pe, node, request, bytes + done);
     post(pe, node, request);
     done += n;
   }
   if (!signal) return;
   if (signal->op == SignalOp::kSet) {
-    Request request(IBV_WR_RDMA_WRITE_WITH_IMM, signal->offset, &signal->value, 8);
-    if (max_inline >= 8) {
-      request.inline_data = true;
-    } else {
-      const uint64_t position = stage(pe, node, 8);
-      std::memcpy(bounce_at(pe, position), &signal->value, 8);
-      request.local = bounce_at(pe, position);
-      request.ring_end = pe.ring.tail();
-    }
+    Request request(IBV_WR_RDMA_WRITE_WITH_IMM, signal->offset, nullptr, 8);
+    attach(pe, node, request, &signal->value);
     post(pe, node, request);
   } else {
-    const uint64_t position = stage(pe, node, 8);
-    Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, signal->offset, bounce_at(pe, position), 8,
-                    signal->value);
-    request.ring_end = pe.ring.tail();
-    post(pe, node, request);
-    notify(pe, node);
+    post_fetch_add(pe, node, signal->offset, signal->value, false);
   }
 }
 
@@ -502,27 +496,29 @@ void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_
   }
 }
 
+VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uint64_t offset,
+                                                      uint64_t value, bool signaled) {
+  const uint64_t position = stage(pe, node, 8);
+  Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, bounce_at(pe, position), 8, value);
+  request.signaled = signaled;
+  request.ring_end = pe.ring.tail();
+  const uint64_t seq = post(pe, node, request);
+  if (value != 0) notify(pe, node);
+  return Posted{seq, position};
+}
+
 void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
   check_range(node, offset, 8, true);
   std::lock_guard lock(pe.mutex);
-  const uint64_t position = stage(pe, node, 8);
-  Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, bounce_at(pe, position), 8, value);
-  request.ring_end = pe.ring.tail();
-  post(pe, node, request);
-  notify(pe, node);
+  post_fetch_add(pe, node, offset, value, false);
 }
 
 uint64_t VerbsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
   check_range(node, offset, 8, true);
   std::lock_guard lock(pe.mutex);
-  const uint64_t position = stage(pe, node, 8);
-  Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, bounce_at(pe, position), 8, value);
-  request.signaled = true;
-  request.ring_end = pe.ring.tail();
-  const uint64_t seq = post(pe, node, request);
-  if (value != 0) notify(pe, node);
+  const auto [seq, position] = post_fetch_add(pe, node, offset, value, true);
   wait_done(pe, node, seq, "an atomic fetch-add");
   uint64_t old = 0;
   std::memcpy(&old, bounce_at(pe, position), 8);
@@ -589,6 +585,8 @@ void VerbsTransport::flush_all(Deadline deadline) {
   }
 }
 
+// The node's notifier: wakes the doorbell for notifying writes and reposts their receives;
+// with progress_thread, it also drains idle PEs' send completions.
 void VerbsTransport::notifier_loop() {
   for (;;) {
     pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
@@ -603,6 +601,13 @@ void VerbsTransport::notifier_loop() {
     if (ibv_get_cq_event(channel_, &cq, &context) != 0) continue;
     ibv_ack_cq_events(cq, 1);
     ibv_req_notify_cq(cq, 0);
+    if (cq != recv_cq_) {  // a PE's send queue (progress_thread): drain it unless it is busy
+      auto* pe = static_cast<PeState*>(context);
+      std::unique_lock lock(pe->mutex, std::try_to_lock);
+      while (lock && poll(*pe) > 0) {
+      }
+      continue;
+    }
     bool ring = false;
     ibv_wc wcs[kPollBatch];
     for (int n; (n = ibv_poll_cq(recv_cq_, kPollBatch, wcs)) > 0;) {

@@ -51,6 +51,10 @@ struct VerbsOptions {
   uint32_t send_depth = 256;
   uint32_t recv_depth = 128;
   uint32_t signal_interval = 32;
+  // Who drains the send completions: the PE that posted them, when it next waits for space
+  // or completion (false), or also the node's progress thread, whenever the PE is not inside
+  // an operation (true). bench/transport.sh measures both.
+  bool progress_thread = false;
   std::chrono::milliseconds op_timeout{60000};
 };
 
@@ -137,12 +141,21 @@ class VerbsTransport final : public Transport {
   void check_peer(int node) const;
   void check_range(int node, uint64_t offset, uint64_t length, bool word) const;
   uint64_t post(PeState& pe, int peer, Request request);
-  void poll(PeState& pe);
+  // Drains up to one batch of `pe`'s send completions; returns how many there were.
+  int poll(PeState& pe);
   void wait_done(PeState& pe, int peer, uint64_t seq, const char* what);
   // Bounce space for `bytes`; polls (and asks for completions) until some is returned.
   uint64_t stage(PeState& pe, int peer, uint64_t bytes);
   std::byte* bounce_at(PeState& pe, uint64_t position) const;
   void notify(PeState& pe, int peer);
+  // Points `request` at its `length` bytes of `data`: inlined when they fit, else staged.
+  void attach(PeState& pe, int node, Request& request, const void* data);
+  struct Posted {
+    uint64_t seq;
+    uint64_t position;  // of the old value in the bounce ring
+  };
+  // A fetch-add whose old value lands in the bounce ring, then the write that wakes the target.
+  Posted post_fetch_add(PeState& pe, int node, uint64_t offset, uint64_t value, bool signaled);
   void quiet_locked(PeState& pe, Deadline deadline);
   // `cause`: a failed completion that is not a flush (its reason replaces a flush's).
   void mark_down(int peer, const std::string& why, bool cause);
