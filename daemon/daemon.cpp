@@ -295,6 +295,7 @@ void Daemon::choose_transports() {
     if (verbs_ && info.has_verbs()) {
       verbs_->connect(n, info.verbs());
       node_->set_transport(n, verbs_.get());
+      node_->set_wait_policy(verbs_wait_policy());
       reasons[n] =
           "verbs: " + verbs_->device().describe() +
           (config_.transport == "verbs" ? ", forced by --transport" : ", both ends have a device");

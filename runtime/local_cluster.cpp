@@ -77,6 +77,7 @@ void LocalCluster::connect_verbs() {
       verbs_[n]->connect(peer, infos[peer]);
       nodes_[n]->set_transport(peer, verbs_[n].get());
     }
+    nodes_[n]->set_wait_policy(verbs_wait_policy());
   }
 }
 

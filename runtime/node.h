@@ -42,6 +42,11 @@ class Node {
   Doorbell& doorbell() { return doorbell_; }
   HeapAllocator& allocator(int local_rank) { return *allocators_.at(local_rank); }
   std::chrono::milliseconds wait_timeout() const { return config_.wait_timeout; }
+  // How this node's PEs wait (spin, yield, park). A node that reaches a peer over verbs
+  // yields longer before parking: RDMA lands with no CPU at the target, and waking a
+  // parked PE then takes two thread switches (the notifier, then the PE).
+  const WaitPolicy& wait_policy() const { return wait_policy_; }
+  void set_wait_policy(const WaitPolicy& policy) { wait_policy_ = policy; }
 
   // The transport to `node` (the shm transport for this node).
   Transport& transport_to(int node);
@@ -61,6 +66,7 @@ class Node {
   Doorbell doorbell_;
   ShmTransport shm_;
   std::vector<Transport*> transports_;
+  WaitPolicy wait_policy_;
   std::vector<std::unique_ptr<HeapAllocator>> allocators_;
 };
 

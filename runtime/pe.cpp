@@ -168,7 +168,8 @@ uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value, 
         return "PE " + std::to_string(my_pe_) + ": " + what + ": signal at segment offset " +
                std::to_string(offset) + " expected " + cmp_name(cmp) + " " + std::to_string(value) +
                ", saw " + std::to_string(seen);
-      });
+      },
+      node_.wait_policy());
   return seen;
 }
 

@@ -42,7 +42,8 @@ void RingChannel::wait_for_progress() {
         return "PE " + std::to_string(pe_.my_pe()) + ": ring on team '" + team_.name() +
                "' waiting for PE " + std::to_string(next_) + " to free a scratch slot or PE " +
                std::to_string(prev_) + " to send a chunk";
-      });
+      },
+      pe_.node().wait_policy());
 }
 
 void RingChannel::send(const void* data, size_t bytes) {

@@ -68,6 +68,10 @@ TEST(DaemonConfig, ErrorsNameTheKeyAndWhatIsAllowed) {
   EXPECT_NE(
       message({"--secret-file", "/s", "--transport", "carrier-pigeon"}).find("auto, tcp, verbs"),
       std::string::npos);
+  EXPECT_NE(message({"--secret-file", "/s", "--rdma-gid-index", "300"}).find("0..255"),
+            std::string::npos);
+  EXPECT_NE(message({"--secret-file", "/s", "--verbs-progress", "maybe"}).find("pe, thread"),
+            std::string::npos);
   EXPECT_NE(message({"--nodes", "2"}).find("--secret-file is required"), std::string::npos);
   EXPECT_NE(message({"--secret-file", "/s", "--node-rank", "2", "--nodes", "2"}).find("0..1"),
             std::string::npos);

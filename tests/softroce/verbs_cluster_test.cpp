@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tests/cluster/test_cluster.h"
 
@@ -78,6 +79,30 @@ TEST(VerbsDaemons, AutoFallsBackToTcpForAPeerThatForcesTcp) {
   CliRun run = cli(target(cluster) +
                    " submit collective --op allreduce --bytes 64KiB --iters 1 --verify --json");
   EXPECT_EQ(run.exit_code, 0) << run.out;
+}
+
+TEST(VerbsDaemons, AWrongDeviceOrGidIndexIsRefusedNamingWhatExists) {
+  for (const auto& flags : {std::vector<std::string>{"--rdma-device", "no_such_rdma0"},
+                            std::vector<std::string>{"--rdma-gid-index", "200"}}) {
+    ClusterOptions options = shape(2, 1);
+    options.wait_ready = false;
+    options.extra_args = {"--bootstrap-timeout", "3s"};
+    options.node_args[1] = flags;
+    TestCluster cluster(options);
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (cluster.daemon(1).running() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling an exit, bounded
+    }
+    ASSERT_FALSE(cluster.daemon(1).running()) << flags[0];
+    const std::string log = cluster.daemon(1).log();
+    if (flags[0] == "--rdma-device") {
+      EXPECT_NE(log.find("--rdma-device no_such_rdma0: no such device (devices: "),
+                std::string::npos)
+          << log;
+    } else {
+      EXPECT_NE(log.find("--rdma-gid-index 200: no GID there"), std::string::npos) << log;
+    }
+  }
 }
 
 }  // namespace

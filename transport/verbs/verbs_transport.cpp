@@ -433,8 +433,16 @@ uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes) {
   return *position;
 }
 
+bool VerbsTransport::wants_notify(QpState& qp) const {
+  const auto now = Clock::now();
+  if (now - qp.notified < options_.notify_interval) return false;
+  qp.notified = now;
+  return true;
+}
+
 void VerbsTransport::notify(PeState& pe, int peer) {
-  post(pe, peer, Request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, nullptr, 0));
+  if (wants_notify(pe.qps[peer]))
+    post(pe, peer, Request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, nullptr, 0));
 }
 
 void VerbsTransport::attach(PeState& pe, int node, Request& request, const void* data) {
@@ -465,7 +473,9 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
   }
   if (!signal) return;
   if (signal->op == SignalOp::kSet) {
-    Request request(IBV_WR_RDMA_WRITE_WITH_IMM, signal->offset, nullptr, 8);
+    const bool wake = wants_notify(pe.qps[node]);
+    Request request(wake ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, signal->offset, nullptr,
+                    8);
     attach(pe, node, request, &signal->value);
     post(pe, node, request);
   } else {

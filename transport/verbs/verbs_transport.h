@@ -10,13 +10,18 @@
 // Operations: put = RDMA WRITE (split at the smaller of the device's max_msg_sz and a
 // quarter of the bounce ring, or inlined when small); get = RDMA READ (an aligned 8-byte
 // get is a fetch-add of 0, so it is atomic); atomics = ATOMIC_FETCH_AND_ADD. put_signal
-// writes the data, then the signal on the same queue pair: SET as an 8-byte RDMA
-// WRITE_WITH_IMM, ADD as a fetch-add followed by a zero-length WRITE_WITH_IMM. No fence is
-// needed for that: an RC responder executes writes and atomics in the order posted (only a
-// write after a read or atomic may pass it, and fence() waits those out). The immediate makes the
-// target's notifier thread ring its doorbell, so waiters parked there wake at once (nothing else
-// tells a CPU that RDMA wrote). Every `signal_interval`-th request is signaled; quiet() signals the
-// last one if needed and polls until every request the PE posted has completed.
+// writes the data, then the signal on the same queue pair: SET as an 8-byte RDMA WRITE, ADD
+// as a fetch-add. No fence is needed for that: an RC responder executes writes and atomics
+// in the order posted (only a write after a read or atomic may pass it, and fence() waits
+// those out).
+//
+// Waking the target: nothing tells a CPU that RDMA wrote. A SET signal is sent as
+// WRITE_WITH_IMM, and an ADD or atomic is followed by a zero-length WRITE_WITH_IMM, at most
+// once per notify_interval per QP; the immediate's receive completion makes the target's
+// notifier thread ring its doorbell, so a parked waiter wakes at once.
+//
+// Completions: every `signal_interval`-th request is signaled; quiet() signals the last one
+// if needed and polls until every request the PE posted has completed.
 //
 // Failures: the first failed work completion names its status, opcode, peer node and QP;
 // the peer is then marked down (the QP is never reused) and later flushed completions are
@@ -44,6 +49,13 @@ namespace symmesh {
 
 inline constexpr uint32_t kVerbsProtocolVersion = 1;
 
+// The wait policy of a node that reaches a peer over verbs (see Node::wait_policy).
+inline WaitPolicy verbs_wait_policy() {
+  WaitPolicy policy;
+  policy.yield_for = std::chrono::microseconds(1000);
+  return policy;
+}
+
 struct VerbsOptions {
   VerbsDeviceOptions device;
   size_t max_message = 0;  // 0: the device's max_msg_sz; smaller only splits writes more
@@ -55,6 +67,11 @@ struct VerbsOptions {
   // or completion (false), or also the node's progress thread, whenever the PE is not inside
   // an operation (true). bench/transport.sh measures both.
   bool progress_thread = false;
+  // A signal or atomic carries a wake-up (the immediate) only when the last one on its QP is
+  // at least this old. A waiter yields this long before it parks (verbs_wait_policy), so a
+  // wake-up sent sooner finds it still yielding: skipping it spares the target a thread
+  // switch per signal; a parked waiter is woken by the next wake-up or its own re-check.
+  std::chrono::microseconds notify_interval{1000};
   std::chrono::milliseconds op_timeout{60000};
 };
 
@@ -106,6 +123,7 @@ class VerbsTransport final : public Transport {
     uint32_t unsignaled = 0;
     uint64_t flushed = 0;                // requests flushed after a failure
     std::vector<ibv_wr_opcode> opcodes;  // by sequence number modulo the send depth
+    Clock::time_point notified{};        // when a wake-up was last sent
   };
   struct Staged {  // bounce ring space held by a posted request
     int peer;
@@ -147,6 +165,8 @@ class VerbsTransport final : public Transport {
   // Bounce space for `bytes`; polls (and asks for completions) until some is returned.
   uint64_t stage(PeState& pe, int peer, uint64_t bytes);
   std::byte* bounce_at(PeState& pe, uint64_t position) const;
+  bool wants_notify(QpState& qp) const;
+  // A zero-length write with immediate that wakes `peer`'s waiters (see notify_interval).
   void notify(PeState& pe, int peer);
   // Points `request` at its `length` bytes of `data`: inlined when they fit, else staged.
   void attach(PeState& pe, int node, Request& request, const void* data);
