@@ -129,14 +129,13 @@ int Daemon::run() {
     }
     tcp_->connect(endpoints, deadline_after(config_.bootstrap_timeout));
     choose_transports();
-    tcp_->on_peer_down([this](int peer, const std::string& why) {
-      node_->doorbell().abort("data connection to node " + std::to_string(peer) + " lost: " + why);
-      if (coordinator_) coordinator_->on_node_down(peer, "data connection lost: " + why);
-    });
-    if (verbs_) {
-      verbs_->on_peer_down([this](int peer, const std::string& why) {
-        node_->doorbell().abort("verbs to node " + std::to_string(peer) + " failed: " + why);
-        if (coordinator_) coordinator_->on_node_down(peer, "verbs failed: " + why);
+    for (NetworkTransport* network : {static_cast<NetworkTransport*>(tcp_.get()),
+                                      static_cast<NetworkTransport*>(verbs_.get())}) {
+      if (!network) continue;
+      const std::string lost = network == tcp_.get() ? "data connection lost" : "verbs failed";
+      network->on_peer_down([this, lost](int peer, const std::string& why) {
+        node_->doorbell().abort(lost + " to node " + std::to_string(peer) + ": " + why);
+        if (coordinator_) coordinator_->on_node_down(peer, lost + ": " + why);
       });
     }
   }

@@ -7,7 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <string_view>
+
+#include "transport/wait.h"
 
 namespace symmesh {
 
@@ -45,6 +49,17 @@ class Transport {
   virtual void fence(int src_pe) = 0;
   // Returns when every put and atomic this PE issued has been applied at its target.
   virtual void quiet(int src_pe) = 0;
+};
+
+// A transport to other nodes (tcp, verbs): it can lose a peer, and between jobs it makes
+// sure everything this node sent has landed.
+class NetworkTransport : public Transport {
+ public:
+  virtual void flush_all(Deadline deadline) = 0;
+  virtual bool peer_up(int node) const = 0;
+  virtual std::string peer_down_reason(int node) const = 0;
+  // Called once per lost peer, from a transport thread or the PE that saw it.
+  virtual void on_peer_down(std::function<void(int node, const std::string& why)> callback) = 0;
 };
 
 }  // namespace symmesh

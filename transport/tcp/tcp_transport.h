@@ -33,7 +33,7 @@ struct TcpOptions {
   std::chrono::milliseconds op_timeout{60000};
 };
 
-class TcpTransport final : public Transport, private FrameHandler {
+class TcpTransport final : public NetworkTransport, private FrameHandler {
  public:
   TcpTransport(int node, int nodes, int ranks_per_node, SegmentView segment, Doorbell& doorbell,
                std::string secret, TcpOptions options);
@@ -46,15 +46,15 @@ class TcpTransport final : public Transport, private FrameHandler {
   // `endpoints[n]` is node n's data address. Throws PeerError naming the missing nodes.
   void connect(const std::vector<HostPort>& endpoints, Deadline deadline);
   // Ensures everything this node sent, on every connection, has been applied.
-  void flush_all(Deadline deadline);
+  void flush_all(Deadline deadline) override;
   void shutdown();
   // Peers closing from now on are expected (the cluster is stopping): log nothing.
   void expect_shutdown() { closing_expected_.store(true); }
 
-  bool peer_up(int node) const;
-  std::string peer_down_reason(int node) const;
+  bool peer_up(int node) const override;
+  std::string peer_down_reason(int node) const override;
   // Called (on an io thread) when a connection to a peer is lost.
-  void on_peer_down(std::function<void(int node, const std::string& why)> callback);
+  void on_peer_down(std::function<void(int node, const std::string& why)> callback) override;
 
   std::string_view name() const override { return "tcp"; }
   void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,

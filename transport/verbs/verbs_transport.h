@@ -75,7 +75,7 @@ struct VerbsOptions {
   std::chrono::milliseconds op_timeout{60000};
 };
 
-class VerbsTransport final : public Transport {
+class VerbsTransport final : public NetworkTransport {
  public:
   VerbsTransport(int node, int nodes, int ranks_per_node, SegmentView segment, Doorbell& doorbell,
                  VerbsOptions options);
@@ -89,13 +89,13 @@ class VerbsTransport final : public Transport {
   bool connected(int peer) const;
   const VerbsDevice& device() const { return *device_; }
   // Ensures everything this node posted has completed (between jobs).
-  void flush_all(Deadline deadline);
+  void flush_all(Deadline deadline) override;
   void shutdown();
 
-  bool peer_up(int node) const;
-  std::string peer_down_reason(int node) const;
+  bool peer_up(int node) const override;
+  std::string peer_down_reason(int node) const override;
   // Called once per peer, from the notifier thread, when its queue pairs fail.
-  void on_peer_down(std::function<void(int node, const std::string& why)> callback);
+  void on_peer_down(std::function<void(int node, const std::string& why)> callback) override;
 
   std::string_view name() const override { return "verbs"; }
   void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
