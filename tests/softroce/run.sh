@@ -4,7 +4,8 @@
 # `rdma link add ... type rxe` works) the tests run on the host; otherwise inside a QEMU
 # guest booting Debian's own kernel with rdma_rxe (see ../shared/SOFTROCE.md for why).
 # Usage: tests/softroce/run.sh [BUILD_DIR]     (default: build; built here if needed)
-# SYMMESH_SKIP_SOFTROCE=1 skips it, saying so, for machines that truly cannot run either.
+# SYMMESH_SKIP_SOFTROCE=1 skips it, saying so, for machines that truly cannot run either;
+# SYMMESH_SOFTROCE_FILTER (a gtest filter) runs a part; TSAN_OPTIONS reaches the tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -26,6 +27,7 @@ cmake --build "$build" -j "$(nproc)" --target symmesh_softroce_tests symmeshd sy
   fail "building symmesh_softroce_tests"
 build=$(cd "$build" && pwd)
 start=$(date +%s)
+filter=("--gtest_filter=${SYMMESH_SOFTROCE_FILTER:-*}")
 
 # True when the host has an RDMA device, or can make an rxe one (rxe-device.sh does).
 host_device() {
@@ -37,15 +39,17 @@ host_device() {
 if host_device; then
   echo "softroce: running on the host's RDMA device"
   status=0
-  tests/softroce/guest-tests.sh "$build" || status=$?
+  tests/softroce/guest-tests.sh "$build" "${filter[@]}" || status=$?
   rdma link delete symmesh_rxe 2>/dev/null || true
 else
   echo "softroce: the host kernel has no RDMA device and cannot make one; using a QEMU guest"
-  image=$(tests/softroce/guest-image.sh "$build/softroce/image") ||
+  # One guest image for every build directory (a sanitizer build reuses the main one's).
+  image=$(tests/softroce/guest-image.sh "$PWD/build/softroce/image") ||
     fail "preparing the guest kernel and initramfs (tests/softroce/guest-image.sh)"
   status=0
   tests/softroce/qemu-run.sh "$image" "$build/softroce/results" -- \
-    tests/softroce/guest-tests.sh "$build" --gtest_brief=1 || status=$?
+    env "TSAN_OPTIONS=${TSAN_OPTIONS:-}" tests/softroce/guest-tests.sh "$build" --gtest_brief=1 \
+    "${filter[@]}" || status=$?
   if [[ $status -eq 125 ]]; then
     fail "booting the QEMU guest (console: $build/softroce/results/console.log)"
   fi
