@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "common/units.h"
 #include "daemon/bootstrap.h"
 #include "daemon/jobs/job.h"
@@ -311,6 +313,13 @@ void Daemon::choose_transports() {
     }
     node_->set_transport(n, tcp_.get());
     reasons[n] = "tcp: " + why;
+  }
+  const bool any_verbs = std::any_of(reasons.begin(), reasons.end(),
+                                     [](const std::string& r) { return r.rfind("verbs", 0) == 0; });
+  if (any_verbs && needs_device_atomics(*verbs_)) {
+    device_atomics_ = std::make_unique<DeviceAtomicsTransport>(
+        node_->transport_to(config_.node_rank), *verbs_, node_->doorbell());
+    node_->set_transport(config_.node_rank, device_atomics_.get());
   }
   std::lock_guard lock(mutex_);  // status() reads them
   peer_reason_ = std::move(reasons);

@@ -16,6 +16,7 @@
 #include "daemon/node_agent.h"
 #include "runtime/node.h"
 #include "transport/tcp/tcp_transport.h"
+#include "transport/verbs/device_atomics.h"
 #include "transport/verbs/verbs_transport.h"
 
 namespace symmesh {
@@ -54,7 +55,8 @@ class Daemon {
   std::unique_ptr<Node> node_;
   std::unique_ptr<TcpTransport> tcp_;
   std::unique_ptr<VerbsTransport> verbs_;
-  std::string verbs_absent_;              // why this node has no verbs transport
+  std::unique_ptr<DeviceAtomicsTransport> device_atomics_;  // see transport/verbs/device_atomics.h
+  std::string verbs_absent_;                                // why this node has no verbs transport
   std::vector<std::string> peer_reason_;  // per node: "verbs: ..." or "tcp: ..." (status)
   wire::ClusterView view_;
   std::unique_ptr<NodeAgent> agent_;

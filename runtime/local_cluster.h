@@ -11,6 +11,7 @@
 #include "runtime/node.h"
 #include "runtime/pe.h"
 #include "transport/tcp/tcp_transport.h"
+#include "transport/verbs/device_atomics.h"
 #include "transport/verbs/verbs_transport.h"
 
 namespace symmesh {
@@ -48,6 +49,7 @@ class LocalCluster {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<TcpTransport>> tcp_;
   std::vector<std::unique_ptr<VerbsTransport>> verbs_;
+  std::vector<std::unique_ptr<DeviceAtomicsTransport>> device_atomics_;
 };
 
 }  // namespace symmesh

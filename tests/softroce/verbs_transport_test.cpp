@@ -117,7 +117,7 @@ TEST(Verbs, OutOfBoundsAndMisalignedAreRefusedBeforePosting) {
   EXPECT_THROW(verbs.get(0, 1, segment, &out, 8), InvalidArgument);
   SignalUpdate misaligned{4, 1, SignalOp::kSet};
   EXPECT_THROW(verbs.put(0, 1, 0, &value, 8, &misaligned), InvalidArgument);
-  EXPECT_THROW(verbs.put(0, 0, 0, &value, 8, nullptr), InvalidArgument) << "no QP to itself";
+  EXPECT_THROW(verbs.put(0, 2, 0, &value, 8, nullptr), InvalidArgument) << "no node 2";
   // Nothing was posted, so the queue pairs are healthy.
   verbs.put(0, 1, segment - 8, &value, 8, nullptr);
   verbs.quiet(0);

@@ -92,6 +92,7 @@ VerbsDevice::VerbsDevice(const VerbsDeviceOptions& options) {
       active_mtu_ = port.active_mtu;
       max_msg_sz_ = port.max_msg_sz;
       max_qp_rd_atom_ = std::max(1, device.max_qp_rd_atom);
+      atomics_global_ = device.atomic_cap == IBV_ATOMIC_GLOB;
       gid_table_length_ = port.gid_tbl_len;
       ethernet_ = port.link_layer == IBV_LINK_LAYER_ETHERNET;
     } else {

@@ -46,6 +46,9 @@ class VerbsDevice {
   ibv_mtu active_mtu() const { return active_mtu_; }
   uint64_t max_msg_sz() const { return max_msg_sz_; }
   int max_qp_rd_atom() const { return max_qp_rd_atom_; }
+  // ATOMIC_GLOB: the device's atomics are atomic against the CPU's too. Otherwise
+  // (ATOMIC_HCA, soft-RoCE among them) only against the device's own.
+  bool atomics_global() const { return atomics_global_; }
   bool ethernet() const { return ethernet_; }
   // "rxelo port 1, GID index 1 (::ffff:127.0.0.1), MTU 1024"
   std::string describe() const;
@@ -67,6 +70,7 @@ class VerbsDevice {
   int max_qp_rd_atom_ = 1;
   int gid_table_length_ = 0;
   bool ethernet_ = true;
+  bool atomics_global_ = false;
 };
 
 std::string gid_text(const ibv_gid& gid);

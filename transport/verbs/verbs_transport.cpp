@@ -82,7 +82,7 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
         "verbs: bounce ring must be at least 4 KiB and the signal interval in 1..send depth-1");
   }
   channel_ = ibv_create_comp_channel(device_->context());
-  const int peers = std::max(1, nodes - 1);
+  const int peers = nodes + 1;  // the other nodes, and this node's own loop (two QPs)
   recv_cq_ = ibv_create_cq(device_->context(), int(options_.recv_depth) * peers * ranks_per_node,
                            nullptr, channel_, 0);
   if (!channel_ || !recv_cq_) throw Error("verbs: creating the receive completion queue failed");
@@ -100,22 +100,38 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
     pe->ring = BounceRing(options_.bounce_bytes);
     pe->qps.resize(nodes);
     for (int peer = 0; peer < nodes; ++peer) {
-      if (peer == node) continue;
       auto qp = std::make_unique<QueuePair>(*device_, pe->cq, recv_cq_, limits, 0);
       by_qpn_[qp->qpn()] = {peer, qp.get()};
       pe->qps[peer].qp = std::move(qp);
       pe->qps[peer].opcodes.resize(options_.send_depth);
     }
+    connect_loop(*pe, limits);
     pes_.push_back(std::move(pe));
   }
+  remotes_[node] =
+      Remote{reinterpret_cast<uint64_t>(segment.base), segment_mr_->rkey, segment.size,
+             std::min<uint64_t>(device_->max_msg_sz(), options_.bounce_bytes / 4), true};
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   notifier_ = std::thread([this] { notifier_loop(); });
+}
+
+// The QP to this node itself (qps[node_]) goes through the device to a second QP, so that
+// DeviceAtomicsTransport can add to this node's words the way peers do.
+void VerbsTransport::connect_loop(PeState& pe, const QpLimits& limits) {
+  pe.loop_in = std::make_unique<QueuePair>(*device_, pe.cq, recv_cq_, limits, 0);
+  by_qpn_[pe.loop_in->qpn()] = {node_, pe.loop_in.get()};
+  QueuePair& out = *pe.qps[node_].qp;
+  QpRemote to_in{pe.loop_in->qpn(), pe.loop_in->psn(), device_->gid(), device_->lid()};
+  QpRemote to_out{out.qpn(), out.psn(), device_->gid(), device_->lid()};
+  out.connect(to_in, device_->active_mtu());
+  pe.loop_in->connect(to_out, device_->active_mtu());
 }
 
 VerbsTransport::~VerbsTransport() {
   shutdown();
   for (auto& pe : pes_) {
     pe->qps.clear();  // the queue pairs before their completion queues
+    pe->loop_in.reset();
     ibv_destroy_cq(pe->cq);
   }
   by_qpn_.clear();
@@ -260,7 +276,7 @@ VerbsTransport::PeState& VerbsTransport::pe_state(int src_pe) {
 }
 
 void VerbsTransport::check_peer(int node) const {
-  if (node < 0 || node >= nodes_ || node == node_ || !remotes_[node].connected) {
+  if (node < 0 || node >= nodes_ || !remotes_[node].connected) {
     throw InvalidArgument("verbs: node " + std::to_string(node_) + " has no queue pairs to node " +
                           std::to_string(node));
   }

@@ -136,7 +136,8 @@ class VerbsTransport final : public NetworkTransport {
     std::unique_ptr<std::byte[]> bounce;
     MemoryRegion bounce_mr;
     BounceRing ring{0};
-    std::vector<QpState> qps;  // by peer node
+    std::vector<QpState> qps;            // by node; qps[this node] loops back through the device
+    std::unique_ptr<QueuePair> loop_in;  // the far end of that loop
     std::deque<Staged> staged;
   };
   struct Request {
@@ -154,6 +155,7 @@ class VerbsTransport final : public NetworkTransport {
   };
 
   static Request completion_marker();
+  void connect_loop(PeState& pe, const QpLimits& limits);
   int local_rank_of(int src_pe) const;
   PeState& pe_state(int src_pe);
   void check_peer(int node) const;

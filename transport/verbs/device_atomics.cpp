@@ -1,0 +1,22 @@
+#include "transport/verbs/device_atomics.h"
+
+namespace symmesh {
+
+void DeviceAtomicsTransport::put(int src_pe, int node, uint64_t offset, const void* data,
+                                 size_t length, const SignalUpdate* signal) {
+  if (!signal || signal->op == SignalOp::kSet)
+    return shm_.put(src_pe, node, offset, data, length, signal);
+  // The data by memcpy, then the add through the device: the add is posted after the copy
+  // has finished, so a PE that sees the signal sees the data.
+  shm_.put(src_pe, node, offset, data, length, nullptr);
+  atomic_fetch_add(src_pe, node, signal->offset, signal->value);
+}
+
+uint64_t DeviceAtomicsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset,
+                                                  uint64_t value) {
+  const uint64_t old = verbs_.atomic_fetch_add(src_pe, node, offset, value);
+  doorbell_.ring();
+  return old;
+}
+
+}  // namespace symmesh
