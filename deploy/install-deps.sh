@@ -19,6 +19,7 @@ build_packages=(
   libtomlplusplus-dev
   libssl-dev
   libibverbs-dev
+  libdnnl-dev
   iproute2 procps
 )
 bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin perftest)

@@ -1,0 +1,115 @@
+#include "ops/gemm.h"
+
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+dt onednn_type(DType type) {
+  switch (type) {
+    case DType::kBF16:
+      return dt::bf16;
+    case DType::kF16:
+      return dt::f16;
+    default:
+      return dt::f32;
+  }
+}
+
+dnnl::memory::desc strided(int64_t rows, int64_t cols, int64_t ld, dt type) {
+  return dnnl::memory::desc({rows, cols}, type, dnnl::memory::dims{ld, 1});
+}
+
+void check(const GemmShape& s) {
+  auto field = [](const char* name, int64_t value, int64_t low, const char* what) {
+    if (value < low) {
+      throw InvalidArgument(std::string("gemm: ") + name + " = " + std::to_string(value) +
+                            " must be at least " + std::to_string(low) + " (" + what + ")");
+    }
+  };
+  field("m", s.m, 1, "rows of A and C");
+  field("n", s.n, 1, "columns of B and C");
+  field("k", s.k, 1, "columns of A, rows of B");
+  field("lda", s.lda, s.k, "k");
+  field("ldb", s.ldb, s.n, "n");
+  field("ldc", s.ldc, s.n, "n");
+}
+
+}  // namespace
+
+Gemm::Gemm() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+Gemm::Cached& Gemm::primitive(const GemmShape& s, DType type, bool accumulate) {
+  const Key key{s.m, s.n, s.k, s.lda, s.ldb, s.ldc, int(type), accumulate};
+  std::lock_guard lock(mutex_);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  auto describe = [&](dt in) {  // the oneDNN 2.x form: an op descriptor, then its primitive
+    const dnnl::matmul::desc op(strided(s.m, s.k, s.lda, in), strided(s.k, s.n, s.ldb, in),
+                                strided(s.m, s.n, s.ldc, dt::f32));
+    return dnnl::matmul::primitive_desc(op, attr, engine_);
+  };
+
+  Cached cached;
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = describe(onednn_type(type));
+  } catch (const dnnl::error&) {
+    if (type != DType::kF16) throw;
+    // No f16 kernel on this CPU: the operands are converted, the product is f32.
+    pd = describe(dt::f32);
+    cached.convert_to_f32 = true;
+  }
+  cached.primitive = dnnl::matmul(pd);
+  cached.implementation = std::string(dtype_name(type)) + ": " +
+                          (cached.convert_to_f32 ? "converted to f32, then " : "") +
+                          pd.impl_info_str();
+  paths_[int(type)] = cached.implementation;
+  return cache_.emplace(key, std::move(cached)).first->second;
+}
+
+void Gemm::multiply(const GemmShape& s, DType type, const void* a, const void* b, float* c,
+                    bool accumulate) {
+  check(s);
+  Cached& cached = primitive(s, type, accumulate);
+  const dt in = cached.convert_to_f32 ? dt::f32 : onednn_type(type);
+  std::vector<float> a32, b32;
+  if (cached.convert_to_f32) {  // strided views convert row by row
+    a32.resize(size_t(s.m) * s.lda);
+    b32.resize(size_t(s.k) * s.ldb);
+    for (int64_t r = 0; r < s.m; ++r) {
+      load_f32(a32.data() + r * s.lda, static_cast<const uint16_t*>(a) + r * s.lda, s.k, type);
+    }
+    for (int64_t r = 0; r < s.k; ++r) {
+      load_f32(b32.data() + r * s.ldb, static_cast<const uint16_t*>(b) + r * s.ldb, s.n, type);
+    }
+    a = a32.data();
+    b = b32.data();
+  }
+  dnnl::memory a_mem(strided(s.m, s.k, s.lda, in), engine_, const_cast<void*>(a));
+  dnnl::memory b_mem(strided(s.k, s.n, s.ldb, in), engine_, const_cast<void*>(b));
+  dnnl::memory c_mem(strided(s.m, s.n, s.ldc, dt::f32), engine_, c);
+  cached.primitive.execute(
+      stream_, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+  stream_.wait();
+}
+
+std::string Gemm::path(DType type) const {
+  std::lock_guard lock(mutex_);
+  auto it = paths_.find(int(type));
+  return it == paths_.end() ? "not run yet" : it->second;
+}
+
+size_t Gemm::primitives_created() const {
+  std::lock_guard lock(mutex_);
+  return cache_.size();
+}
+
+}  // namespace symmesh
