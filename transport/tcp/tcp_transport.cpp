@@ -221,6 +221,10 @@ void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, 
   }
   const auto connections = static_cast<uint32_t>(options_.connections_per_peer);
   const bool striped = length >= options_.stripe_threshold && connections > 1;
+  // A put on the home connection alone could overtake the last stripe of an earlier striped
+  // one, and its signal then land first: a SET would be undone by the older one (seen as
+  // an all-to-all-v that waited forever). So it waits for those stripes first.
+  if (!striped) fence(src_pe);
   const uint32_t stripes = striped ? connections : 1;
   size_t stripe_length = length;
   if (striped) {
@@ -296,6 +300,7 @@ std::pair<uint64_t, std::shared_ptr<TcpTransport::Pending>> TcpTransport::regist
 }
 
 void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
+  fence(src_pe);  // after earlier stripes, as put does
   auto [token, pending] = register_pending(node);
   pending->data.resize(length);
   wire::DataHeader header;
@@ -317,6 +322,7 @@ void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t 
 }
 
 void TcpTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
+  fence(src_pe);  // after earlier stripes, as put does
   wire::DataHeader header;
   header.set_kind(wire::ATOMIC_ADD);
   header.set_src_pe(static_cast<uint32_t>(src_pe));
@@ -328,6 +334,7 @@ void TcpTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t va
 }
 
 uint64_t TcpTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
+  fence(src_pe);  // after earlier stripes, as put does
   auto [token, pending] = register_pending(node);
   wire::DataHeader header;
   header.set_kind(wire::FETCH_ADD);

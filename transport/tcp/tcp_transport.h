@@ -6,7 +6,9 @@
 // in order; puts of at least `stripe_threshold` bytes are split over all connections, and a
 // put_signal split so carries its signal on every stripe, applied once after the last one.
 // quiet() is a FLUSH round trip on each connection the PE used: TCP keeps order, so the reply
-// means everything before it was applied. fence() is a quiet when the PE striped since.
+// means everything before it was applied. fence() is a quiet when the PE striped since, and
+// every operation that uses the home connection alone fences first, so a PE's operations
+// to a node are applied in order even across striping.
 #pragma once
 
 #include <condition_variable>
