@@ -318,7 +318,7 @@ void Daemon::choose_transports() {
                                      [](const std::string& r) { return r.rfind("verbs", 0) == 0; });
   if (any_verbs && needs_device_atomics(*verbs_)) {
     device_atomics_ = std::make_unique<DeviceAtomicsTransport>(
-        node_->transport_to(config_.node_rank), *verbs_, node_->doorbell());
+        node_->transport_to(config_.node_rank), *verbs_, node_->segment(), node_->doorbell());
     node_->set_transport(config_.node_rank, device_atomics_.get());
   }
   std::lock_guard lock(mutex_);  // status() reads them

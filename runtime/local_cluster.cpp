@@ -80,7 +80,7 @@ void LocalCluster::connect_verbs() {
     nodes_[n]->set_wait_policy(verbs_wait_policy());
     if (needs_device_atomics(*verbs_[n])) {
       device_atomics_.push_back(std::make_unique<DeviceAtomicsTransport>(
-          nodes_[n]->transport_to(n), *verbs_[n], nodes_[n]->doorbell()));
+          nodes_[n]->transport_to(n), *verbs_[n], nodes_[n]->segment(), nodes_[n]->doorbell()));
       nodes_[n]->set_transport(n, device_atomics_.back().get());
     }
   }

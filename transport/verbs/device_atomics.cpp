@@ -1,6 +1,23 @@
 #include "transport/verbs/device_atomics.h"
 
 namespace symmesh {
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_release(void* address);
+#endif
+
+// ThreadSanitizer cannot see the device write the word: what this PE wrote before is
+// released on it, as a CPU store-release would (readers acquire the word).
+void device_will_write(void* word) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(word);
+#else
+  (void)word;
+#endif
+}
+
+}  // namespace
 
 void DeviceAtomicsTransport::put(int src_pe, int node, uint64_t offset, const void* data,
                                  size_t length, const SignalUpdate* signal) {
@@ -14,6 +31,7 @@ void DeviceAtomicsTransport::put(int src_pe, int node, uint64_t offset, const vo
 
 uint64_t DeviceAtomicsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset,
                                                   uint64_t value) {
+  device_will_write(segment_.base + offset);
   const uint64_t old = verbs_.atomic_fetch_add(src_pe, node, offset, value);
   doorbell_.ring();
   return old;

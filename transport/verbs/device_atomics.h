@@ -13,8 +13,9 @@ namespace symmesh {
 
 class DeviceAtomicsTransport final : public Transport {
  public:
-  DeviceAtomicsTransport(Transport& shm, VerbsTransport& verbs, Doorbell& doorbell)
-      : shm_(shm), verbs_(verbs), doorbell_(doorbell) {}
+  DeviceAtomicsTransport(Transport& shm, VerbsTransport& verbs, SegmentView segment,
+                         Doorbell& doorbell)
+      : shm_(shm), verbs_(verbs), segment_(segment), doorbell_(doorbell) {}
 
   std::string_view name() const override { return "shm"; }
   void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
@@ -32,6 +33,7 @@ class DeviceAtomicsTransport final : public Transport {
  private:
   Transport& shm_;
   VerbsTransport& verbs_;
+  SegmentView segment_;
   Doorbell& doorbell_;
 };
 
