@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "client/client.h"
@@ -99,6 +100,71 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   transport_cmd->add_flag("--json", json, "print one JSON object");
 
+  auto* matmul_cmd = submit_cmd->add_subcommand(
+      "matmul", "a fused matmul + collective operator against its sequential baseline");
+  auto* mm = spec.mutable_matmul();
+  std::string mm_op, mm_dtype = "bf16", mm_mode = "both", transfer = "pull";
+  uint64_t m = 0, n = 0, kk = 0, seed = 1;
+  uint32_t stages = 2, interval = 4, tile_m = 128, tile_n = 256, tile_k = 0, subtile_m = 64;
+  uint32_t compute_threads = 1, comm_threads = 1, mm_iters = 5;
+  std::string inputs, output;
+  matmul_cmd->add_option("--op", mm_op, "the fused operator")
+      ->required()
+      ->check(CLI::IsMember({"matmul-reduce-scatter", "gemm-allreduce", "allgather-matmul"}));
+  matmul_cmd->add_option("--m", m, "rows of A and C (allgather-matmul: of the gathered A)")
+      ->required()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  matmul_cmd->add_option("--n", n, "columns of B and C")
+      ->required()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  matmul_cmd->add_option("--k", kk, "columns of A, rows of B")
+      ->required()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  matmul_cmd->add_option("--dtype", mm_dtype, "input type (accumulation is f32)")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}))
+      ->capture_default_str();
+  matmul_cmd->add_option("--mode", mm_mode, "fused, sequential (GEMM then collective), or both")
+      ->check(CLI::IsMember({"fused", "sequential", "both"}))
+      ->capture_default_str();
+  matmul_cmd->add_option("--stages", stages, "matmul-reduce-scatter workspace stages (1..8)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+  matmul_cmd
+      ->add_option("--comm-interval", interval,
+                   "matmul-reduce-scatter: tiles per destination rank per stage (1..4096)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  matmul_cmd->add_option("--transfer", transfer, "matmul-reduce-scatter: pull or push stages")
+      ->check(CLI::IsMember({"pull", "push"}))
+      ->capture_default_str();
+  matmul_cmd->add_option("--tile-m", tile_m, "tile rows (1..4096)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  matmul_cmd->add_option("--tile-n", tile_n, "tile columns (1..4096)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  matmul_cmd->add_option("--tile-k", tile_k, "K step of a tile (0: all of K)")
+      ->capture_default_str();
+  matmul_cmd->add_option("--subtile-m", subtile_m, "gemm-allreduce: rows per reduce unit")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  matmul_cmd->add_option("--compute-threads", compute_threads, "GEMM threads per PE (1..64)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  matmul_cmd->add_option("--comm-threads", comm_threads, "communication threads per PE (1..64)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  matmul_cmd->add_option("--iters", mm_iters, "timed runs per mode, after a warm-up (1..1000)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  matmul_cmd->add_option("--seed", seed, "seed of the generated inputs")->capture_default_str();
+  matmul_cmd->add_flag("--verify", verify, "check every PE's output against the f32 reference");
+  matmul_cmd->add_option("--inputs", inputs,
+                         "directory of A_<pe>.npy and B.npy, read by every daemon on its host");
+  matmul_cmd->add_option("--output", output,
+                         "directory each daemon writes C_<pe>.npy (gather_out_<pe>.npy) into");
+  matmul_cmd->add_flag("--json", json, "print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -137,6 +203,27 @@ int main(int argc, char** argv) {
       job->set_bytes(parse_size(transport_bytes, "--bytes"));
       job->set_window(window);
       job->set_iters(transport_iters);
+    } else if (matmul_cmd->parsed()) {
+      mm->set_op(mm_op);
+      mm->set_m(m);
+      mm->set_n(n);
+      mm->set_k(kk);
+      mm->set_dtype(mm_dtype);
+      mm->set_mode(mm_mode);
+      mm->set_stages(stages);
+      mm->set_comm_interval(interval);
+      mm->set_transfer(transfer);
+      mm->set_tile_m(tile_m);
+      mm->set_tile_n(tile_n);
+      mm->set_tile_k(tile_k);
+      mm->set_subtile_m(subtile_m);
+      mm->set_compute_threads(compute_threads);
+      mm->set_comm_threads(comm_threads);
+      mm->set_iters(mm_iters);
+      mm->set_seed(seed);
+      mm->set_verify(verify);
+      mm->set_inputs(inputs.empty() ? "" : std::filesystem::absolute(inputs).string());
+      mm->set_output(output.empty() ? "" : std::filesystem::absolute(output).string());
     } else {
       auto* job = spec.mutable_collective();
       job->set_op(op);

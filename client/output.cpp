@@ -8,6 +8,71 @@
 
 namespace symmesh {
 
+namespace {
+
+void add_matmul_json(const wire::JobResult& result, nlohmann::json& out) {
+  const wire::MatmulFigures& f = result.matmul();
+  const nlohmann::json absent;  // null: a figure the mode did not measure
+  out["op"] = result.op();
+  out["dtype"] = result.dtype();
+  out["mode"] = f.mode();
+  out["transfer"] = f.transfer();
+  if (!result.verify_requested()) {
+    out["verified"] = absent;
+    out["max_abs_err"] = absent;
+  }
+  out["max_rel_err"] = result.verify_requested() ? nlohmann::json(f.max_rel_err()) : absent;
+  out["tolerance"] = result.verify_requested() ? nlohmann::json(f.tolerance()) : absent;
+  out["deterministic"] = f.deterministic();
+  out["compute_s"] = f.compute_s();
+  out["comm_s"] = f.comm_s();
+  out["comm_cpu_s"] = f.comm_cpu_s();
+  out["sequential_s"] = f.sequential_s();
+  const bool fused = f.pipelined();
+  out["pipelined_s"] = fused ? nlohmann::json(f.pipelined_s()) : absent;
+  out["speedup"] = fused ? nlohmann::json(f.speedup()) : absent;
+  out["time_saved_s"] = fused ? nlohmann::json(f.time_saved_s()) : absent;
+  out["overlap_efficiency"] = fused ? nlohmann::json(f.overlap_efficiency()) : absent;
+  out["fused_compute_s"] = fused ? nlohmann::json(f.fused_compute_s()) : absent;
+  out["compute_slowdown"] = fused ? nlohmann::json(f.compute_slowdown()) : absent;
+  out["fused_gemm_gflops"] = fused ? nlohmann::json(f.fused_gemm_gflops()) : absent;
+  out["gflops"] = f.gflops();
+  out["compute_gflops"] = f.compute_gflops();
+  out["wire_gbps"] = f.wire_gbps();
+  out["wire_bytes"] = f.wire_bytes();
+  out["gemm_path"] = f.gemm_path();
+}
+
+void print_matmul(const wire::JobResult& result) {
+  const wire::MatmulFigures& f = result.matmul();
+  std::printf("job %llu  %s %s  %u nodes x %u PEs  mode %s  %u iters (medians)\n",
+              static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
+              result.dtype().c_str(), result.nodes(), result.pes() / std::max(1u, result.nodes()),
+              f.mode().c_str(), result.iters());
+  std::printf("  gemm        %s\n", f.gemm_path().c_str());
+  std::printf("  compute     %10.3f ms  (%.1f GFLOP/s per PE)\n", f.compute_s() * 1e3,
+              f.compute_gflops());
+  std::printf("  comm        %10.3f ms  (%.3f ms of CPU per node)\n", f.comm_s() * 1e3,
+              f.comm_cpu_s() * 1e3);
+  std::printf("  sequential  %10.3f ms\n", f.sequential_s() * 1e3);
+  if (f.pipelined()) {
+    std::printf("  pipelined   %10.3f ms  speedup %.3fx  saved %.3f ms  overlap %.1f%%\n",
+                f.pipelined_s() * 1e3, f.speedup(), f.time_saved_s() * 1e3,
+                f.overlap_efficiency() * 100);
+    std::printf("  fused GEMM  %10.3f ms  (%.1f GFLOP/s, %.2fx the standalone time)\n",
+                f.fused_compute_s() * 1e3, f.fused_gemm_gflops(), f.compute_slowdown());
+  }
+  std::printf("  wire        %s per PE, %.3f GB/s   %s\n", format_bytes(f.wire_bytes()).c_str(),
+              f.wire_gbps(), f.deterministic() ? "deterministic" : "NOT DETERMINISTIC");
+  if (result.verify_requested()) {
+    std::printf("  %s  max abs err %g, rel %g, tolerance %g\n",
+                result.verified() ? "verified" : "NOT VERIFIED", result.max_abs_err(),
+                f.max_rel_err(), f.tolerance());
+  }
+}
+
+}  // namespace
+
 void print_error_json(const std::string& error) {
   std::cout << nlohmann::json{{"status", "error"}, {"error", error}}.dump() << "\n";
 }
@@ -96,6 +161,7 @@ void print_result(const wire::JobResult& result, bool json) {
       out["verified"] = result.verified();
       out["max_abs_err"] = result.max_abs_err();
     }
+    if (result.kind() == "matmul") add_matmul_json(result, out);
     std::cout << out.dump() << "\n";
     return;
   }
@@ -110,6 +176,10 @@ void print_result(const wire::JobResult& result, bool json) {
         static_cast<unsigned long long>(result.job_id()), result.algo().c_str(), result.nodes(),
         result.pes() / std::max(1u, result.nodes()), result.iters(), result.p50_us(),
         result.p99_us());
+    return;
+  }
+  if (result.kind() == "matmul") {
+    print_matmul(result);
     return;
   }
   if (result.kind() == "transport") {

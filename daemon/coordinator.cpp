@@ -191,7 +191,8 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
 
 wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec) {
   wire::JobResult result;
-  result.set_verify_requested(spec.has_collective() && spec.collective().verify());
+  result.set_verify_requested((spec.has_collective() && spec.collective().verify()) ||
+                              (spec.has_matmul() && spec.matmul().verify()));
   {
     std::lock_guard lock(mutex_);
     if (!down_.empty()) {
@@ -230,6 +231,7 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec) {
   summarize_job(spec, nodes_, ranks_per_node_, iterations, result);
   for (const auto& report : reports) {
     if (!report.transport().empty()) result.set_transport(report.transport());
+    if (report.has_matmul()) *result.mutable_matmul() = report.matmul();
   }
   if (result.verify_requested()) {
     result.set_verified(verified);

@@ -103,6 +103,10 @@ void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) 
           std::lock_guard lock(error_mutex);
           report.set_transport(transport_between(pe));
         }
+        if (global == 0 && outcomes[local].matmul) {
+          std::lock_guard lock(error_mutex);
+          *report.mutable_matmul() = *outcomes[local].matmul;
+        }
       } catch (const std::exception& e) {
         const bool aborted = dynamic_cast<const AbortedError*>(&e) != nullptr;
         std::lock_guard lock(error_mutex);

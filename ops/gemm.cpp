@@ -39,13 +39,16 @@ void check(const GemmShape& s) {
 
 }  // namespace
 
-Gemm::Gemm() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+Gemm::Gemm() : engine_(dnnl::engine::kind::cpu, 0) {}
 
 Gemm::Cached& Gemm::primitive(const GemmShape& s, DType type, bool accumulate) {
   const Key key{s.m, s.n, s.k, s.lda, s.ldb, s.ldc, int(type), accumulate};
   std::lock_guard lock(mutex_);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   dnnl::primitive_attr attr;
+  // The library's default scratchpad is global: threads running one primitive at once would
+  // share it. Each call brings its own.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (accumulate) {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
@@ -68,10 +71,11 @@ Gemm::Cached& Gemm::primitive(const GemmShape& s, DType type, bool accumulate) {
     cached.convert_to_f32 = true;
   }
   cached.primitive = dnnl::matmul(pd);
-  cached.implementation = std::string(dtype_name(type)) + ": " +
-                          (cached.convert_to_f32 ? "converted to f32, then " : "") +
-                          pd.impl_info_str();
-  paths_[int(type)] = cached.implementation;
+  cached.scratchpad = pd.scratchpad_desc();
+  std::string& paths = paths_[int(type)];
+  const std::string kernel =
+      (cached.convert_to_f32 ? "converted to f32, then " : "") + std::string(pd.impl_info_str());
+  if (paths.find(kernel) == std::string::npos) paths += (paths.empty() ? "" : ", ") + kernel;
   return cache_.emplace(key, std::move(cached)).first->second;
 }
 
@@ -96,15 +100,21 @@ void Gemm::multiply(const GemmShape& s, DType type, const void* a, const void* b
   dnnl::memory a_mem(strided(s.m, s.k, s.lda, in), engine_, const_cast<void*>(a));
   dnnl::memory b_mem(strided(s.k, s.n, s.ldb, in), engine_, const_cast<void*>(b));
   dnnl::memory c_mem(strided(s.m, s.n, s.ldc, dt::f32), engine_, c);
-  cached.primitive.execute(
-      stream_, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
-  stream_.wait();
+  thread_local std::vector<std::byte> scratch;
+  scratch.resize(std::max<size_t>(scratch.size(), cached.scratchpad.get_size()));
+  dnnl::memory scratch_mem(cached.scratchpad, engine_, scratch.data());
+  dnnl::stream stream(engine_);  // one per call: compute threads multiply concurrently
+  cached.primitive.execute(stream, {{DNNL_ARG_SRC, a_mem},
+                                    {DNNL_ARG_WEIGHTS, b_mem},
+                                    {DNNL_ARG_DST, c_mem},
+                                    {DNNL_ARG_SCRATCHPAD, scratch_mem}});
+  stream.wait();
 }
 
 std::string Gemm::path(DType type) const {
   std::lock_guard lock(mutex_);
   auto it = paths_.find(int(type));
-  return it == paths_.end() ? "not run yet" : it->second;
+  return std::string(dtype_name(type)) + ": " + (it == paths_.end() ? "not run yet" : it->second);
 }
 
 size_t Gemm::primitives_created() const {

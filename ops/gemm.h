@@ -2,7 +2,7 @@
 // C += A x B, with A and B in f32, bf16 or f16 and f32 accumulation. Operands are strided
 // views (a tile of a larger matrix is a pointer and a leading dimension), so one call is one
 // tile. One oneDNN primitive per (shape, strides, type, accumulate) is created on first use
-// and cached: tiles of one shape never create a second.
+// and cached: tiles of one shape never create a second. Thread-safe: compute threads share one.
 //
 // Paths: bf16 and f32 run oneDNN's own kernels (brgemm with avx512_bf16 where the CPU has
 // it); f16 runs natively where oneDNN has an f16 kernel for this CPU, otherwise A and B are
@@ -34,24 +34,24 @@ class Gemm {
   // Throws InvalidArgument naming the field (m, n, k >= 1; lda >= k, ldb >= n, ldc >= n).
   void multiply(const GemmShape& shape, DType type, const void* a, const void* b, float* c,
                 bool accumulate);
-  // "bf16: brgemm:avx512_core_bf16", "f16: converted to f32, then gemm:jit", ...
+  // The kernels that ran for `type`: "bf16: brg:avx512_core_bf16, gemm:jit",
+  // "f16: converted to f32, then brg:avx512_core", ...
   std::string path(DType type) const;
   size_t primitives_created() const;
 
  private:
   struct Cached {
     dnnl::matmul primitive;
-    std::string implementation;
+    dnnl::memory::desc scratchpad;
     bool convert_to_f32 = false;  // f16 without a kernel for it here
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool>;
   Cached& primitive(const GemmShape& shape, DType type, bool accumulate);
 
   dnnl::engine engine_;
-  dnnl::stream stream_;
   mutable std::mutex mutex_;
   std::map<Key, Cached> cache_;
-  std::map<int, std::string> paths_;
+  std::map<int, std::string> paths_;  // per type: the kernels its primitives chose
 };
 
 }  // namespace symmesh

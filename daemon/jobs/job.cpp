@@ -61,8 +61,13 @@ void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node) {
     check_iterations(job.iters());
     return;
   }
+  if (spec.has_matmul()) {
+    check_matmul_job(spec.matmul(), n);
+    check_iterations(spec.matmul().iters());
+    return;
+  }
   if (!spec.has_collective()) {
-    throw InvalidArgument("job has no kind: barrier, collective or transport");
+    throw InvalidArgument("job has no kind: barrier, collective, transport or matmul");
   }
   const auto& job = spec.collective();
   static const char* kOps[] = {"allreduce", "reduce-scatter", "allgather", "alltoall"};
@@ -102,6 +107,7 @@ void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node) {
 PeJobOutcome run_job_on_pe(Pe& pe, const wire::JobSpec& spec) {
   if (spec.has_barrier()) return run_barrier_job(pe, spec.barrier());
   if (spec.has_transport()) return run_transport_job(pe, spec.transport());
+  if (spec.has_matmul()) return run_matmul_job(pe, spec.matmul());
   return run_collective_job(pe, spec.collective());
 }
 
@@ -119,6 +125,15 @@ void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
   if (spec.has_barrier()) {
     result.set_kind("barrier");
     result.set_algo(spec.barrier().algo());
+    return;
+  }
+  if (spec.has_matmul()) {
+    const auto& job = spec.matmul();
+    result.set_kind("matmul");
+    result.set_op(job.op());
+    result.set_dtype(job.dtype());
+    result.set_algo(job.mode());
+    result.set_iters(job.iters());
     return;
   }
   if (spec.has_transport()) {

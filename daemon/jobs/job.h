@@ -3,6 +3,7 @@
 // slowest node, from which the figures are computed.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "jobs.pb.h"
@@ -14,6 +15,7 @@ struct PeJobOutcome {
   std::vector<double> iteration_s;
   bool verified = true;
   double max_abs_err = 0;
+  std::optional<wire::MatmulFigures> matmul;
 };
 
 // Refuses a spec the cluster cannot run, naming the field and the allowed values.
@@ -31,6 +33,9 @@ std::string collective_algo(const wire::CollectiveJob& job, int nodes, int ranks
 PeJobOutcome run_barrier_job(Pe& pe, const wire::BarrierJob& job);
 PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job);
 PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job);
+PeJobOutcome run_matmul_job(Pe& pe, const wire::MatmulJob& job);
+// Refuses a matmul job the cluster cannot run (the fields, modes, files named).
+void check_matmul_job(const wire::MatmulJob& job, int n_pes);
 // The transport PE 0 uses to reach a transport job's partner PE.
 std::string transport_between(Pe& pe);
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The fused operators against their baselines, in one invocation on this machine:
+# matmul-reduce-scatter, gemm-allreduce and allgather-matmul on 2 nodes x 1 rank (TCP between
+# the nodes), bf16, at M=4096 K=4096 N=1024 and at seed 001's M=5416 K=6144 N=1408. For each:
+#   symmesh: compute-only (the standalone oneDNN GEMM), comm-only (our collective alone) and
+#   its CPU time, sequential (GEMM then collective), pipelined (fused), speedup, overlap
+#   efficiency, the fused GEMM's GFLOP/s as a share of the standalone GEMM's;
+#   OpenMPI: the same oneDNN GEMM then MPI_Reduce_scatter_block / MPI_Allreduce / MPI_Allgather
+#   (2 processes, TCP BTL on loopback), its total time.
+# matmul-reduce-scatter runs with pull and with push stages. Every figure is the median over
+# RUNS runs (default 3) of a job's medians over ITERS iterations (default 5), an iteration being
+# timed by its slowest rank.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=${RUNS:-3}
+iters=${ITERS:-5}
+shapes=${SHAPES:-"4096x4096x1024 5416x6144x1408"}  # MxKxN
+deploy/install-deps.sh --bench
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSYMMESH_BENCH=ON >/dev/null
+cmake --build build-bench -j "$(nproc)" >/dev/null
+bin=$PWD/build-bench/bin
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 1 \
+  --base-port "${SYMMESH_BENCH_PORT:-7800}" --heap-size 1GiB)"
+work=$(mktemp -d)
+trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"' EXIT
+
+median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+field() { grep -o "\"$1\":[0-9.e+-]*" "$2" | cut -d: -f2; }
+ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+echo "symmesh bench/fused.sh: $(date -u +%F), $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), runs=$runs iters=$iters"
+echo "2 nodes x 1 rank over TCP (loopback), bf16 inputs, f32 accumulation and output; times in ms"
+echo "speedup = sequential / pipelined; vs MPI = MPI total / pipelined; GEMM share = fused GEMM GFLOP/s / standalone"
+printf "| %-27s | %-15s | %7s | %7s | %8s | %7s | %9s | %7s | %7s | %9s | %7s | %7s |\n" \
+  op shape compute comm "comm CPU" seq pipelined speedup overlap "GEMM share" "MPI" "vs MPI"
+printf "|%s|\n" "-----------------------------|-----------------|---------|---------|----------|---------|-----------|---------|---------|-----------|---------|---------"
+for shape in $shapes; do
+  IFS=x read -r m k n <<<"$shape"
+  for variant in matmul-reduce-scatter:pull matmul-reduce-scatter:push gemm-allreduce allgather-matmul; do
+    op=${variant%%:*}
+    transfer=pull
+    [[ $variant == *:push ]] && transfer=push
+    for run in $(seq "$runs"); do
+      "$bin/symmesh" submit matmul --op "$op" --m "$m" --k "$k" --n "$n" --dtype bf16 \
+        --transfer "$transfer" --iters "$iters" --json >"$work/$run.json"
+      mpirun -np 2 --mca btl tcp,self --mca btl_tcp_if_include lo \
+        "$bin/mpi_fused_bench" "$op" "$m" "$n" "$k" bf16 "$iters" 2>/dev/null | tail -n 1 >"$work/$run.mpi"
+    done
+    pick() { for run in $(seq "$runs"); do field "$1" "$work/$run.json"; done | median; }
+    compute=$(pick compute_s) comm=$(pick comm_s) comm_cpu=$(pick comm_cpu_s)
+    seq_s=$(pick sequential_s) pipe=$(pick pipelined_s) overlap=$(pick overlap_efficiency)
+    share=$(ratio "$(pick fused_gemm_gflops)" "$(pick compute_gflops)")
+    mpi=$(for run in $(seq "$runs"); do cut -d' ' -f1 "$work/$run.mpi"; done | median)
+    label=$op
+    [[ $op == matmul-reduce-scatter ]] && label="$op ($transfer)"
+    printf "| %-27s | %-15s | %7s | %7s | %8s | %7s | %9s | %7s | %7s | %9s | %7s | %7s |\n" \
+      "$label" "$shape" "$(ms "$compute")" "$(ms "$comm")" "$(ms "$comm_cpu")" "$(ms "$seq_s")" \
+      "$(ms "$pipe")" "$(ratio "$seq_s" "$pipe")" "$overlap" "$share" "$(ms "$mpi")" \
+      "$(ratio "$mpi" "$pipe")"
+  done
+done

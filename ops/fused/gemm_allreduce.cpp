@@ -1,0 +1,255 @@
+// gemm-allreduce (seed 001): C = sum_i A_i x B on every PE.
+//
+// Tiles of C are owned round-robin (tile t by PE t % n). Compute threads compute this PE's
+// partial of every tile, owners PE+1, PE+2, ... first and this PE's own tiles last (seed 003's
+// advice for MatmulAllReduce: the local block hides the last communication), into a local
+// tile-major buffer, and enqueue each finished tile id into their own ready queue. Comm thread
+// j drains queues j, j + comm_threads, ...: each tile is split into subtiles of subtile_m rows
+// and put into the owner's receive slot for this PE, bumping the owner's per-subtile ready
+// counter (put_signal) and the summary doorbell of the owner's comm thread that all-gathers
+// that subtile (reversed stripes, as in the seed). That thread, seeing the counter reach n,
+// adds the n partials in rank order (fixed: bitwise deterministic) and puts the sum to every
+// other PE, starting at a peer rotated by the subtile id. Counters only grow: a run's target is
+// n x the run's number.
+//
+// Cost per PE: M*N*K*2 flops; sends (n-1)/n * M*N*4 bytes of partials and (n-1)/n * M*N*4
+// bytes of sums (edge tiles' padding columns included); 2 signals per (subtile, peer) and one
+// per all-gathered subtile and peer.
+#include <algorithm>
+#include <vector>
+
+#include "ops/fused/epilogue.h"
+#include "ops/fused/operator.h"
+#include "ops/fused/ready_queue.h"
+#include "ops/fused/tiles.h"
+#include "ops/fused/workers.h"
+#include "runtime/barrier.h"
+
+namespace symmesh {
+namespace {
+
+class GemmAllreduce final : public FusedOperator {
+ public:
+  GemmAllreduce(Pe& pe, Gemm& gemm, const FusedOptions& options)
+      : pe_(pe),
+        gemm_(gemm),
+        o_(options),
+        n_(pe.n_pes()),
+        me_(pe.my_pe()),
+        grid_(0, options.m, options.m, options.n, options.tile_m, options.tile_n),
+        tile_floats_(size_t(o_.tile_m * o_.tile_n)),
+        sub_m_(std::min(o_.subtile_m, o_.tile_m)),
+        subs_per_tile_((o_.tile_m + sub_m_ - 1) / sub_m_),
+        max_owned_((grid_.count() + n_ - 1) / n_),
+        partials_(size_t(grid_.count()) * tile_floats_, 0.0f) {
+    const std::string tiles = "tiles x tile_m x tile_n f32";
+    recv_ = static_cast<float*>(
+        symmetric_zeroed(pe, size_t(n_) * max_owned_ * tile_floats_ * sizeof(float),
+                         "gemm-allreduce receive slots (ranks x owned " + tiles + ")"));
+    reduced_ = static_cast<float*>(symmetric_zeroed(
+        pe, partials_.size() * sizeof(float), "gemm-allreduce reduced output (" + tiles + ")"));
+    ready_ = static_cast<uint64_t*>(symmetric_zeroed(
+        pe, size_t(max_owned_ * subs_per_tile_) * sizeof(uint64_t), "subtile-ready counters"));
+    summary_ = static_cast<uint64_t*>(
+        symmetric_zeroed(pe, size_t(o_.comm_threads) * sizeof(uint64_t), "summary doorbells"));
+    arrived_ = static_cast<uint64_t*>(symmetric_zeroed(pe, sizeof(uint64_t), "arrival counter"));
+    // Compute order: tiles of owner PE+1 first, this PE's last.
+    for (int step = 1; step <= n_; ++step) {
+      for (int64_t t = (me_ + step) % n_; t < grid_.count(); t += n_) order_.push_back(t);
+    }
+    for (int64_t t = 0; t < grid_.count(); ++t) {
+      if (t % n_ != me_) others_subtiles_ += subtiles(t);
+    }
+  }
+
+  ~GemmAllreduce() override {
+    pe_.free(arrived_);
+    pe_.free(summary_);
+    pe_.free(ready_);
+    pe_.free(reduced_);
+    pe_.free(recv_);
+  }
+
+  RunFigures run(FusedTensors& t) override {
+    const uint64_t run = ++runs_;
+    std::vector<double> busy(o_.compute_threads, 0.0);
+    std::vector<std::unique_ptr<ReadyQueue>> queues;
+    for (int i = 0; i < o_.compute_threads; ++i) {
+      queues.push_back(std::make_unique<ReadyQueue>(tiles_of_thread(i) + 1));
+    }
+    CommPort port(pe_);
+    barrier_all(pe_);
+    const double start = now_seconds();
+    run_roles(
+        pe_, o_.compute_threads, [&](int i) { busy[i] = compute(t, *queues[i], i); },
+        o_.comm_threads, [&](int j) { communicate(port, queues, run, j); });
+    pe_.signal_wait_until(arrived_, Cmp::kGe, run * others_subtiles_, pe_.deadline(),
+                          "all-gathered subtiles arrived");
+    for (int64_t tile = 0; tile < grid_.count(); ++tile) {
+      const Tile tl = grid_.tile(tile);
+      copy_tile(t.c.data() + tl.row * o_.n + tl.col, o_.n, reduced_ + size_t(tile) * tile_floats_,
+                o_.tile_n, tl.rows, tl.cols);
+    }
+    RunFigures figures;
+    figures.total_s = now_seconds() - start;
+    for (double b : busy) figures.compute_s += b / o_.compute_threads;
+    figures.wire_bytes = port.wire_bytes();
+    figures.flops = 2.0 * double(o_.m) * double(o_.n) * double(o_.k);
+    return figures;
+  }
+
+ private:
+  int64_t tiles_of_thread(int i) const {
+    return (grid_.count() - i + o_.compute_threads - 1) / o_.compute_threads;
+  }
+  int64_t subtiles(int64_t tile) const { return (grid_.tile(tile).rows + sub_m_ - 1) / sub_m_; }
+  // The owner's comm thread that all-gathers owner-local subtile `sid` (reversed stripes).
+  int ag_thread(int64_t sid) const { return o_.comm_threads - 1 - int(sid % o_.comm_threads); }
+  size_t subtile_offset(int64_t sub) const { return size_t(sub * sub_m_ * o_.tile_n); }
+  size_t subtile_bytes(int64_t tile, int64_t sub) const {
+    const int64_t rows = std::min(sub_m_, grid_.tile(tile).rows - sub * sub_m_);
+    return size_t(rows * o_.tile_n) * sizeof(float);
+  }
+  float* receive_slot(int source, int64_t owned_index) const {
+    return recv_ + (size_t(source) * max_owned_ + owned_index) * tile_floats_;
+  }
+
+  double compute(FusedTensors& t, ReadyQueue& queue, int thread) {
+    const GemmOperands operands{o_.dtype, t.a.data(), o_.k, t.b.data(), o_.n, o_.k, o_.tile_k};
+    double busy = 0;
+    for (size_t i = thread; i < order_.size(); i += o_.compute_threads) {
+      const int64_t tile = order_[i];
+      const double begin = now_seconds();
+      compute_tile(gemm_, operands, grid_.tile(tile), 0,
+                   partials_.data() + size_t(tile) * tile_floats_, o_.tile_n);
+      busy += now_seconds() - begin;
+      queue.push(tile, pe_.node().doorbell(), pe_.deadline());
+    }
+    return busy;
+  }
+
+  // Reduce-scatter one finished tile into its owner.
+  void send_partial(CommPort& port, int64_t tile) {
+    const int owner = int(tile % n_);
+    const int64_t owned = tile / n_;
+    for (int64_t sub = 0; sub < subtiles(tile); ++sub) {
+      const int64_t sid = owned * subs_per_tile_ + sub;
+      if (owner != me_) {
+        const size_t offset = subtile_offset(sub);
+        port.put_signal(receive_slot(me_, owned) + offset,
+                        partials_.data() + size_t(tile) * tile_floats_ + offset,
+                        subtile_bytes(tile, sub), ready_ + sid, 1, SignalOp::kAdd, owner);
+      } else {
+        port.signal_add(ready_ + sid, 1, owner);
+      }
+      port.signal_add(summary_ + ag_thread(sid), 1, owner);
+    }
+  }
+
+  // Owner: the sum of the n partials of subtile `sid`, in rank order, to every PE.
+  void reduce_and_gather(CommPort& port, int64_t sid) {
+    const int64_t owned = sid / subs_per_tile_;
+    const int64_t sub = sid % subs_per_tile_;
+    const int64_t tile = owned * n_ + me_;
+    const size_t offset = subtile_offset(sub);
+    const size_t floats = subtile_bytes(tile, sub) / sizeof(float);
+    float* sum = reduced_ + size_t(tile) * tile_floats_ + offset;
+    for (int source = 0; source < n_; ++source) {
+      const float* partial = source == me_ ? partials_.data() + size_t(tile) * tile_floats_ + offset
+                                           : receive_slot(source, owned) + offset;
+      if (source == 0) {
+        std::copy(partial, partial + floats, sum);
+      } else {
+        add_tile(sum, 0, partial, 0, 1, int64_t(floats));
+      }
+    }
+    for (int step = 0; step < n_ - 1; ++step) {
+      const int peer = (me_ + 1 + int((sid + step) % (n_ - 1))) % n_;
+      port.put_signal(sum, sum, floats * sizeof(float), arrived_, 1, SignalOp::kAdd, peer);
+    }
+  }
+
+  void communicate(CommPort& port, std::vector<std::unique_ptr<ReadyQueue>>& queues, uint64_t run,
+                   int thread) {
+    std::vector<int> mine;  // the queues this thread drains
+    int64_t expected = 0, popped = 0;
+    for (int q = thread; q < o_.compute_threads; q += o_.comm_threads) {
+      mine.push_back(q);
+      expected += tiles_of_thread(q);
+    }
+    std::vector<int64_t> pending;  // owner-local subtiles this thread all-gathers
+    for (int64_t owned = 0; owned * n_ + me_ < grid_.count(); ++owned) {
+      for (int64_t sub = 0; sub < subtiles(owned * n_ + me_); ++sub) {
+        const int64_t sid = owned * subs_per_tile_ + sub;
+        if (ag_thread(sid) == thread) pending.push_back(sid);
+      }
+    }
+    const uint64_t full = run * uint64_t(n_);
+    auto ready = [&](int64_t sid) { return pe_.signal_fetch(ready_ + sid) >= full; };
+    while (popped < expected || !pending.empty()) {
+      const uint64_t summary_seen = pe_.signal_fetch(summary_ + thread);
+      bool progress = false;
+      for (int q : mine) {
+        for (int64_t tile; queues[q]->try_pop(tile); ++popped, progress = true) {
+          send_partial(port, tile);
+        }
+      }
+      for (auto it = pending.begin(); it != pending.end();) {
+        if (!ready(*it)) {
+          ++it;
+          continue;
+        }
+        reduce_and_gather(port, *it);
+        it = pending.erase(it);
+        progress = true;
+      }
+      if (progress) continue;
+      // Nothing to do: wait for a tile or the summary doorbell (or, should a subtile's
+      // counter land after its doorbell, the counter itself).
+      wait_until(
+          pe_.node().doorbell(), pe_.deadline(),
+          [&] {
+            return pe_.signal_fetch(summary_ + thread) != summary_seen ||
+                   std::any_of(mine.begin(), mine.end(),
+                               [&](int q) { return queues[q]->ready(); }) ||
+                   std::any_of(pending.begin(), pending.end(), ready);
+          },
+          [&] {
+            return "PE " + std::to_string(me_) + ": gemm-allreduce comm thread " +
+                   std::to_string(thread) + ": " + std::to_string(expected - popped) +
+                   " tiles not yet computed, " + std::to_string(pending.size()) +
+                   " subtiles not yet reduced by all " + std::to_string(n_) + " ranks";
+          },
+          pe_.node().wait_policy());
+    }
+  }
+
+  Pe& pe_;
+  Gemm& gemm_;
+  const FusedOptions o_;
+  const int n_;
+  const int me_;
+  const TileGrid grid_;
+  const size_t tile_floats_;
+  const int64_t sub_m_;
+  const int64_t subs_per_tile_;
+  const int64_t max_owned_;
+  std::vector<float> partials_;  // this PE's A_i x B, tile-major
+  std::vector<int64_t> order_;   // compute order
+  int64_t others_subtiles_ = 0;  // subtiles owned by other PEs: what the all-gather brings
+  float* recv_ = nullptr;        // [source][owned tile]: partials sent to this owner
+  float* reduced_ = nullptr;     // [tile]: the sums, tile-major
+  uint64_t* ready_ = nullptr;    // [owned subtile]: partials added so far
+  uint64_t* summary_ = nullptr;  // [comm thread]: the all-gather wake-up doorbells
+  uint64_t* arrived_ = nullptr;  // subtiles all-gathered into this PE
+  uint64_t runs_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<FusedOperator> make_gemm_allreduce(Pe& pe, Gemm& gemm,
+                                                   const FusedOptions& options) {
+  return std::make_unique<GemmAllreduce>(pe, gemm, options);
+}
+
+}  // namespace symmesh

@@ -1,0 +1,76 @@
+#include "ops/fused/options.h"
+
+#include <algorithm>
+
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+void check_range(const char* field, int64_t value, int64_t low, int64_t high,
+                 const std::string& why = "") {
+  if (value >= low && value <= high) return;
+  throw InvalidArgument(std::string(field) + " = " + std::to_string(value) +
+                        " is out of range: " + "allowed " + std::to_string(low) + " to " +
+                        std::to_string(high) + (why.empty() ? "" : " (" + why + ")"));
+}
+
+}  // namespace
+
+FusedOp parse_fused_op(const std::string& name) {
+  if (name == "matmul-reduce-scatter") return FusedOp::kMatmulReduceScatter;
+  if (name == "gemm-allreduce") return FusedOp::kGemmAllreduce;
+  if (name == "allgather-matmul") return FusedOp::kAllgatherMatmul;
+  throw InvalidArgument("unknown fused op '" + name +
+                        "': allowed matmul-reduce-scatter, gemm-allreduce, allgather-matmul");
+}
+
+const char* fused_op_name(FusedOp op) {
+  switch (op) {
+    case FusedOp::kMatmulReduceScatter:
+      return "matmul-reduce-scatter";
+    case FusedOp::kGemmAllreduce:
+      return "gemm-allreduce";
+    default:
+      return "allgather-matmul";
+  }
+}
+
+StageTransfer parse_stage_transfer(const std::string& name) {
+  if (name == "pull") return StageTransfer::kPull;
+  if (name == "push") return StageTransfer::kPush;
+  throw InvalidArgument("unknown transfer '" + name + "': allowed pull, push");
+}
+
+const char* stage_transfer_name(StageTransfer transfer) {
+  return transfer == StageTransfer::kPull ? "pull" : "push";
+}
+
+void validate(const FusedOptions& o, int n_pes) {
+  check_range("ranks", n_pes, 1, kMaxFusedPes, "PEs in the cluster");
+  check_range("m", o.m, 1, kMaxFusedDim);
+  check_range("n", o.n, 1, kMaxFusedDim);
+  check_range("k", o.k, 1, kMaxFusedDim);
+  check_range("tile_m", o.tile_m, 1, 4096);
+  check_range("tile_n", o.tile_n, 1, 4096);
+  check_range("tile_k", o.tile_k, 0, kMaxFusedDim, "0 means all of k");
+  check_range("stages", o.stages, 1, 8);
+  check_range("comm_interval", o.comm_interval, 1, 4096);
+  check_range("subtile_m", o.subtile_m, 1, 4096);
+  check_range("compute_threads", o.compute_threads, 1, 64);
+  check_range("comm_threads", o.comm_threads, 1, 64);
+}
+
+int64_t RowSplit::begin(int part) const {
+  return std::min(total, part * rows_per_part);
+}
+
+int64_t RowSplit::end(int part) const {
+  return std::min(total, (part + 1) * rows_per_part);
+}
+
+RowSplit split_rows(int64_t m, int parts) {
+  return RowSplit{(m + parts - 1) / parts, m};
+}
+
+}  // namespace symmesh

@@ -1,0 +1,56 @@
+// What a fused operator job asks for (issue 4): the operator, the problem (C = A x B with
+// M x K times K x N), the element type, the tile and pipeline parameters, and how many threads
+// compute and communicate. validate() refuses what cannot run, naming the field and the range.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/collectives/dtype.h"
+
+namespace symmesh {
+
+enum class FusedOp { kMatmulReduceScatter, kGemmAllreduce, kAllgatherMatmul };
+FusedOp parse_fused_op(const std::string& name);  // matmul-reduce-scatter, gemm-allreduce, ...
+const char* fused_op_name(FusedOp op);
+
+// How matmul-reduce-scatter moves a finished stage to its owner: the owner reads it from the
+// producer's workspace (pull, the seed's CopyDirect::Get) or the producer writes it into the
+// owner's inbox (push).
+enum class StageTransfer { kPull, kPush };
+StageTransfer parse_stage_transfer(const std::string& name);  // pull, push
+const char* stage_transfer_name(StageTransfer transfer);
+
+struct FusedOptions {
+  FusedOp op = FusedOp::kMatmulReduceScatter;
+  int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::kBF16;
+  int64_t tile_m = 128;
+  int64_t tile_n = 256;
+  int64_t tile_k = 0;      // 0: the whole K in one step
+  int stages = 2;          // matmul-reduce-scatter: WORKSPACE_STAGES
+  int comm_interval = 4;   // matmul-reduce-scatter: tiles per destination rank per stage
+  int64_t subtile_m = 64;  // gemm-allreduce: rows per reduce/all-gather unit
+  int compute_threads = 1;
+  int comm_threads = 1;
+  StageTransfer transfer = StageTransfer::kPull;
+};
+
+inline constexpr int kMaxFusedPes = 16;
+inline constexpr int64_t kMaxFusedDim = int64_t{1} << 20;
+
+// Throws InvalidArgument naming the first field out of range for `n_pes` PEs.
+void validate(const FusedOptions& options, int n_pes);
+
+// The rows a PE owns of an M-row matrix split over `parts` PEs: ceil(M / parts) each, the last
+// ones shorter or empty (the padding of the split), so PE r's rows start at r * ceil(M / parts).
+struct RowSplit {
+  int64_t rows_per_part;  // nominal: ceil(M / parts)
+  int64_t begin(int part) const;
+  int64_t end(int part) const;
+  int64_t rows(int part) const { return end(part) - begin(part); }
+  int64_t total;
+};
+RowSplit split_rows(int64_t m, int parts);
+
+}  // namespace symmesh

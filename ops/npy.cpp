@@ -1,0 +1,95 @@
+#include "ops/npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+
+size_t descr_size(const std::string& descr) {
+  return descr == "<f4" ? 4 : 2;
+}
+
+}  // namespace
+
+NpyArray read_npy(const std::string& path) {
+  auto fail = [&](const std::string& why) { throw InvalidArgument(path + ": " + why); };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open it");
+  char magic[8];
+  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 6) != 0) fail("not a .npy file (magic)");
+  uint32_t header_length = 0;
+  if (magic[6] == 1) {
+    uint8_t bytes[2];
+    in.read(reinterpret_cast<char*>(bytes), 2);
+    header_length = bytes[0] | (bytes[1] << 8);
+  } else if (magic[6] == 2 || magic[6] == 3) {
+    uint8_t bytes[4];
+    in.read(reinterpret_cast<char*>(bytes), 4);
+    header_length = bytes[0] | (bytes[1] << 8) | (bytes[2] << 16) | (uint32_t(bytes[3]) << 24);
+  } else {
+    fail("unsupported .npy version " + std::to_string(int(magic[6])));
+  }
+  if (header_length > 65536) fail("header of " + std::to_string(header_length) + " bytes");
+  std::string header(header_length, '\0');
+  if (!in.read(header.data(), header_length)) fail("truncated header");
+
+  NpyArray array;
+  std::smatch match;
+  if (!std::regex_search(header, match, std::regex(R"('descr'\s*:\s*'([^']*)')"))) {
+    fail("header has no descr");
+  }
+  array.descr = match[1];
+  if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2" &&
+      array.descr != "|V2") {
+    fail("dtype '" + array.descr + "' is not supported: allowed '<f4' (f32), '<f2' (f16), " +
+         "'<u2' or '|V2' (bf16 bit patterns)");
+  }
+  if (std::regex_search(header, std::regex(R"('fortran_order'\s*:\s*True)"))) {
+    fail("Fortran order is not supported: save a C-ordered array (np.ascontiguousarray)");
+  }
+  if (!std::regex_search(header, match,
+                         std::regex(R"('shape'\s*:\s*\(\s*(\d+)\s*,\s*(\d+)\s*,?\s*\))"))) {
+    fail("shape is not 2-D (rows, cols): header " + header);
+  }
+  array.rows = std::stoll(match[1]);
+  array.cols = std::stoll(match[2]);
+  const size_t bytes = size_t(array.rows) * array.cols * descr_size(array.descr);
+  array.data.resize(bytes);
+  if (!in.read(reinterpret_cast<char*>(array.data.data()), std::streamsize(bytes))) {
+    fail("truncated: the shape needs " + std::to_string(bytes) + " bytes of data");
+  }
+  return array;
+}
+
+void write_npy(const std::string& path, const std::string& descr, const void* data, int64_t rows,
+               int64_t cols) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  // Magic (6) + version (2) + length (2) + header + newline, padded to 64 bytes.
+  const size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header.push_back('\n');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw InvalidArgument(path + ": cannot write it");
+  out.write(kMagic, 6);
+  const char version[2] = {1, 0};
+  out.write(version, 2);
+  const char length[2] = {char(header.size() & 0xff), char(header.size() >> 8)};
+  out.write(length, 2);
+  out.write(header.data(), std::streamsize(header.size()));
+  out.write(static_cast<const char*>(data),
+            std::streamsize(size_t(rows) * cols * descr_size(descr)));
+  if (!out) throw InvalidArgument(path + ": write failed");
+}
+
+void write_npy_f32(const std::string& path, const float* data, int64_t rows, int64_t cols) {
+  write_npy(path, "<f4", data, rows, cols);
+}
+
+}  // namespace symmesh

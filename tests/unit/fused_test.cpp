@@ -1,0 +1,243 @@
+// The fused operators (issue 4): every op x dtype x mode on 1 to 3 nodes x 1 to 3 ranks, with
+// ragged shapes (no dimension a multiple of a tile or of the PE count), verified against the
+// f32 reference; stage / interval extremes and both stage transfers; several compute and comm
+// threads; bitwise determinism across jobs; and the errors a bad job gets.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+
+#include "ops/fused/runner.h"
+#include "runtime/local_cluster.h"
+
+namespace symmesh {
+namespace {
+
+struct Shape {
+  int nodes;
+  int ranks;
+};
+
+LocalClusterOptions cluster_options(Shape shape) {
+  LocalClusterOptions o;
+  o.nodes = shape.nodes;
+  o.ranks_per_node = shape.ranks;
+  o.heap_size = size_t(shape.ranks) * (24 << 20);
+  o.wait_timeout = std::chrono::seconds(60);
+  o.tcp.io_threads = 1;
+  o.tcp.stripe_threshold = 16 << 10;  // the larger puts of these shapes stripe
+  return o;
+}
+
+// A small ragged problem: nothing divides a tile or the PE count.
+FusedJob small_job(FusedOp op, DType dtype) {
+  FusedJob job;
+  job.options.op = op;
+  job.options.m = 53;
+  job.options.n = 37;
+  job.options.k = 29;
+  job.options.dtype = dtype;
+  job.options.tile_m = 8;
+  job.options.tile_n = 16;
+  job.options.tile_k = 12;
+  job.options.subtile_m = 3;
+  job.options.comm_interval = 2;
+  job.iters = 2;
+  job.verify = true;
+  return job;
+}
+
+// Runs `job` on every PE of `cluster`; returns PE 0's report and checks all reports agree.
+FusedReport run_job(LocalCluster& cluster, const FusedJob& job) {
+  Gemm gemm;
+  std::mutex mutex;
+  std::vector<FusedReport> reports(cluster.n_pes());
+  cluster.run([&](Pe& pe) {
+    FusedReport report = run_fused_job(pe, gemm, job);
+    std::lock_guard lock(mutex);
+    reports[pe.my_pe()] = report;
+  });
+  for (const auto& r : reports) {
+    EXPECT_EQ(r.verified, reports[0].verified);
+    EXPECT_EQ(r.max_abs_err, reports[0].max_abs_err);
+  }
+  return reports[0];
+}
+
+void expect_correct(const FusedReport& r, const std::string& what) {
+  EXPECT_TRUE(r.verified) << what << ": max_abs_err " << r.max_abs_err << " > tolerance "
+                          << r.tolerance;
+  EXPECT_TRUE(r.deterministic) << what;
+  EXPECT_GT(r.compute_s, 0) << what;
+}
+
+class FusedShapes : public ::testing::TestWithParam<std::tuple<FusedOp, Shape>> {};
+
+TEST_P(FusedShapes, EveryDtypeAndModeMatchesTheReference) {
+  const auto [op, shape] = GetParam();
+  LocalCluster cluster(cluster_options(shape));
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (FusedMode mode : {FusedMode::kBoth, FusedMode::kSequential}) {
+      FusedJob job = small_job(op, dtype);
+      job.mode = mode;
+      const FusedReport r = run_job(cluster, job);
+      expect_correct(r, std::string(dtype_name(dtype)) + " " + fused_mode_name(mode));
+      EXPECT_EQ(r.pipelined_s.has_value(), mode != FusedMode::kSequential);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, FusedShapes,
+    ::testing::Combine(::testing::Values(FusedOp::kMatmulReduceScatter, FusedOp::kGemmAllreduce,
+                                         FusedOp::kAllgatherMatmul),
+                       ::testing::Values(Shape{1, 1}, Shape{1, 2}, Shape{1, 3}, Shape{2, 1},
+                                         Shape{2, 3}, Shape{3, 1}, Shape{3, 2})),
+    [](const auto& info) {
+      std::string name = fused_op_name(std::get<0>(info.param));
+      std::erase(name, '-');
+      const Shape s = std::get<1>(info.param);
+      return name + "_" + std::to_string(s.nodes) + "x" + std::to_string(s.ranks);
+    });
+
+TEST(MatmulReduceScatter, StagesIntervalsAndTransfers) {
+  LocalCluster cluster(cluster_options({2, 2}));
+  struct Case {
+    int stages, interval;
+    StageTransfer transfer;
+  };
+  // One stage (every round waits for the last), interval 1, interval beyond the tile count.
+  for (const Case c : {Case{1, 1, StageTransfer::kPull}, Case{1, 1, StageTransfer::kPush},
+                       Case{2, 1, StageTransfer::kPush}, Case{3, 2, StageTransfer::kPull},
+                       Case{2, 1000, StageTransfer::kPull}, Case{2, 1000, StageTransfer::kPush}}) {
+    FusedJob job = small_job(FusedOp::kMatmulReduceScatter, DType::kBF16);
+    job.mode = FusedMode::kFused;
+    job.options.stages = c.stages;
+    job.options.comm_interval = c.interval;
+    job.options.transfer = c.transfer;
+    expect_correct(run_job(cluster, job), "stages " + std::to_string(c.stages) + " interval " +
+                                              std::to_string(c.interval) + " " +
+                                              stage_transfer_name(c.transfer));
+  }
+}
+
+TEST(FusedThreads, SeveralComputeAndCommThreads) {
+  LocalCluster cluster(cluster_options({2, 2}));
+  for (FusedOp op :
+       {FusedOp::kMatmulReduceScatter, FusedOp::kGemmAllreduce, FusedOp::kAllgatherMatmul}) {
+    for (auto [compute, comm] : {std::pair{2, 1}, std::pair{3, 2}, std::pair{1, 3}}) {
+      FusedJob job = small_job(op, DType::kF32);
+      job.mode = FusedMode::kFused;
+      job.options.compute_threads = compute;
+      job.options.comm_threads = comm;
+      job.options.transfer = comm == 2 ? StageTransfer::kPush : StageTransfer::kPull;
+      expect_correct(run_job(cluster, job), std::string(fused_op_name(op)) + " compute " +
+                                                std::to_string(compute) + " comm " +
+                                                std::to_string(comm));
+    }
+  }
+}
+
+TEST(FusedShapesEdge, FewerRowsThanPesAndSingleElements) {
+  LocalCluster cluster(cluster_options({1, 3}));
+  for (FusedOp op :
+       {FusedOp::kMatmulReduceScatter, FusedOp::kGemmAllreduce, FusedOp::kAllgatherMatmul}) {
+    for (int64_t m : {1, 2, 4}) {  // PE 2 (and 1) own no rows
+      FusedJob job = small_job(op, DType::kBF16);
+      job.options.m = m;
+      job.options.n = 1;
+      job.options.k = 1;
+      expect_correct(run_job(cluster, job),
+                     std::string(fused_op_name(op)) + " m " + std::to_string(m));
+    }
+  }
+}
+
+std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(FusedDeterminism, TwoJobsWriteBitwiseEqualOutputs) {
+  LocalCluster cluster(cluster_options({2, 2}));
+  const auto base =
+      std::filesystem::temp_directory_path() / ("symmesh-fused-" + std::to_string(::getpid()));
+  for (FusedOp op :
+       {FusedOp::kMatmulReduceScatter, FusedOp::kGemmAllreduce, FusedOp::kAllgatherMatmul}) {
+    std::vector<std::string> outputs;
+    for (const char* run : {"first", "second"}) {
+      FusedJob job = small_job(op, DType::kBF16);
+      job.options.m = 301;
+      job.options.k = 257;
+      job.mode = FusedMode::kFused;
+      job.output_dir = (base / run).string();
+      std::filesystem::create_directories(job.output_dir);
+      run_job(cluster, job);
+      std::string all;
+      for (int pe = 0; pe < cluster.n_pes(); ++pe) {
+        all += file_bytes(base / run / ("C_" + std::to_string(pe) + ".npy"));
+      }
+      outputs.push_back(all);
+    }
+    EXPECT_GT(outputs[0].size(), 4u * 301 * 37 / 4);
+    EXPECT_TRUE(outputs[0] == outputs[1]) << fused_op_name(op);
+  }
+  std::filesystem::remove_all(base);
+}
+
+TEST(FusedErrors, BadOptionsNameTheFieldAndTheRange) {
+  LocalCluster cluster(cluster_options({1, 2}));
+  auto error_of = [&](auto mutate) {
+    FusedJob job = small_job(FusedOp::kGemmAllreduce, DType::kF32);
+    mutate(job);
+    std::string message;
+    cluster.run([&](Pe& pe) {
+      Gemm gemm;
+      try {
+        run_fused_job(pe, gemm, job);
+      } catch (const InvalidArgument& e) {
+        if (pe.my_pe() == 0) message = e.what();
+      }
+    });
+    return message;
+  };
+  EXPECT_NE(error_of([](FusedJob& j) { j.options.m = 0; }).find("m = 0 is out of range: allowed 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([](FusedJob& j) { j.options.tile_n = 0; }).find("tile_n = 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([](FusedJob& j) { j.options.comm_threads = 65; }).find("comm_threads = 65"),
+            std::string::npos);
+  EXPECT_NE(error_of([](FusedJob& j) { j.iters = 0; }).find("iters = 0"), std::string::npos);
+  EXPECT_NE(error_of([](FusedJob& j) { j.inputs.dir = "/nonexistent"; }).find("A_0.npy"),
+            std::string::npos);
+  EXPECT_THROW(parse_fused_op("matmul"), InvalidArgument);
+  EXPECT_THROW(parse_stage_transfer("pushpull"), InvalidArgument);
+}
+
+TEST(FusedErrors, AHeapTooSmallNamesTheWorkspaceAndLeavesTheClusterUsable) {
+  LocalClusterOptions options = cluster_options({1, 2});
+  options.heap_size = minimum_heap_size(2) + (4 << 20);
+  LocalCluster cluster(options);
+  FusedJob job = small_job(FusedOp::kMatmulReduceScatter, DType::kF32);
+  job.options.tile_m = 1024;
+  job.options.tile_n = 1024;
+  job.options.comm_interval = 8;
+  std::string message;
+  cluster.run([&](Pe& pe) {
+    Gemm gemm;
+    try {
+      run_fused_job(pe, gemm, job);
+    } catch (const HeapExhausted& e) {
+      if (pe.my_pe() == 0) message = e.what();
+    }
+  });
+  EXPECT_NE(message.find("matmul-reduce-scatter workspace"), std::string::npos) << message;
+  EXPECT_NE(message.find("--heap-size"), std::string::npos) << message;
+  expect_correct(run_job(cluster, small_job(FusedOp::kMatmulReduceScatter, DType::kF32)),
+                 "after the failure");
+}
+
+}  // namespace
+}  // namespace symmesh
