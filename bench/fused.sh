@@ -5,8 +5,8 @@
 #   symmesh: compute-only (the standalone oneDNN GEMM), comm-only (our collective alone) and
 #   its CPU time, sequential (GEMM then collective), pipelined (fused), speedup, overlap
 #   efficiency, the fused GEMM's GFLOP/s as a share of the standalone GEMM's;
-#   OpenMPI: the same oneDNN GEMM then MPI_Reduce_scatter_block / MPI_Allreduce / MPI_Allgather
-#   (2 processes, TCP BTL on loopback), its total time.
+#   OpenMPI: the same oneDNN GEMM tiles then MPI_Reduce_scatter_block / MPI_Allreduce /
+#   MPI_Allgather (2 processes, TCP BTL on loopback), its total time.
 # matmul-reduce-scatter runs with pull and with push stages. Every figure is the median over
 # RUNS runs (default 3) of a job's medians over ITERS iterations (default 5), an iteration being
 # timed by its slowest rank.
@@ -34,10 +34,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 
 echo "symmesh bench/fused.sh: $(date -u +%F), $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), runs=$runs iters=$iters"
 echo "2 nodes x 1 rank over TCP (loopback), bf16 inputs, f32 accumulation and output; times in ms"
-echo "speedup = sequential / pipelined; vs MPI = MPI total / pipelined; GEMM share = fused GEMM GFLOP/s / standalone"
-printf "| %-27s | %-15s | %7s | %7s | %8s | %7s | %9s | %7s | %7s | %9s | %7s | %7s |\n" \
-  op shape compute comm "comm CPU" seq pipelined speedup overlap "GEMM share" "MPI" "vs MPI"
-printf "|%s|\n" "-----------------------------|-----------------|---------|---------|----------|---------|-----------|---------|---------|-----------|---------|---------"
+echo "speedup = sequential / pipelined; bound = sequential / (compute + comm CPU), the speedup left"
+echo "when both cores already compute and the comm's CPU time cannot hide; GEMM share = the fused"
+echo "run's GEMM GFLOP/s / the standalone GEMM's; vs MPI = OpenMPI total / symmesh pipelined"
+printf "| %-28s | %-14s | %7s | %7s | %8s | %7s | %9s | %7s | %5s | %7s | %10s | %7s | %6s |\n" \
+  op "shape MxKxN" compute comm "comm CPU" seq pipelined speedup bound overlap "GEMM share" MPI "vs MPI"
+printf "|%s|\n" "------------------------------|----------------|---------|---------|----------|---------|-----------|---------|-------|---------|------------|---------|--------"
 for shape in $shapes; do
   IFS=x read -r m k n <<<"$shape"
   for variant in matmul-reduce-scatter:pull matmul-reduce-scatter:push gemm-allreduce allgather-matmul; do
@@ -57,9 +59,10 @@ for shape in $shapes; do
     mpi=$(for run in $(seq "$runs"); do cut -d' ' -f1 "$work/$run.mpi"; done | median)
     label=$op
     [[ $op == matmul-reduce-scatter ]] && label="$op ($transfer)"
-    printf "| %-27s | %-15s | %7s | %7s | %8s | %7s | %9s | %7s | %7s | %9s | %7s | %7s |\n" \
+    bound=$(awk -v s="$seq_s" -v c="$compute" -v u="$comm_cpu" 'BEGIN { printf "%.2f", s / (c + u) }')
+    printf "| %-28s | %-14s | %7s | %7s | %8s | %7s | %9s | %7s | %5s | %7.2f | %10s | %7s | %6s |\n" \
       "$label" "$shape" "$(ms "$compute")" "$(ms "$comm")" "$(ms "$comm_cpu")" "$(ms "$seq_s")" \
-      "$(ms "$pipe")" "$(ratio "$seq_s" "$pipe")" "$overlap" "$share" "$(ms "$mpi")" \
+      "$(ms "$pipe")" "$(ratio "$seq_s" "$pipe")" "$bound" "$overlap" "$share" "$(ms "$mpi")" \
       "$(ratio "$mpi" "$pipe")"
   done
 done

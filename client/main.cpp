@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   auto* mm = spec.mutable_matmul();
   std::string mm_op, mm_dtype = "bf16", mm_mode = "both", transfer = "pull";
   uint64_t m = 0, n = 0, kk = 0, seed = 1;
-  uint32_t stages = 2, interval = 4, tile_m = 128, tile_n = 256, tile_k = 0, subtile_m = 64;
+  uint32_t stages = 2, interval = 2, tile_m = 256, tile_n = 512, tile_k = 0, subtile_m = 64;
   uint32_t compute_threads = 1, comm_threads = 1, mm_iters = 5;
   std::string inputs, output;
   matmul_cmd->add_option("--op", mm_op, "the fused operator")

@@ -1,8 +1,8 @@
 #include "ops/npy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <regex>
 
 #include "transport/errors.h"
 
@@ -40,25 +40,40 @@ NpyArray read_npy(const std::string& path) {
   if (!in.read(header.data(), header_length)) fail("truncated header");
 
   NpyArray array;
-  std::smatch match;
-  if (!std::regex_search(header, match, std::regex(R"('descr'\s*:\s*'([^']*)')"))) {
-    fail("header has no descr");
-  }
-  array.descr = match[1];
+  // The value after `'key':` in the header dict, up to the next top-level comma or brace.
+  auto value_of = [&](const std::string& key) {
+    const size_t at = header.find("'" + key + "'");
+    if (at == std::string::npos) fail("header has no '" + key + "': " + header);
+    const size_t colon = header.find(':', at);
+    size_t end = colon + 1;
+    for (int depth = 0; end < header.size(); ++end) {
+      const char c = header[end];
+      if (c == '(') ++depth;
+      if (c == ')') --depth;
+      if (depth == 0 && (c == ',' || c == '}')) break;
+    }
+    std::string value = header.substr(colon + 1, end - colon - 1);
+    std::erase_if(value, [](char c) { return c == ' ' || c == '\''; });
+    return value;
+  };
+  array.descr = value_of("descr");
   if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2" &&
       array.descr != "|V2") {
     fail("dtype '" + array.descr + "' is not supported: allowed '<f4' (f32), '<f2' (f16), " +
          "'<u2' or '|V2' (bf16 bit patterns)");
   }
-  if (std::regex_search(header, std::regex(R"('fortran_order'\s*:\s*True)"))) {
+  if (value_of("fortran_order") != "False") {
     fail("Fortran order is not supported: save a C-ordered array (np.ascontiguousarray)");
   }
-  if (!std::regex_search(header, match,
-                         std::regex(R"('shape'\s*:\s*\(\s*(\d+)\s*,\s*(\d+)\s*,?\s*\))"))) {
-    fail("shape is not 2-D (rows, cols): header " + header);
-  }
-  array.rows = std::stoll(match[1]);
-  array.cols = std::stoll(match[2]);
+  const std::string shape = value_of("shape");  // "(rows,cols)" or "(rows,cols,)"
+  const size_t comma = shape.find(',');
+  const bool two_d =
+      shape.size() > 2 && shape.front() == '(' && shape.back() == ')' &&
+      comma != std::string::npos && shape.find_first_not_of("0123456789,", 1) == shape.size() - 1 &&
+      std::count(shape.begin(), shape.end(), ',') == (shape[shape.size() - 2] == ',' ? 2 : 1);
+  if (!two_d || comma == 1) fail("shape " + shape + " is not 2-D (rows, cols)");
+  array.rows = std::stoll(shape.substr(1, comma - 1));
+  array.cols = std::stoll(shape.substr(comma + 1));
   const size_t bytes = size_t(array.rows) * array.cols * descr_size(array.descr);
   array.data.resize(bytes);
   if (!in.read(reinterpret_cast<char*>(array.data.data()), std::streamsize(bytes))) {

@@ -1,8 +1,8 @@
-// The OpenMPI side of bench/fused.sh: the same GEMM (oneDNN through symmesh's Gemm, one call
-// over the whole problem, one OpenMP thread per rank like symmesh's default) on the same
-// seeded inputs, then MPI_Reduce_scatter_block / MPI_Allreduce / MPI_Allgather (or the
-// all-gather first, for allgather-matmul). Each iteration starts after an MPI_Barrier and is
-// timed by its slowest rank; rank 0 prints the medians: total, compute and comm seconds.
+// The OpenMPI side of bench/fused.sh: the same GEMM as symmesh's baselines (oneDNN tiles of
+// the default 256 x 512 through symmesh's Gemm, one thread per rank) on the same seeded inputs,
+// then MPI_Reduce_scatter_block / MPI_Allreduce / MPI_Allgather (or the all-gather first, for
+// allgather-matmul). Each iteration starts after an MPI_Barrier and is timed by its slowest rank;
+// rank 0 prints the medians: total, compute and comm seconds.
 //   mpirun -np 2 mpi_fused_bench OP M N K DTYPE ITERS
 #include <mpi.h>
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/fused/inputs.h"
+#include "ops/fused/tiles.h"
 #include "ops/fused/workers.h"
 #include "ops/gemm.h"
 
@@ -43,7 +44,6 @@ int main(int argc, char** argv) {
   o.k = std::stoll(argv[4]);
   o.dtype = parse_dtype(argv[5]);
   const int iters = std::stoi(argv[6]);
-  set_gemm_threads(1);
 
   const RowSplit split = split_rows(o.m, size);
   const int64_t padded = split.rows_per_part * size;
@@ -54,11 +54,11 @@ int main(int argc, char** argv) {
   std::vector<float> c(size_t(padded) * o.n), out(c.size());
   std::vector<std::byte> shard(size_t(split.rows_per_part) * o.k * element);
   std::vector<std::byte> gathered(size_t(padded) * o.k * element);
-  std::memcpy(shard.data(), a.data(), a.size());
-  const GemmShape shape{o.m, o.n, o.k, o.k, o.n, o.n};
+  if (o.op == FusedOp::kAllgatherMatmul) std::memcpy(shard.data(), a.data(), a.size());
   auto compute = [&] {
-    const void* lhs = o.op == FusedOp::kAllgatherMatmul ? gathered.data() : a.data();
-    gemm.multiply(shape, o.dtype, lhs, b.data(), c.data(), false);
+    const std::byte* lhs = o.op == FusedOp::kAllgatherMatmul ? gathered.data() : a.data();
+    const GemmOperands operands{o.dtype, lhs, o.k, b.data(), o.n, o.k, o.tile_k};
+    multiply_tiled(gemm, operands, o.m, o.n, o.tile_m, o.tile_n, c.data(), 1);
   };
   auto communicate = [&] {
     const int block = int(split.rows_per_part * o.n);

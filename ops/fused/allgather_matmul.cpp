@@ -119,7 +119,7 @@ class AllgatherMatmul final : public FusedOperator {
 
   void send(FusedTensors& t, CommPort& port, uint64_t run, int thread) {
     if (thread == 0) {
-      std::memcpy(gather_ + split_.begin(me_) * row_bytes_, t.a.data(), t.a.size());
+      std::copy(t.a.begin(), t.a.end(), gather_ + split_.begin(me_) * row_bytes_);
     }
     for (int64_t chunk = 0; chunk < chunks(me_); ++chunk) {
       const size_t offset = size_t(chunk * o_.tile_m) * row_bytes_;

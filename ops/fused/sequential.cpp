@@ -1,10 +1,11 @@
-// The sequential baselines: one GEMM over the whole problem (oneDNN, compute_threads OpenMP
-// threads), a barrier, then the runtime's collective (or the collective first, for
-// allgather-matmul). The barrier keeps each phase's time its own: compute_s is the GEMM alone,
-// comm_s the collective alone (what the fused figures call compute-only and comm-only).
+// The sequential baselines: the GEMM over the whole problem (the fused operators' oneDNN tiles,
+// on compute_threads threads), a barrier, then the runtime's collective (or the collective
+// first, for allgather-matmul). The barrier keeps each phase's time its own: compute_s is the GEMM
+// alone, comm_s the collective alone (what the fused figures call compute-only and comm-only).
 #include <cstring>
 
 #include "ops/fused/operator.h"
+#include "ops/fused/tiles.h"
 #include "ops/fused/workers.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
@@ -50,7 +51,6 @@ class Sequential final : public FusedOperator {
     const int n = pe_.n_pes();
     const size_t element = dtype_size(o_.dtype);
     const size_t padded = size_t(split_.rows_per_part) * n;
-    set_gemm_threads(o_.compute_threads);
     Team& world = pe_.team_world();
     RunFigures figures;
     figures.flops = 2.0 * double(o_.m) * double(o_.n) * double(o_.k);
@@ -59,21 +59,21 @@ class Sequential final : public FusedOperator {
     double compute_end = 0, comm_start = 0;
     if (o_.op == FusedOp::kAllgatherMatmul) {
       const double cpu = process_cpu_seconds();
-      std::memcpy(src_, t.a.data(), t.a.size());
+      std::copy(t.a.begin(), t.a.end(), static_cast<std::byte*>(src_));
       allgather(pe_, world, dst_, src_, size_t(split_.rows_per_part) * o_.k, o_.dtype);
       figures.comm_s = now_seconds() - start;
       figures.comm_cpu_s = process_cpu_seconds() - cpu;
       barrier_all(pe_);
       const double compute_start = now_seconds();
-      gemm_.multiply(GemmShape{o_.m, o_.n, o_.k, o_.k, o_.n, o_.n}, o_.dtype, dst_, t.b.data(),
-                     t.c.data(), false);
+      multiply_tiled(gemm_, operands(dst_, t), o_.m, o_.n, o_.tile_m, o_.tile_n, t.c.data(),
+                     o_.compute_threads);
       compute_end = now_seconds();
       figures.compute_s = compute_end - compute_start;
       figures.wire_bytes = uint64_t(n - 1) * split_.rows_per_part * o_.k * element;
     } else {
       float* c = static_cast<float*>(src_);
-      gemm_.multiply(GemmShape{o_.m, o_.n, o_.k, o_.k, o_.n, o_.n}, o_.dtype, t.a.data(),
-                     t.b.data(), c, false);
+      multiply_tiled(gemm_, operands(t.a.data(), t), o_.m, o_.n, o_.tile_m, o_.tile_n, c,
+                     o_.compute_threads);
       figures.compute_s = now_seconds() - start;
       barrier_all(pe_);
       comm_start = now_seconds();
@@ -81,11 +81,11 @@ class Sequential final : public FusedOperator {
       const float* result = static_cast<const float*>(dst_);
       if (o_.op == FusedOp::kMatmulReduceScatter) {
         reduce_scatter(pe_, world, dst_, src_, padded * o_.n, DType::kF32);
-        std::memcpy(t.c.data(), result, t.c.size() * sizeof(float));
+        std::copy(result, result + t.c.size(), t.c.begin());
         figures.wire_bytes = uint64_t(n - 1) * split_.rows_per_part * o_.n * sizeof(float);
       } else {
         allreduce(pe_, world, dst_, src_, size_t(o_.m) * o_.n, DType::kF32);
-        std::memcpy(t.c.data(), result, t.c.size() * sizeof(float));
+        std::copy(result, result + t.c.size(), t.c.begin());
         figures.wire_bytes = 2 * uint64_t(n - 1) * o_.m * o_.n * sizeof(float) / n;
       }
       compute_end = now_seconds();
@@ -100,6 +100,11 @@ class Sequential final : public FusedOperator {
   }
 
  private:
+  GemmOperands operands(const void* a, const FusedTensors& t) const {
+    return GemmOperands{o_.dtype, static_cast<const std::byte*>(a), o_.k, t.b.data(), o_.n, o_.k,
+                        o_.tile_k};
+  }
+
   Pe& pe_;
   Gemm& gemm_;
   const FusedOptions o_;

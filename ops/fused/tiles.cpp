@@ -1,6 +1,10 @@
 #include "ops/fused/tiles.h"
 
 #include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "ops/fused/workers.h"
 
 namespace symmesh {
 
@@ -37,6 +41,22 @@ void compute_tile(Gemm& gemm, const GemmOperands& op, const Tile& tile, int64_t 
     const std::byte* b = op.b + (k0 * op.ldb + tile.col) * element;
     gemm.multiply(shape, op.dtype, a, b, c, /*accumulate=*/k0 > 0);
   }
+}
+
+void multiply_tiled(Gemm& gemm, const GemmOperands& operands, int64_t m, int64_t n, int64_t tile_m,
+                    int64_t tile_n, float* c, int threads) {
+  const TileGrid grid(0, m, m, n, tile_m, tile_n);
+  auto work = [&](int thread) {
+    set_gemm_threads(1);
+    for (int64_t i = thread; i < grid.count(); i += threads) {
+      const Tile tile = grid.tile(i);
+      compute_tile(gemm, operands, tile, 0, c + tile.row * n + tile.col, n);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int thread = 1; thread < threads; ++thread) helpers.emplace_back(work, thread);
+  work(0);
+  for (auto& helper : helpers) helper.join();
 }
 
 double tile_flops(const Tile& tile, int64_t k) {

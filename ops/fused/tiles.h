@@ -53,6 +53,13 @@ struct GemmOperands {
 void compute_tile(Gemm& gemm, const GemmOperands& operands, const Tile& tile, int64_t a_row0,
                   float* c, int64_t ldc);
 
+// C (m x n, row-major) = A x B over the whole problem: every tile of the grid, split over
+// `threads` threads (one OpenMP thread each). The baselines' GEMM: the same kernels as the fused
+// operators' tiles, so a speedup measures overlap, not a different GEMM (oneDNN runs gemm:jit on
+// a whole large problem here, up to 20% slower than its brgemm tiles).
+void multiply_tiled(Gemm& gemm, const GemmOperands& operands, int64_t m, int64_t n, int64_t tile_m,
+                    int64_t tile_n, float* c, int threads);
+
 // 2 * rows * cols * k.
 double tile_flops(const Tile& tile, int64_t k);
 

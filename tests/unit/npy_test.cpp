@@ -33,6 +33,33 @@ TEST(Npy, RoundTripKeepsShapeAndBitsWithAnAlignedHeader) {
   std::filesystem::remove(path);
 }
 
+// A version 1.0 file with `header` as it is (NumPy pads it; the reader must not care).
+void write_raw(const std::string& path, const std::string& header, size_t data_bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  const char length[2] = {char(header.size() & 0xff), char(header.size() >> 8)};
+  out.write(length, 2);
+  out << header;
+  out << std::string(data_bytes, '\0');
+}
+
+TEST(Npy, ReadsHeadersAsNumPyWritesThemAndRefusesOtherLayouts) {
+  const std::string path = temp_path("raw.npy");
+  write_raw(path, "{'descr': '<f2', 'fortran_order': False, 'shape': (3, 2), }\n", 12);
+  const NpyArray array = read_npy(path);
+  EXPECT_EQ(array.descr, "<f2");
+  EXPECT_EQ(array.rows, 3);
+  EXPECT_EQ(array.cols, 2);
+  for (const char* bad : {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
+                          "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }",
+                          "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }",
+                          "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }"}) {
+    write_raw(path, bad, 64);
+    EXPECT_THROW(read_npy(path), InvalidArgument) << bad;
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(Npy, RefusesWhatItCannotRead) {
   const std::string path = temp_path("bad.npy");
   { std::ofstream(path) << "not numpy"; }
