@@ -23,7 +23,6 @@
 #include "ops/fused/ready_queue.h"
 #include "ops/fused/tiles.h"
 #include "ops/fused/workers.h"
-#include "runtime/barrier.h"
 
 namespace symmesh {
 namespace {
@@ -72,30 +71,22 @@ class GemmAllreduce final : public FusedOperator {
 
   RunFigures run(FusedTensors& t) override {
     const uint64_t run = ++runs_;
-    std::vector<double> busy(o_.compute_threads, 0.0);
     std::vector<std::unique_ptr<ReadyQueue>> queues;
     for (int i = 0; i < o_.compute_threads; ++i) {
       queues.push_back(std::make_unique<ReadyQueue>(tiles_of_thread(i) + 1));
     }
-    CommPort port(pe_);
-    barrier_all(pe_);
-    const double start = now_seconds();
-    run_roles(
-        pe_, o_.compute_threads, [&](int i) { busy[i] = compute(t, *queues[i], i); },
-        o_.comm_threads, [&](int j) { communicate(port, queues, run, j); });
-    pe_.signal_wait_until(arrived_, Cmp::kGe, run * others_subtiles_, pe_.deadline(),
-                          "all-gathered subtiles arrived");
-    for (int64_t tile = 0; tile < grid_.count(); ++tile) {
-      const Tile tl = grid_.tile(tile);
-      copy_tile(t.c.data() + tl.row * o_.n + tl.col, o_.n, reduced_ + size_t(tile) * tile_floats_,
-                o_.tile_n, tl.rows, tl.cols);
-    }
-    RunFigures figures;
-    figures.total_s = now_seconds() - start;
-    for (double b : busy) figures.compute_s += b / o_.compute_threads;
-    figures.wire_bytes = port.wire_bytes();
-    figures.flops = 2.0 * double(o_.m) * double(o_.n) * double(o_.k);
-    return figures;
+    return run_pipelined(
+        pe_, o_, [&](int i) { return compute(t, *queues[i], i); },
+        [&](int j, CommPort& port) { communicate(port, queues, run, j); },
+        [&] {
+          pe_.signal_wait_until(arrived_, Cmp::kGe, run * others_subtiles_, pe_.deadline(),
+                                "all-gathered subtiles arrived");
+          for (int64_t tile = 0; tile < grid_.count(); ++tile) {
+            const Tile tl = grid_.tile(tile);
+            copy_tile(t.c.data() + tl.row * o_.n + tl.col, o_.n,
+                      reduced_ + size_t(tile) * tile_floats_, o_.tile_n, tl.rows, tl.cols);
+          }
+        });
   }
 
  private:

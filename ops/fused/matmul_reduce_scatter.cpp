@@ -19,7 +19,6 @@
 #include "ops/fused/operator.h"
 #include "ops/fused/tiles.h"
 #include "ops/fused/workers.h"
-#include "runtime/barrier.h"
 
 namespace symmesh {
 namespace {
@@ -62,20 +61,10 @@ class MatmulReduceScatter final : public FusedOperator {
 
   RunFigures run(FusedTensors& t) override {
     const uint64_t first_round = uint64_t(runs_++) * rounds_;
-    std::vector<double> busy(o_.compute_threads, 0.0);
     std::vector<std::vector<float>> scratch(o_.comm_threads);
-    CommPort port(pe_);
-    barrier_all(pe_);
-    const double start = now_seconds();
-    run_roles(
-        pe_, o_.compute_threads, [&](int i) { busy[i] = compute(t, first_round, i); },
-        o_.comm_threads, [&](int j) { communicate(t, port, first_round, j, scratch[j]); });
-    RunFigures figures;
-    figures.total_s = now_seconds() - start;
-    for (double b : busy) figures.compute_s += b / o_.compute_threads;
-    figures.wire_bytes = port.wire_bytes();
-    figures.flops = 2.0 * double(o_.m) * double(o_.n) * double(o_.k);
-    return figures;
+    return run_pipelined(
+        pe_, o_, [&](int i) { return compute(t, first_round, i); },
+        [&](int j, CommPort& port) { communicate(t, port, first_round, j, scratch[j]); });
   }
 
  private:

@@ -25,36 +25,38 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+// One mode's operator, tensors and samples. Each figure of an iteration is the slowest PE's.
 struct ModeRun {
+  std::unique_ptr<FusedOperator> op;
+  FusedTensors tensors;
+  std::vector<float> first;  // the warm-up's output, which every iteration must equal bitwise
   std::vector<double> total, compute, comm, comm_cpu;
   uint64_t wire_bytes = 0;
   double flops = 0;
   bool deterministic = true;
-  FusedTensors tensors;
-};
 
-// A warm-up, then `iters` timed runs; each figure is the slowest PE's.
-ModeRun run_mode(Pe& pe, FusedOperator& op, const FusedJob& job, FusedTensors inputs) {
-  ModeRun out;
-  out.tensors = std::move(inputs);
-  shape_tensors(job.options, pe, out.tensors);
-  op.run(out.tensors);
-  const std::vector<float> first = out.tensors.c;
-  for (int i = 0; i < job.iters; ++i) {
-    const RunFigures f = op.run(out.tensors);
-    out.total.push_back(max_over_pes(pe, f.total_s));
-    out.compute.push_back(max_over_pes(pe, f.compute_s));
-    out.comm.push_back(max_over_pes(pe, f.comm_s));
-    out.comm_cpu.push_back(max_over_pes(pe, f.comm_cpu_s));
-    out.wire_bytes = uint64_t(max_over_pes(pe, double(f.wire_bytes)));
-    out.flops = f.flops;
-    // Bitwise: the same floats with the same bits (an empty band is trivially equal).
-    out.deterministic =
-        out.deterministic && (first.empty() || std::memcmp(first.data(), out.tensors.c.data(),
-                                                           first.size() * sizeof(float)) == 0);
+  ModeRun(std::unique_ptr<FusedOperator> mode, const FusedJob& job, const Pe& pe,
+          FusedTensors inputs)
+      : op(std::move(mode)), tensors(std::move(inputs)) {
+    shape_tensors(job.options, pe, tensors);
+    op->run(tensors);  // the warm-up: primitives created, pages touched
+    first = tensors.c;
   }
-  return out;
-}
+
+  void measure(Pe& pe) {
+    const RunFigures f = op->run(tensors);
+    total.push_back(max_over_pes(pe, f.total_s));
+    compute.push_back(max_over_pes(pe, f.compute_s));
+    comm.push_back(max_over_pes(pe, f.comm_s));
+    comm_cpu.push_back(max_over_pes(pe, f.comm_cpu_s));
+    wire_bytes = uint64_t(max_over_pes(pe, double(f.wire_bytes)));
+    flops = f.flops;
+    // Bitwise: the same floats with the same bits (an empty band is trivially equal).
+    deterministic =
+        deterministic && (first.empty() || std::memcmp(first.data(), tensors.c.data(),
+                                                       first.size() * sizeof(float)) == 0);
+  }
+};
 
 struct Errors {
   double abs = 0, largest = 0;
@@ -110,16 +112,14 @@ FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
   inputs.a = input_a(o, pe.n_pes(), pe.my_pe(), job.inputs);
   inputs.b = input_b(o, job.inputs);
 
-  // The sequential baseline always runs: its phases are compute-only and comm-only.
-  ModeRun sequential;
-  {
-    auto op = make_sequential(pe, gemm, o);
-    sequential = run_mode(pe, *op, job, inputs);
-  }
+  // The sequential baseline always runs: its phases are compute-only and comm-only. The
+  // modes take turns, iteration by iteration, so a slow spell of a noisy machine falls on both.
+  ModeRun sequential(make_sequential(pe, gemm, o), job, pe, inputs);
   std::optional<ModeRun> fused;
-  if (job.mode != FusedMode::kSequential) {
-    auto op = make_fused(pe, gemm, o);
-    fused = run_mode(pe, *op, job, std::move(inputs));
+  if (job.mode != FusedMode::kSequential) fused.emplace(make_fused(pe, gemm, o), job, pe, inputs);
+  for (int i = 0; i < job.iters; ++i) {
+    sequential.measure(pe);
+    if (fused) fused->measure(pe);
   }
   const ModeRun& chosen = fused ? *fused : sequential;
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "ops/fused/operator.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
@@ -19,6 +20,17 @@ namespace symmesh {
 // every other wait ends at once) and is rethrown after all threads joined.
 void run_roles(Pe& pe, int compute_threads, const std::function<void(int)>& compute,
                int comm_threads, const std::function<void(int)>& comm);
+
+class CommPort;
+
+// One run of a fused operator: a barrier (so no PE reuses memory a peer still reads from the
+// previous run), then the compute and comm roles, then `finish` (still timed). compute(i)
+// returns thread i's GEMM busy time. The figures: wall time, the compute threads' mean busy
+// time, the bytes the comm threads moved, 2*m*n*k flops.
+RunFigures run_pipelined(Pe& pe, const FusedOptions& options,
+                         const std::function<double(int)>& compute,
+                         const std::function<void(int, CommPort&)>& comm,
+                         const std::function<void()>& finish = {});
 
 // Sets the calling thread's OpenMP team size for the oneDNN calls it makes.
 void set_gemm_threads(int threads);
