@@ -65,8 +65,9 @@ Gemm::Cached& Gemm::primitive(const GemmShape& s, DType type, bool accumulate) {
   try {
     pd = describe(onednn_type(type));
   } catch (const dnnl::error&) {
-    if (type != DType::kF16) throw;
-    // No f16 kernel on this CPU: the operands are converted, the product is f32.
+    if (type == DType::kF32) throw;
+    // No kernel for this 16-bit type on this CPU (f16 here; bf16 without AVX-512): the
+    // operands are converted, the product is f32.
     pd = describe(dt::f32);
     cached.convert_to_f32 = true;
   }

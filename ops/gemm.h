@@ -4,9 +4,9 @@
 // tile. One oneDNN primitive per (shape, strides, type, accumulate) is created on first use
 // and cached: tiles of one shape never create a second. Thread-safe: compute threads share one.
 //
-// Paths: bf16 and f32 run oneDNN's own kernels (brgemm with avx512_bf16 where the CPU has
-// it); f16 runs natively where oneDNN has an f16 kernel for this CPU, otherwise A and B are
-// converted to f32 first. path() says which ran.
+// Paths: f32 runs oneDNN's f32 kernels; bf16 and f16 run natively where oneDNN has a kernel
+// for them on this CPU (bf16: brgemm with avx512_bf16 here), otherwise A and B are converted
+// to f32 first (f16 here; bf16 on CPUs without AVX-512). path() says which ran.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
