@@ -12,7 +12,8 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 
 size_t descr_size(const std::string& descr) {
-  return descr == "<f4" ? 4 : 2;
+  if (descr == "<i8") return 8;
+  return descr == "<f4" || descr == "<i4" ? 4 : 2;
 }
 
 }  // namespace
@@ -57,10 +58,10 @@ NpyArray read_npy(const std::string& path) {
     return value;
   };
   array.descr = value_of("descr");
-  if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2" &&
-      array.descr != "|V2") {
+  static const char* kDescrs[] = {"<f4", "<f2", "<u2", "|V2", "<i8", "<i4"};
+  if (std::find(std::begin(kDescrs), std::end(kDescrs), array.descr) == std::end(kDescrs)) {
     fail("dtype '" + array.descr + "' is not supported: allowed '<f4' (f32), '<f2' (f16), " +
-         "'<u2' or '|V2' (bf16 bit patterns)");
+         "'<u2' or '|V2' (bf16 bit patterns), '<i8' or '<i4' (expert ids)");
   }
   if (value_of("fortran_order") != "False") {
     fail("Fortran order is not supported: save a C-ordered array (np.ascontiguousarray)");

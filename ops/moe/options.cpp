@@ -1,0 +1,73 @@
+#include "ops/moe/options.h"
+
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+void check_range(const std::string& field, int64_t value, int64_t low, int64_t high,
+                 const std::string& why = "") {
+  if (value >= low && value <= high) return;
+  throw InvalidArgument(field + " = " + std::to_string(value) + " is out of range: allowed " +
+                        std::to_string(low) + " to " + std::to_string(high) +
+                        (why.empty() ? "" : " (" + why + ")"));
+}
+
+}  // namespace
+
+MoeWeighting parse_moe_weighting(const std::string& name) {
+  if (name == "none") return MoeWeighting::kNone;
+  if (name == "topk") return MoeWeighting::kTopk;
+  throw InvalidArgument("unknown weighting '" + name + "': allowed none, topk");
+}
+
+const char* moe_weighting_name(MoeWeighting weighting) {
+  return weighting == MoeWeighting::kNone ? "none" : "topk";
+}
+
+MoeAlgo parse_moe_algo(const std::string& name) {
+  if (name == "hier") return MoeAlgo::kHier;
+  if (name == "flat") return MoeAlgo::kFlat;
+  throw InvalidArgument("unknown combine algorithm '" + name + "': allowed hier, flat");
+}
+
+const char* moe_algo_name(MoeAlgo algo) {
+  return algo == MoeAlgo::kHier ? "hier" : "flat";
+}
+
+void validate(const MoeOptions& o, int nodes, int ranks_per_node) {
+  const int n = nodes * ranks_per_node;
+  check_range("tokens", o.tokens, 0, kMaxMoeTokens, "per PE");
+  check_range("hidden", o.hidden, 8, kMaxMoeHidden);
+  if (o.hidden % 8 != 0) {
+    throw InvalidArgument("hidden = " + std::to_string(o.hidden) +
+                          " must be a multiple of 8 (rows of 16 bytes of bf16)");
+  }
+  check_range("experts", o.experts, n, kMaxMoeExperts, "at least one per PE");
+  if (o.experts % n != 0) {
+    throw InvalidArgument("experts = " + std::to_string(o.experts) +
+                          " must spread evenly over the " + std::to_string(n) +
+                          " PEs: a multiple of " + std::to_string(n));
+  }
+  check_range("topk", o.topk, 1, std::min(kMaxMoeTopk, o.experts), "distinct experts per token");
+  check_range("biases", o.biases, 0, 2);
+  if (o.partial_dtype != DType::kBF16 && o.partial_dtype != DType::kF32) {
+    throw InvalidArgument(std::string("partial dtype ") + dtype_name(o.partial_dtype) +
+                          " is not allowed: bf16 or f32");
+  }
+  check_range("channels", o.channels, 1, 64);
+  check_range("chunk_tokens", o.chunk_tokens, 1, 4096);
+  // A sender waits while capacity - (tail - head) < chunk: a chunk above half a ring could
+  // leave the receiver's lazily returned head and the sender's next chunk waiting on each other.
+  for (const auto& [name, ring] : {std::pair{"nvl_ring_tokens", o.nvl_ring_tokens},
+                                   std::pair{"rdma_ring_tokens", o.rdma_ring_tokens}}) {
+    check_range(name, ring, 2, 1 << 20);
+    if (o.chunk_tokens * 2 > ring) {
+      throw InvalidArgument("chunk_tokens = " + std::to_string(o.chunk_tokens) +
+                            " is larger than half of " + name + " = " + std::to_string(ring) +
+                            ": allowed up to " + std::to_string(ring / 2));
+    }
+  }
+}
+
+}  // namespace symmesh

@@ -1,0 +1,55 @@
+// What a MoE dispatch or combine job asks for (issue 5): the token and routing shape, how the
+// combine weighs and rounds, and the channels, rings and chunks of the pipeline. validate()
+// refuses what cannot run, naming the field and the allowed range.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/collectives/dtype.h"
+
+namespace symmesh {
+
+// none: DeepEP's normal mode (expert outputs summed as they are, weights passed through);
+// topk: each expert output scaled by its f32 gate weight before the first reduction.
+enum class MoeWeighting { kNone, kTopk };
+MoeWeighting parse_moe_weighting(const std::string& name);  // none, topk
+const char* moe_weighting_name(MoeWeighting weighting);
+
+// hier: one copy per destination node over the network, fanned out / reduced inside the node
+// (seed 002); flat: every PE talks to every PE directly (the baseline).
+enum class MoeAlgo { kHier, kFlat };
+MoeAlgo parse_moe_algo(const std::string& name);  // hier, flat
+const char* moe_algo_name(MoeAlgo algo);
+
+struct MoeOptions {
+  int64_t tokens = 0;  // per PE
+  int64_t hidden = 0;  // bf16 elements per token, a multiple of 8 (16-byte rows)
+  int topk = 0;
+  int experts = 0;  // spread evenly: PE p holds experts [p * E/n, (p + 1) * E/n)
+  MoeWeighting weighting = MoeWeighting::kTopk;
+  int biases = 0;                      // 0, 1 or 2 bias tensors added by the receivers
+  DType partial_dtype = DType::kBF16;  // what partial sums travel in: bf16 or f32
+  MoeAlgo algo = MoeAlgo::kHier;
+  int channels = 2;               // threads per PE, each owning a contiguous range of tokens
+  int64_t chunk_tokens = 4;       // tokens a sender moves before it publishes a tail
+  int64_t nvl_ring_tokens = 16;   // per (channel, peer) shared-memory ring
+  int64_t rdma_ring_tokens = 16;  // per (channel, source node) symmetric RDMA ring
+};
+
+inline constexpr int64_t kMaxMoeTokens = int64_t{1} << 20;
+inline constexpr int64_t kMaxMoeHidden = int64_t{1} << 16;
+inline constexpr int kMaxMoeTopk = 32;
+inline constexpr int kMaxMoeExperts = 1 << 16;
+
+// Throws InvalidArgument naming the first field out of range for the cluster's shape.
+void validate(const MoeOptions& options, int nodes, int ranks_per_node);
+
+inline int experts_per_pe(const MoeOptions& options, int n_pes) {
+  return options.experts / n_pes;
+}
+inline int expert_pe(const MoeOptions& options, int n_pes, int expert) {
+  return expert / experts_per_pe(options, n_pes);
+}
+
+}  // namespace symmesh

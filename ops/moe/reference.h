@@ -1,0 +1,44 @@
+// The references MoE dispatch and combine are verified against, and the inputs they share:
+// each PE's tokens (bf16, generated from a seed), the stand-in expert every test and benchmark
+// runs, the bias tensors. Everything is computed from the routing alone, in f32 and in a fixed
+// order, without moving data.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/moe/layout.h"
+
+namespace symmesh {
+
+// PE `pe`'s tokens: [tokens][hidden] bf16 bit patterns, uniform in [-1, 1).
+std::vector<uint16_t> moe_tokens(const MoeOptions& options, int pe, uint64_t seed);
+// Bias tensor `index` (0 or 1) of PE `pe`: [tokens][hidden] bf16, uniform in [-1/8, 1/8).
+std::vector<uint16_t> moe_bias(const MoeOptions& options, int pe, int index, uint64_t seed);
+
+// The stand-in expert: expert e maps x to x * expert_scale(e), a multiple of 1/8 in [1, 2), so
+// different experts give different outputs and a misrouted one is seen.
+float expert_scale(int expert);
+
+// What one PE's experts contribute to one token (DeepEP's per-rank combine input): the sum over
+// the token's experts held by `pe`, in topk order, of (weight if topk weighting) * scale * x.
+void expert_partial(const MoeOptions& options, const Routing& routing, int64_t token, int pe,
+                    int n_pes, const uint16_t* x, float* out);
+
+// A received token, as dispatch returns it: from which PE and which of its tokens.
+struct ReceivedToken {
+  int source_pe;
+  int64_t source_token;
+};
+// The tokens PE `pe` receives, in the order dispatch delivers them: by source PE, then token.
+std::vector<ReceivedToken> reference_dispatch(const MoeOptions& options,
+                                              const std::vector<Routing>& routings,
+                                              const ClusterShape& shape, int pe);
+
+// PE `pe`'s combined_x: per token the sum of every expert's weighted output, plus the biases,
+// in f32, rounded once to bf16.
+std::vector<uint16_t> reference_combine(const MoeOptions& options, const Routing& routing,
+                                        const std::vector<uint16_t>& x,
+                                        const std::vector<std::vector<uint16_t>>& biases);
+
+}  // namespace symmesh
