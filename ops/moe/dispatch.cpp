@@ -1,0 +1,320 @@
+#include "ops/moe/dispatch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/fused/operator.h"
+#include "ops/fused/workers.h"
+#include "runtime/barrier.h"
+
+namespace symmesh {
+namespace {
+
+// A token on the wire: x, its expert ids and weights, and where it came from.
+struct RecordFormat {
+  int64_t hidden;
+  int topk;
+  size_t ids_at() const { return size_t(hidden) * 2; }
+  size_t weights_at() const { return ids_at() + size_t(topk) * 4; }
+  size_t source_at() const { return weights_at() + size_t(topk) * 4; }
+  size_t bytes() const { return (source_at() + 8 + 15) / 16 * 16; }
+};
+
+// An exclusive prefix over [rows][columns] in row-major order: out[r][c] = the sum of every
+// entry before (r, c); out has columns + 1 per row, the last the row's end.
+std::vector<int64_t> prefix_rows(const uint64_t* counts, int rows, int columns) {
+  std::vector<int64_t> out(size_t(rows) * (columns + 1));
+  int64_t running = 0;
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < columns; ++c) {
+      out[size_t(r) * (columns + 1) + c] = running;
+      running += int64_t(counts[size_t(r) * columns + c]);
+    }
+    out[size_t(r) * (columns + 1) + columns] = running;
+  }
+  return out;
+}
+
+uint64_t max_over_pes(Pe& pe, uint64_t value) {
+  uint64_t result = value;
+  for (uint64_t v : pe.exchange(pe.team_world(), value)) result = std::max(result, v);
+  return result;
+}
+
+class Dispatcher {
+ public:
+  Dispatcher(Pe& pe, const MoeOptions& o, const std::vector<uint16_t>& x, const Routing& routing)
+      : pe_(pe),
+        o_(o),
+        x_(x),
+        routing_(routing),
+        tokens_(routing.tokens),
+        shape_{pe.node().nodes(), pe.node().ranks_per_node()},
+        n_(shape_.n_pes()),
+        nodes_(shape_.nodes),
+        ranks_(shape_.ranks_per_node),
+        me_(pe.my_pe()),
+        my_node_(pe.my_node()),
+        local_(pe.local_rank()),
+        channels_(o.channels),
+        format_{o.hidden, o.topk},
+        layout_(dispatch_layout(routing, o, shape_)) {}
+
+  DispatchResult run() {
+    notify();
+    allocate();
+    CommPort port(pe_);
+    result_.handle.rdma_slot.assign(size_t(tokens_) * nodes_, -1);
+    result_.handle.nvl_slot.assign(size_t(forwarded_) * ranks_, -1);
+    run_roles(pe_, 0, {}, channels_, [&](int channel) {
+      send(port, channel);
+      forward(port, channel);
+    });
+    receive();
+    barrier_all(pe_);  // no PE frees a region a forwarder may still write
+    release();
+    return std::move(result_);
+  }
+
+ private:
+  // Step 1: tokens per (PE, channel) to each PE; per (node, channel) to the cross team.
+  void notify() {
+    const size_t pe_words = size_t(n_) * channels_;
+    const size_t node_words = size_t(nodes_) * nodes_ * channels_;
+    notify_pe_ = static_cast<uint64_t*>(
+        symmetric_zeroed(pe_, pe_words * 8 + 8, "dispatch counts (PEs x channels)"));
+    notify_node_ = static_cast<uint64_t*>(
+        symmetric_zeroed(pe_, node_words * 8 + 8, "dispatch counts (nodes x nodes x channels)"));
+    barrier_all(pe_);
+    std::vector<uint64_t> to_pe(pe_words, 0), to_node(size_t(nodes_) * channels_, 0);
+    for (int c = 0; c < channels_; ++c) {
+      const TokenRange range = channel_tokens(tokens_, channels_, c);
+      for (int64_t t = range.begin; t < range.end; ++t) {
+        for (int p = 0; p < n_; ++p) to_pe[size_t(p) * channels_ + c] += layout_.goes_to_pe(t, p);
+        for (int b = 0; b < nodes_; ++b) {
+          to_node[size_t(b) * channels_ + c] += layout_.goes_to_node(t, b);
+        }
+      }
+    }
+    uint64_t* pe_counter = notify_pe_ + pe_words;
+    uint64_t* node_counter = notify_node_ + node_words;
+    for (int p = 0; p < n_; ++p) {
+      pe_.put_signal(notify_pe_ + size_t(me_) * channels_, &to_pe[size_t(p) * channels_],
+                     size_t(channels_) * 8, pe_counter, 1, SignalOp::kAdd, p);
+    }
+    for (int b = 0; b < nodes_; ++b) {
+      pe_.put_signal(notify_node_ + size_t(my_node_) * nodes_ * channels_, to_node.data(),
+                     to_node.size() * 8, node_counter, 1, SignalOp::kAdd, b * ranks_ + local_);
+    }
+    pe_.signal_wait_until(pe_counter, Cmp::kGe, uint64_t(n_), pe_.deadline(),
+                          "dispatch notify: counts from every PE");
+    pe_.signal_wait_until(node_counter, Cmp::kGe, uint64_t(nodes_), pe_.deadline(),
+                          "dispatch notify: counts from every node");
+    // Receivers: [source PE][channel] prefix; forwarders: [source node][channel] prefix of
+    // the records sent to this node.
+    result_.handle.channels = channels_;
+    result_.handle.recv_prefix = prefix_rows(notify_pe_, n_, channels_);
+    std::vector<uint64_t> to_me(size_t(nodes_) * channels_);
+    for (int a = 0; a < nodes_; ++a) {
+      for (int c = 0; c < channels_; ++c)
+        to_me[size_t(a) * channels_ + c] = node_count(a, my_node_, c);
+    }
+    result_.handle.forward_prefix = prefix_rows(to_me.data(), nodes_, channels_);
+    received_ = result_.handle.recv_prefix.back();
+    forwarded_ = result_.handle.forward_prefix.back();
+  }
+
+  // Records PE (a, local_) sends to node b in channel c (every cross-team member knows).
+  uint64_t node_count(int a, int b, int c) const {
+    return notify_node_[(size_t(a) * nodes_ + b) * channels_ + c];
+  }
+  // Where (a, c)'s records start in node b's forwarder region.
+  int64_t forwarder_base(int a, int b, int c) const {
+    int64_t base = 0;
+    for (int a2 = 0; a2 < nodes_; ++a2) {
+      for (int c2 = 0; c2 < channels_; ++c2) {
+        if (a2 == a && c2 == c) return base;
+        base += int64_t(node_count(a2, b, c2));
+      }
+    }
+    return base;
+  }
+
+  void allocate() {
+    const size_t bytes = format_.bytes();
+    const uint64_t most_forwarded = max_over_pes(pe_, uint64_t(forwarded_));
+    const uint64_t most_received = max_over_pes(pe_, uint64_t(received_));
+    forward_region_ = static_cast<std::byte*>(symmetric_zeroed(
+        pe_, most_forwarded * bytes, "dispatch forwarder region (records x record bytes)"));
+    forward_tail_ = static_cast<uint64_t*>(
+        symmetric_zeroed(pe_, size_t(nodes_) * channels_ * 8, "dispatch forwarder tails"));
+    recv_region_ = static_cast<std::byte*>(symmetric_zeroed(
+        pe_, most_received * bytes, "dispatch receive region (tokens x record bytes)"));
+    recv_tail_ = static_cast<uint64_t*>(
+        symmetric_zeroed(pe_, size_t(n_) * channels_ * 8, "dispatch receive tails"));
+    barrier_all(pe_);  // every region exists and is zero, every PE has all its counts
+    // The receive prefix of every PE on this node, read where it lives.
+    local_prefix_.resize(ranks_);
+    for (int j = 0; j < ranks_; ++j) {
+      const auto* counts = static_cast<const uint64_t*>(pe_.ptr(notify_pe_, my_node_ * ranks_ + j));
+      local_prefix_[j] = prefix_rows(counts, n_, channels_);
+    }
+  }
+
+  void encode(int64_t token, std::byte* record) const {
+    std::memcpy(record, &x_[size_t(token) * o_.hidden], size_t(o_.hidden) * 2);
+    std::memcpy(record + format_.ids_at(), &routing_.experts[size_t(token) * o_.topk],
+                size_t(o_.topk) * 4);
+    std::memcpy(record + format_.weights_at(), &routing_.weights[size_t(token) * o_.topk],
+                size_t(o_.topk) * 4);
+    const int32_t source[2] = {me_, int32_t(token)};
+    std::memcpy(record + format_.source_at(), source, 8);
+  }
+
+  // Step 2: this channel's tokens to every destination node's forwarder, chunk by chunk.
+  void send(CommPort& port, int channel) {
+    const TokenRange range = channel_tokens(tokens_, channels_, channel);
+    const size_t bytes = format_.bytes();
+    std::vector<std::byte> staging(size_t(o_.chunk_tokens) * bytes);
+    for (int step = 1; step <= nodes_; ++step) {
+      const int b = (my_node_ + step) % nodes_;  // this node last
+      const int forwarder = b * ranks_ + local_;
+      const int64_t base = forwarder_base(my_node_, b, channel);
+      int64_t sent = 0, staged = 0;
+      auto flush = [&] {
+        if (staged == 0) return;
+        port.put_signal(forward_region_ + size_t(base + sent) * bytes, staging.data(),
+                        size_t(staged) * bytes,
+                        forward_tail_ + size_t(my_node_) * channels_ + channel, uint64_t(staged),
+                        SignalOp::kAdd, forwarder);
+        sent += staged;
+        staged = 0;
+      };
+      for (int64_t t = range.begin; t < range.end; ++t) {
+        if (!layout_.goes_to_node(t, b)) continue;
+        result_.handle.rdma_slot[size_t(t) * nodes_ + b] = base + sent + staged;
+        encode(t, staging.data() + size_t(staged) * bytes);
+        if (++staged == o_.chunk_tokens) flush();
+      }
+      flush();
+    }
+  }
+
+  // Step 3: every record this forwarder receives in this channel, into each destination PE.
+  void forward(CommPort& port, int channel) {
+    const size_t bytes = format_.bytes();
+    const int first_expert_node = my_node_ * ranks_;
+    for (int a = 0; a < nodes_; ++a) {
+      const int source = a * ranks_ + local_;
+      const int64_t base = result_.handle.forward_prefix[size_t(a) * (channels_ + 1) + channel];
+      const int64_t count = int64_t(node_count(a, my_node_, channel));
+      std::vector<int64_t> written(ranks_, 0);
+      for (int64_t i = 0; i < count; ++i) {
+        const uint64_t* tail = forward_tail_ + size_t(a) * channels_ + channel;
+        if (pe_.signal_fetch(tail) < uint64_t(i + 1)) {
+          pe_.signal_wait_until(tail, Cmp::kGe, uint64_t(i + 1), pe_.deadline(),
+                                "dispatch channel " + std::to_string(channel) +
+                                    ": records from PE " + std::to_string(source));
+        }
+        const std::byte* record = forward_region_ + size_t(base + i) * bytes;
+        std::vector<bool> to(ranks_, false);
+        for (int k = 0; k < o_.topk; ++k) {
+          int32_t expert;
+          std::memcpy(&expert, record + format_.ids_at() + size_t(k) * 4, 4);
+          if (expert < 0) continue;
+          const int pe = expert_pe(o_, n_, expert);
+          if (pe / ranks_ == my_node_) to[pe - first_expert_node] = true;
+        }
+        for (int j = 0; j < ranks_; ++j) {
+          if (!to[j]) continue;
+          const int64_t at =
+              local_prefix_[j][size_t(source) * (channels_ + 1) + channel] + written[j]++;
+          std::memcpy(static_cast<std::byte*>(pe_.ptr(recv_region_, first_expert_node + j)) +
+                          size_t(at) * bytes,
+                      record, bytes);
+          result_.handle.nvl_slot[size_t(base + i) * ranks_ + j] = at;
+          port.signal_add(recv_tail_ + size_t(source) * channels_ + channel, 1,
+                          first_expert_node + j);
+        }
+      }
+    }
+  }
+
+  // This PE's received tokens, once every (source, channel) tail reached its count.
+  void receive() {
+    for (int s = 0; s < n_; ++s) {
+      for (int c = 0; c < channels_; ++c) {
+        pe_.signal_wait_until(
+            recv_tail_ + size_t(s) * channels_ + c, Cmp::kGe, notify_pe_[size_t(s) * channels_ + c],
+            pe_.deadline(),
+            "dispatch: tokens from PE " + std::to_string(s) + " in channel " + std::to_string(c));
+      }
+    }
+    DispatchResult& r = result_;
+    r.received = received_;
+    r.x.resize(size_t(received_) * o_.hidden);
+    r.topk_idx.resize(size_t(received_) * o_.topk);
+    r.topk_weights.resize(size_t(received_) * o_.topk);
+    r.sources.resize(received_);
+    const size_t bytes = format_.bytes();
+    for (int64_t i = 0; i < received_; ++i) {
+      const std::byte* record = recv_region_ + size_t(i) * bytes;
+      std::memcpy(&r.x[size_t(i) * o_.hidden], record, size_t(o_.hidden) * 2);
+      std::memcpy(&r.topk_idx[size_t(i) * o_.topk], record + format_.ids_at(), size_t(o_.topk) * 4);
+      std::memcpy(&r.topk_weights[size_t(i) * o_.topk], record + format_.weights_at(),
+                  size_t(o_.topk) * 4);
+      for (int k = 0; k < o_.topk; ++k) {
+        int32_t& id = r.topk_idx[size_t(i) * o_.topk + k];
+        if (id >= 0 && expert_pe(o_, n_, id) != me_) id = -1;
+      }
+      int32_t source[2];
+      std::memcpy(source, record + format_.source_at(), 8);
+      r.sources[i] = ReceivedToken{source[0], source[1]};
+    }
+  }
+
+  void release() {
+    pe_.free(recv_tail_);
+    pe_.free(recv_region_);
+    pe_.free(forward_tail_);
+    pe_.free(forward_region_);
+    pe_.free(notify_node_);
+    pe_.free(notify_pe_);
+  }
+
+  Pe& pe_;
+  const MoeOptions& o_;
+  const std::vector<uint16_t>& x_;
+  const Routing& routing_;
+  const int64_t tokens_;  // this PE's: PEs may hold different numbers, or none
+  const ClusterShape shape_;
+  const int n_, nodes_, ranks_, me_, my_node_, local_, channels_;
+  const RecordFormat format_;
+  const DispatchLayout layout_;
+  DispatchResult result_;
+  int64_t received_ = 0, forwarded_ = 0;
+  uint64_t* notify_pe_ = nullptr;        // [source PE][channel] + the arrival counter
+  uint64_t* notify_node_ = nullptr;      // [source node][destination node][channel] + counter
+  std::byte* forward_region_ = nullptr;  // records from the PEs of this local rank
+  uint64_t* forward_tail_ = nullptr;     // [source node][channel]: records landed
+  std::byte* recv_region_ = nullptr;     // this PE's received tokens, as records
+  uint64_t* recv_tail_ = nullptr;        // [source PE][channel]: tokens written here
+  std::vector<std::vector<int64_t>> local_prefix_;  // per PE of this node: its recv_prefix
+};
+
+}  // namespace
+
+DispatchResult dispatch(Pe& pe, const MoeOptions& options, const std::vector<uint16_t>& x,
+                        const Routing& routing) {
+  validate(options, pe.node().nodes(), pe.node().ranks_per_node());
+  if (routing.topk != options.topk || x.size() != size_t(routing.tokens) * options.hidden) {
+    throw InvalidArgument(
+        "dispatch: PE " + std::to_string(pe.my_pe()) + " has " + std::to_string(x.size()) +
+        " token values and a routing of " + std::to_string(routing.tokens) + " x " +
+        std::to_string(routing.topk) + "; the job needs tokens x hidden values (hidden " +
+        std::to_string(options.hidden) + ") and topk " + std::to_string(options.topk));
+  }
+  return Dispatcher(pe, options, x, routing).run();
+}
+
+}  // namespace symmesh

@@ -1,0 +1,62 @@
+// MoE dispatch, hierarchical (DeepEP's internode dispatch, on the CPU): each PE sends each of
+// its tokens once to every node holding one of the token's experts, to the PE with its own
+// local rank there (the forwarder), which writes it straight into the receiving PEs' arrays on
+// its node through shared memory.
+//
+// Steps, per call (every PE calls with its own tokens and routing):
+//  1. Notify: each PE puts, per channel, how many tokens it sends to every PE (to that PE) and
+//     to every node (to every PE with its local rank): exact receive regions, no guessing.
+//  2. Send (one thread per channel): the channel's tokens, as records (x, expert ids, weights,
+//     source), chunk by chunk into each destination forwarder's region with put_signal; a send
+//     never waits, as every region is sized from the counts.
+//  3. Forward (the same threads): each record, as its tail says it landed, into every
+//     destination PE of this node at its place: received tokens are ordered by source PE, then
+//     token.
+// The handle keeps what combine needs to walk the same paths backwards: the receive prefix
+// matrix (per source PE and channel), where each token went in each forwarder's region, and
+// where each forwarded record went in each receiver's arrays.
+//
+// Cost per PE: for each token, one record per destination node over the network (none more
+// for more experts there) and one shared-memory copy per destination PE.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/moe/reference.h"
+#include "runtime/pe.h"
+
+namespace symmesh {
+
+struct DispatchHandle {
+  int channels = 0;
+  // Receiver: [source PE][channel + 1] prefix sums of the tokens received (DeepEP's
+  // gbl_channel_prefix_matrix, with the leading zero).
+  std::vector<int64_t> recv_prefix;
+  // Source: [token][node] the token's record index in that node's forwarder region for this
+  // PE's node, or -1 where it was not sent (DeepEP's send_rdma_head).
+  std::vector<int64_t> rdma_slot;
+  // Forwarder: [source node][channel + 1] prefix sums of the records it received from the PE
+  // with its local rank on each node, and per record, for every PE of this node, the index it
+  // was written at in that PE's received tokens, or -1 (DeepEP's send_nvl_head).
+  std::vector<int64_t> forward_prefix;
+  std::vector<int64_t> nvl_slot;  // [record][local rank]
+};
+
+struct DispatchResult {
+  int64_t received = 0;
+  std::vector<uint16_t> x;             // [received][hidden] bf16
+  std::vector<int32_t> topk_idx;       // [received][topk]: expert id if held here, else -1
+  std::vector<float> topk_weights;     // [received][topk]
+  std::vector<ReceivedToken> sources;  // [received]
+  DispatchHandle handle;
+};
+
+// Collective over all PEs; each passes its own tokens (the routing says how many: PEs may hold
+// different numbers, or none; options.tokens is not used). Throws InvalidArgument for bad options
+// or inputs of the wrong size, HeapExhausted (naming the region) when the receive regions do not
+// fit.
+DispatchResult dispatch(Pe& pe, const MoeOptions& options, const std::vector<uint16_t>& x,
+                        const Routing& routing);
+
+}  // namespace symmesh

@@ -1,0 +1,136 @@
+// MoE dispatch, hierarchical: every PE's received tokens (bits, order, expert ids, weights,
+// sources) against the reference on 1 to 3 nodes x 1 to 3 ranks, uniform and skewed routing,
+// topk above the PE count, a PE with no tokens, one channel and many, rings of one chunk.
+#include "ops/moe/dispatch.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "runtime/local_cluster.h"
+
+namespace symmesh {
+namespace {
+
+struct Shape {
+  int nodes;
+  int ranks;
+};
+
+LocalClusterOptions cluster_options(Shape shape) {
+  LocalClusterOptions o;
+  o.nodes = shape.nodes;
+  o.ranks_per_node = shape.ranks;
+  o.heap_size = size_t(shape.ranks) * (24 << 20);
+  o.wait_timeout = std::chrono::seconds(60);
+  o.tcp.io_threads = 1;
+  return o;
+}
+
+// PE `pe`'s options: the job's, with `empty_pe` holding no tokens.
+MoeOptions pe_options(MoeOptions o, int pe, int empty_pe) {
+  if (pe == empty_pe) o.tokens = 0;
+  return o;
+}
+
+void expect_dispatch(Shape shape, const MoeOptions& o, const std::string& routing_name,
+                     int empty_pe = -1) {
+  LocalCluster cluster(cluster_options(shape));
+  const ClusterShape cs{shape.nodes, shape.ranks};
+  const int n = cs.n_pes();
+  std::vector<Routing> routings;
+  std::vector<std::vector<uint16_t>> tokens;
+  for (int pe = 0; pe < n; ++pe) {
+    const MoeOptions mine = pe_options(o, pe, empty_pe);
+    routings.push_back(make_routing(mine, pe, parse_routing(routing_name, 3)));
+    tokens.push_back(moe_tokens(mine, pe, 3));
+  }
+  std::vector<DispatchResult> results(n);
+  cluster.run([&](Pe& pe) {
+    results[pe.my_pe()] = dispatch(pe, o, tokens[pe.my_pe()], routings[pe.my_pe()]);
+  });
+  const std::string what =
+      routing_name + " on " + std::to_string(shape.nodes) + "x" + std::to_string(shape.ranks);
+  for (int pe = 0; pe < n; ++pe) {
+    const DispatchResult& r = results[pe];
+    const auto expected = reference_dispatch(o, routings, cs, pe);
+    ASSERT_EQ(r.received, int64_t(expected.size())) << what << " PE " << pe;
+    EXPECT_EQ(r.handle.recv_prefix.back(), r.received);
+    for (int64_t i = 0; i < r.received; ++i) {
+      const ReceivedToken& want = expected[i];
+      ASSERT_EQ(r.sources[i].source_pe, want.source_pe) << what << " PE " << pe << " #" << i;
+      ASSERT_EQ(r.sources[i].source_token, want.source_token) << what << " PE " << pe << " #" << i;
+      const uint16_t* sent = &tokens[want.source_pe][size_t(want.source_token) * o.hidden];
+      ASSERT_TRUE(std::equal(sent, sent + o.hidden, &r.x[size_t(i) * o.hidden])) << what;
+      const Routing& source = routings[want.source_pe];
+      bool mine = false;
+      for (int k = 0; k < o.topk; ++k) {
+        const int32_t expert = source.expert(want.source_token, k);
+        const bool here = expert >= 0 && expert_pe(o, n, expert) == pe;
+        mine = mine || here;
+        EXPECT_EQ(r.topk_idx[size_t(i) * o.topk + k], here ? expert : -1) << what;
+        EXPECT_EQ(r.topk_weights[size_t(i) * o.topk + k], source.weight(want.source_token, k));
+      }
+      EXPECT_TRUE(mine) << what << ": PE " << pe << " got a token for none of its experts";
+    }
+  }
+}
+
+MoeOptions small(int experts, int topk) {
+  MoeOptions o;
+  o.tokens = 37;
+  o.hidden = 24;
+  o.topk = topk;
+  o.experts = experts;
+  o.channels = 2;
+  o.chunk_tokens = 3;
+  return o;
+}
+
+class MoeDispatchShapes : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(MoeDispatchShapes, EveryPeReceivesItsTokensInOrder) {
+  const Shape shape = GetParam();
+  const int n = shape.nodes * shape.ranks;
+  expect_dispatch(shape, small(2 * n, std::min(3, 2 * n)), "uniform");
+  expect_dispatch(shape, small(4 * n, std::min(8, 4 * n)), "skewed");  // topk above the PE count
+}
+
+INSTANTIATE_TEST_SUITE_P(Moe, MoeDispatchShapes,
+                         ::testing::Values(Shape{1, 1}, Shape{1, 3}, Shape{2, 1}, Shape{2, 2},
+                                           Shape{3, 2}, Shape{2, 3}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.nodes) + "x" +
+                                  std::to_string(info.param.ranks);
+                         });
+
+TEST(MoeDispatch, EmptyPeOneChannelManyChannelsAndOneChunkRings) {
+  MoeOptions o = small(8, 2);
+  expect_dispatch({2, 2}, o, "uniform", /*empty_pe=*/1);
+  o.channels = 1;
+  expect_dispatch({2, 2}, o, "skewed");
+  o.channels = 7;
+  o.chunk_tokens = 1;
+  o.nvl_ring_tokens = o.rdma_ring_tokens = 2;
+  expect_dispatch({2, 2}, o, "uniform");
+}
+
+TEST(MoeDispatch, InputsOfTheWrongSizeAreRefused) {
+  LocalCluster cluster(cluster_options({1, 2}));
+  const MoeOptions o = small(4, 2);
+  std::string message;
+  std::mutex mutex;
+  cluster.run([&](Pe& pe) {
+    const Routing routing = make_routing(o, pe.my_pe(), parse_routing("uniform", 1));
+    try {
+      dispatch(pe, o, std::vector<uint16_t>(5), routing);
+    } catch (const InvalidArgument& e) {
+      std::lock_guard lock(mutex);
+      message = e.what();
+    }
+  });
+  EXPECT_NE(message.find("token values"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace symmesh
