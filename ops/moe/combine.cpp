@@ -1,0 +1,423 @@
+#include "ops/moe/combine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "ops/fused/operator.h"
+#include "ops/fused/workers.h"
+#include "runtime/barrier.h"
+
+namespace symmesh {
+namespace {
+
+float expert_factor(const MoeOptions& o, int32_t expert, float weight) {
+  return expert_scale(expert) * (o.weighting == MoeWeighting::kTopk ? weight : 1.0f);
+}
+
+// What every combine does last for a token: the biases, then one rounding to bf16.
+void finish_token(const MoeOptions& o, const std::vector<std::vector<uint16_t>>& biases,
+                  int64_t token, std::vector<float>& sum, uint16_t* out) {
+  for (const auto& bias : biases) {
+    for (int64_t h = 0; h < o.hidden; ++h) sum[h] += bf16_to_f32(bias[token * o.hidden + h]);
+  }
+  store_from_f32(out, sum.data(), size_t(o.hidden), DType::kBF16);
+}
+
+class Combiner {
+ public:
+  Combiner(Pe& pe, const MoeOptions& o, const DispatchResult& d, const Routing& routing,
+           const std::vector<std::vector<uint16_t>>& biases)
+      : pe_(pe),
+        o_(o),
+        d_(d),
+        routing_(routing),
+        biases_(biases),
+        n_(pe.n_pes()),
+        nodes_(pe.node().nodes()),
+        ranks_(pe.node().ranks_per_node()),
+        me_(pe.my_pe()),
+        my_node_(pe.my_node()),
+        local_(pe.local_rank()),
+        channels_(d.handle.channels),
+        partial_bytes_(size_t(o.hidden) * dtype_size(o.partial_dtype)) {
+    result_.combined_x.assign(size_t(routing.tokens) * o.hidden, 0);
+    result_.combined_topk_weights = routing.weights;
+  }
+
+  virtual ~Combiner() = default;
+
+  CombineResult run() {
+    CommPort port(pe_);
+    barrier_all(pe_);  // every region is allocated and zero
+    const double start = now_seconds();
+    communicate(port);
+    result_.seconds = now_seconds() - start;
+    result_.inter_node_bytes = inter_bytes_.load();
+    result_.intra_node_bytes = intra_bytes_.load();
+    barrier_all(pe_);  // no PE frees a region a peer may still write
+    return std::move(result_);
+  }
+
+ protected:
+  virtual void communicate(CommPort& port) = 0;
+
+  void* zeroed(size_t bytes, const std::string& what) {
+    void* address = symmetric_zeroed(pe_, bytes, what);
+    allocations_.push_back(address);
+    return address;
+  }
+  void release() {
+    for (auto it = allocations_.rbegin(); it != allocations_.rend(); ++it) pe_.free(*it);
+  }
+  // Waits until ready(), naming `what` (PE, channel, ring, head, tail) if the deadline passes.
+  template <class Ready, class Describe>
+  void wait(Ready&& ready, Describe&& describe) {
+    wait_until(
+        pe_.node().doorbell(), pe_.deadline(), ready,
+        [&] { return "PE " + std::to_string(me_) + ": combine: " + describe(); },
+        pe_.node().wait_policy());
+  }
+
+  Pe& pe_;
+  const MoeOptions& o_;
+  const DispatchResult& d_;
+  const Routing& routing_;
+  const std::vector<std::vector<uint16_t>>& biases_;
+  const int n_, nodes_, ranks_, me_, my_node_, local_, channels_;
+  const size_t partial_bytes_;
+  CombineResult result_;
+  std::atomic<int64_t> inter_bytes_{0};  // channel threads add concurrently
+  std::atomic<int64_t> intra_bytes_{0};
+  std::vector<void*> allocations_;
+};
+
+// Seed 002's pipeline: NVL senders, forwarders, receivers, per channel.
+class HierCombiner final : public Combiner {
+ public:
+  HierCombiner(Pe& pe, const MoeOptions& o, const DispatchResult& d, const Routing& routing,
+               const std::vector<std::vector<uint16_t>>& biases)
+      : Combiner(pe, o, d, routing, biases), expert_out_(expert_outputs(o, d)) {
+    const size_t nvl_slots = size_t(channels_) * ranks_ * o.nvl_ring_tokens;
+    const size_t rdma_slots = size_t(channels_) * nodes_ * o.rdma_ring_tokens;
+    nvl_ring_ = static_cast<std::byte*>(zeroed(
+        nvl_slots * partial_bytes_, "combine NVL rings (channels x ranks x nvl_ring_tokens)"));
+    nvl_tail_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * ranks_ * 8, "NVL tails"));
+    nvl_head_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * ranks_ * 8, "NVL heads"));
+    rdma_ring_ = static_cast<std::byte*>(zeroed(
+        rdma_slots * partial_bytes_, "combine RDMA rings (channels x nodes x rdma_ring_tokens)"));
+    rdma_tail_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * nodes_ * 8, "RDMA tails"));
+    rdma_head_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * nodes_ * 8, "RDMA heads"));
+  }
+  ~HierCombiner() override { release(); }
+
+ private:
+  void communicate(CommPort& port) override {
+    run_roles(pe_, 0, {}, 3 * channels_, [&](int role) {
+      const int channel = role / 3;
+      if (role % 3 == 0) send(port, channel);
+      if (role % 3 == 1) forward(port, channel);
+      if (role % 3 == 2) receive(port, channel);
+    });
+  }
+
+  // Ring (channel, sender j) in forwarder memory: slot s.
+  std::byte* nvl_slot(int channel, int sender, uint64_t position) const {
+    return nvl_ring_ + ((size_t(channel) * ranks_ + sender) * o_.nvl_ring_tokens +
+                        position % o_.nvl_ring_tokens) *
+                           partial_bytes_;
+  }
+  std::byte* rdma_slot(int channel, int node, uint64_t position) const {
+    return rdma_ring_ + ((size_t(channel) * nodes_ + node) * o_.rdma_ring_tokens +
+                         position % o_.rdma_ring_tokens) *
+                            partial_bytes_;
+  }
+  const int64_t* recv_prefix(int source) const {
+    return &d_.handle.recv_prefix[size_t(source) * (channels_ + 1)];
+  }
+
+  // NVL sender: this PE's partial of every received token, to the forwarder it came through.
+  void send(CommPort& port, int channel) {
+    std::vector<std::vector<int64_t>> items(ranks_);  // per forwarder: received token indices
+    for (int l = 0; l < ranks_; ++l) {
+      for (int a = 0; a < nodes_; ++a) {
+        const int64_t* prefix = recv_prefix(a * ranks_ + l);
+        for (int64_t i = prefix[channel]; i < prefix[channel + 1]; ++i) items[l].push_back(i);
+      }
+    }
+    std::vector<uint64_t> sent(ranks_, 0);
+    auto room = [&](int l) {  // what ring (channel, me -> l) can take now, and what it must
+      const uint64_t head = pe_.signal_fetch(nvl_head_ + size_t(channel) * ranks_ + l);
+      const int64_t left = int64_t(items[l].size() - sent[l]);
+      const int64_t free = o_.nvl_ring_tokens - int64_t(sent[l] - head);
+      return std::pair{std::min(free, left), std::min<int64_t>(o_.chunk_tokens, left)};
+    };
+    for (;;) {
+      bool done = true, progress = false;
+      for (int l = 0; l < ranks_; ++l) {
+        if (sent[l] == items[l].size()) continue;
+        done = false;
+        const auto [free, need] = room(l);
+        if (free < need) continue;
+        const int forwarder = my_node_ * ranks_ + l;
+        for (int64_t q = 0; q < need; ++q) {
+          auto* slot =
+              static_cast<std::byte*>(pe_.ptr(nvl_slot(channel, local_, sent[l] + q), forwarder));
+          store_from_f32(slot, &expert_out_[size_t(items[l][sent[l] + q]) * o_.hidden],
+                         size_t(o_.hidden), o_.partial_dtype);
+        }
+        sent[l] += uint64_t(need);
+        port.signal_add(nvl_tail_ + size_t(channel) * ranks_ + local_, uint64_t(need), forwarder);
+        if (forwarder != me_) intra_bytes_ += need * int64_t(partial_bytes_);
+        progress = true;
+      }
+      if (done) return;
+      if (progress) continue;
+      wait(
+          [&] {
+            for (int l = 0; l < ranks_; ++l) {
+              if (sent[l] == items[l].size()) continue;
+              const auto [free, need] = room(l);
+              if (free >= need) return true;
+            }
+            return false;
+          },
+          [&] {
+            std::string rings;
+            for (int l = 0; l < ranks_; ++l) {
+              rings += " ring to local rank " + std::to_string(l) + ": tail " +
+                       std::to_string(sent[l]) + ", head " +
+                       std::to_string(pe_.signal_fetch(nvl_head_ + size_t(channel) * ranks_ + l)) +
+                       ", " + std::to_string(items[l].size() - sent[l]) + " to send;";
+            }
+            return "NVL sender, channel " + std::to_string(channel) + ", capacity " +
+                   std::to_string(o_.nvl_ring_tokens) + ":" + rings;
+          });
+    }
+  }
+
+  // Forwarder: per record it forwarded, the local partials summed, to the token's home PE.
+  void forward(CommPort& port, int channel) {
+    std::vector<uint64_t> consumed(ranks_, 0), returned(ranks_, 0);
+    std::vector<float> sum(o_.hidden);
+    std::vector<std::byte> staging(size_t(o_.chunk_tokens) * partial_bytes_);
+    const size_t words = size_t(channel) * ranks_;
+    auto return_heads = [&](bool all) {
+      for (int j = 0; j < ranks_; ++j) {
+        if (consumed[j] == returned[j]) continue;
+        if (!all && consumed[j] - returned[j] < uint64_t(o_.chunk_tokens)) continue;
+        port.signal_set(nvl_head_ + words + local_, consumed[j], my_node_ * ranks_ + j);
+        returned[j] = consumed[j];
+      }
+    };
+    for (int a = 0; a < nodes_; ++a) {
+      const int home = a * ranks_ + local_;
+      uint64_t* head = rdma_head_ + size_t(channel) * nodes_ + a;
+      uint64_t sent = 0;
+      int64_t staged = 0;
+      auto flush = [&] {  // the staged partials into the home PE's ring, tail after data
+        if (staged == 0) return;
+        if (int64_t(sent - pe_.signal_fetch(head)) + staged > o_.rdma_ring_tokens) {
+          return_heads(true);
+          wait(
+              [&] {
+                return int64_t(sent - pe_.signal_fetch(head)) + staged <= o_.rdma_ring_tokens;
+              },
+              [&] {
+                return "forwarder, channel " + std::to_string(channel) + ", RDMA ring to PE " +
+                       std::to_string(home) + ": tail " + std::to_string(sent) + ", head " +
+                       std::to_string(pe_.signal_fetch(head)) + ", capacity " +
+                       std::to_string(o_.rdma_ring_tokens) + ", " + std::to_string(staged) +
+                       " waiting";
+              });
+        }
+        uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + my_node_;
+        for (int64_t done = 0; done < staged;) {  // a wrap splits it in two
+          const uint64_t position = sent + uint64_t(done);
+          const int64_t run = std::min<int64_t>(
+              staged - done, o_.rdma_ring_tokens - int64_t(position % o_.rdma_ring_tokens));
+          const size_t bytes = size_t(run) * partial_bytes_;
+          std::byte* data = staging.data() + size_t(done) * partial_bytes_;
+          if (done + run == staged) {
+            port.put_signal(rdma_slot(channel, my_node_, position), data, bytes, tail,
+                            uint64_t(staged), SignalOp::kAdd, home);
+          } else {
+            port.put(rdma_slot(channel, my_node_, position), data, bytes, home);
+          }
+          if (home / ranks_ != my_node_) inter_bytes_ += int64_t(bytes);
+          done += run;
+        }
+        sent += uint64_t(staged);
+        staged = 0;
+      };
+      const int64_t* prefix = &d_.handle.forward_prefix[size_t(a) * (channels_ + 1)];
+      for (int64_t record = prefix[channel]; record < prefix[channel + 1]; ++record) {
+        std::fill(sum.begin(), sum.end(), 0.0f);
+        for (int j = 0; j < ranks_; ++j) {
+          if (d_.handle.nvl_slot[size_t(record) * ranks_ + j] < 0) continue;
+          const uint64_t* tail = nvl_tail_ + words + j;
+          if (pe_.signal_fetch(tail) <= consumed[j]) {
+            flush();
+            return_heads(true);
+            wait([&] { return pe_.signal_fetch(tail) > consumed[j]; },
+                 [&] {
+                   return "forwarder, channel " + std::to_string(channel) +
+                          ", NVL ring from local rank " + std::to_string(j) + ": head " +
+                          std::to_string(consumed[j]) + ", tail " +
+                          std::to_string(pe_.signal_fetch(tail)) + ", capacity " +
+                          std::to_string(o_.nvl_ring_tokens);
+                 });
+          }
+          accumulate(sum.data(), nvl_slot(channel, j, consumed[j]), size_t(o_.hidden),
+                     o_.partial_dtype, ReduceOp::kSum);
+          ++consumed[j];
+        }
+        return_heads(false);
+        store_from_f32(staging.data() + size_t(staged) * partial_bytes_, sum.data(),
+                       size_t(o_.hidden), o_.partial_dtype);
+        if (++staged == o_.chunk_tokens) flush();
+      }
+      flush();
+    }
+    return_heads(true);
+  }
+
+  // Receiver: every own token of this channel, the partials of its nodes in node order.
+  void receive(CommPort& port, int channel) {
+    std::vector<uint64_t> consumed(nodes_, 0), returned(nodes_, 0);
+    std::vector<float> sum(o_.hidden);
+    auto return_heads = [&](bool all) {
+      for (int b = 0; b < nodes_; ++b) {
+        if (consumed[b] == returned[b]) continue;
+        if (!all && consumed[b] - returned[b] < uint64_t(o_.chunk_tokens)) continue;
+        port.signal_set(rdma_head_ + size_t(channel) * nodes_ + my_node_, consumed[b],
+                        b * ranks_ + local_);
+        returned[b] = consumed[b];
+      }
+    };
+    const TokenRange range = channel_tokens(routing_.tokens, channels_, channel);
+    for (int64_t t = range.begin; t < range.end; ++t) {
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (int b = 0; b < nodes_; ++b) {
+        if (d_.handle.rdma_slot[size_t(t) * nodes_ + b] < 0) continue;
+        const uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + b;
+        if (pe_.signal_fetch(tail) <= consumed[b]) {
+          return_heads(true);
+          wait([&] { return pe_.signal_fetch(tail) > consumed[b]; },
+               [&] {
+                 return "receiver, channel " + std::to_string(channel) + ", RDMA ring from node " +
+                        std::to_string(b) + ": head " + std::to_string(consumed[b]) + ", tail " +
+                        std::to_string(pe_.signal_fetch(tail)) + ", capacity " +
+                        std::to_string(o_.rdma_ring_tokens) + ", token " + std::to_string(t);
+               });
+        }
+        accumulate(sum.data(), rdma_slot(channel, b, consumed[b]), size_t(o_.hidden),
+                   o_.partial_dtype, ReduceOp::kSum);
+        ++consumed[b];
+      }
+      return_heads(false);
+      finish_token(o_, biases_, t, sum, &result_.combined_x[size_t(t) * o_.hidden]);
+    }
+    return_heads(true);
+  }
+
+  const std::vector<float> expert_out_;
+  std::byte* nvl_ring_ = nullptr;   // [channel][sender local rank][slot]: in the forwarder
+  uint64_t* nvl_tail_ = nullptr;    // [channel][sender local rank]: written by the sender
+  uint64_t* nvl_head_ = nullptr;    // [channel][forwarder local rank]: written by it
+  std::byte* rdma_ring_ = nullptr;  // [channel][forwarding node][slot]: in the home PE
+  uint64_t* rdma_tail_ = nullptr;   // [channel][forwarding node]: remote atomic adds
+  uint64_t* rdma_head_ = nullptr;   // [channel][home node]: written by the home PE
+};
+
+// The baseline: every expert output straight to its token's home PE.
+class FlatCombiner final : public Combiner {
+ public:
+  FlatCombiner(Pe& pe, const MoeOptions& o, const DispatchResult& d, const Routing& routing,
+               const std::vector<std::vector<uint16_t>>& biases)
+      : Combiner(pe, o, d, routing, biases) {
+    uint64_t most = routing.tokens;
+    for (uint64_t v : pe.exchange(pe.team_world(), most)) most = std::max(most, v);
+    slots_ = static_cast<std::byte*>(
+        zeroed(most * o.topk * partial_bytes_ + 8, "flat combine slots (tokens x topk x hidden)"));
+    arrived_ = static_cast<uint64_t*>(zeroed(8, "flat combine counter"));
+  }
+  ~FlatCombiner() override { release(); }
+
+ private:
+  void communicate(CommPort& port) override {
+    std::vector<float> value(o_.hidden);
+    std::vector<std::byte> partial(partial_bytes_);
+    for (int64_t i = 0; i < d_.received; ++i) {
+      const ReceivedToken& from = d_.sources[i];
+      for (int k = 0; k < o_.topk; ++k) {
+        const int32_t expert = d_.topk_idx[size_t(i) * o_.topk + k];
+        if (expert < 0) continue;
+        const float factor = expert_factor(o_, expert, d_.topk_weights[size_t(i) * o_.topk + k]);
+        for (int64_t h = 0; h < o_.hidden; ++h) {
+          value[h] = factor * bf16_to_f32(d_.x[size_t(i) * o_.hidden + h]);
+        }
+        store_from_f32(partial.data(), value.data(), size_t(o_.hidden), o_.partial_dtype);
+        port.put_signal(slots_ + (size_t(from.source_token) * o_.topk + k) * partial_bytes_,
+                        partial.data(), partial_bytes_, arrived_, 1, SignalOp::kAdd,
+                        from.source_pe);
+        if (from.source_pe / ranks_ != my_node_) inter_bytes_ += int64_t(partial_bytes_);
+        if (from.source_pe / ranks_ == my_node_ && from.source_pe != me_) {
+          intra_bytes_ += int64_t(partial_bytes_);
+        }
+      }
+    }
+    uint64_t expected = 0;
+    for (int32_t expert : routing_.experts) expected += expert >= 0;
+    pe_.signal_wait_until(arrived_, Cmp::kGe, expected, pe_.deadline(),
+                          "flat combine: expert outputs for this PE's tokens");
+    std::vector<float> sum(o_.hidden);
+    for (int64_t t = 0; t < routing_.tokens; ++t) {
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (int k = 0; k < o_.topk; ++k) {
+        if (routing_.expert(t, k) < 0) continue;
+        accumulate(sum.data(), slots_ + (size_t(t) * o_.topk + k) * partial_bytes_,
+                   size_t(o_.hidden), o_.partial_dtype, ReduceOp::kSum);
+      }
+      finish_token(o_, biases_, t, sum, &result_.combined_x[size_t(t) * o_.hidden]);
+    }
+  }
+
+  std::byte* slots_ = nullptr;   // [token][topk slot]: one expert output each
+  uint64_t* arrived_ = nullptr;  // expert outputs landed here
+};
+
+}  // namespace
+
+std::vector<float> expert_outputs(const MoeOptions& o, const DispatchResult& d) {
+  std::vector<float> out(size_t(d.received) * o.hidden, 0.0f);
+  for (int64_t i = 0; i < d.received; ++i) {
+    for (int k = 0; k < o.topk; ++k) {
+      const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
+      if (expert < 0) continue;
+      const float factor = expert_factor(o, expert, d.topk_weights[size_t(i) * o.topk + k]);
+      for (int64_t h = 0; h < o.hidden; ++h) {
+        out[size_t(i) * o.hidden + h] += factor * bf16_to_f32(d.x[size_t(i) * o.hidden + h]);
+      }
+    }
+  }
+  return out;
+}
+
+CombineResult combine(Pe& pe, const MoeOptions& options, const DispatchResult& dispatched,
+                      const Routing& routing, const std::vector<std::vector<uint16_t>>& biases) {
+  validate(options, pe.node().nodes(), pe.node().ranks_per_node());
+  for (const auto& bias : biases) {
+    if (bias.size() != size_t(routing.tokens) * options.hidden) {
+      throw InvalidArgument("combine: a bias of PE " + std::to_string(pe.my_pe()) + " holds " +
+                            std::to_string(bias.size()) + " values; tokens x hidden = " +
+                            std::to_string(routing.tokens * options.hidden));
+    }
+  }
+  if (options.algo == MoeAlgo::kFlat) {
+    return FlatCombiner(pe, options, dispatched, routing, biases).run();
+  }
+  return HierCombiner(pe, options, dispatched, routing, biases).run();
+}
+
+}  // namespace symmesh

@@ -1,0 +1,53 @@
+// MoE combine (seed 002): brings the expert outputs of every dispatched token back to its home
+// PE and reduces them, walking dispatch's paths backwards with its handle.
+//
+// hier, three roles per channel on every PE, each a thread:
+//  - NVL sender (the expert side): pushes, per received token, this PE's partial (its experts'
+//    outputs, already summed) into the shared-memory ring of the forwarder the token came
+//    through, per (channel, sender) ring in the forwarder's memory. A sender waits while
+//    capacity - (tail - head) < chunk (or what is left, if less), writes, then publishes the
+//    tail; it serves all its rings without blocking on any one.
+//  - forwarder: for each record it forwarded in dispatch, in the same order, takes the partial
+//    of every local PE that got the token (in local-rank order), adds them in f32, and appends
+//    one partial to the symmetric RDMA ring (per channel, per forwarding node) of the token's
+//    home PE: the data, then the tail bumped with a remote atomic add (put_signal).
+//  - receiver: for each own token, in order, adds the partials of every node that held one of
+//    its experts (in node order), the biases, and writes bf16 combined_x.
+// Heads go back lazily: every chunk consumed, and always before a wait, so a consumer never
+// waits on a producer that waits on it. With chunks at most half a ring (validate()), a
+// producer always finds room for a chunk once the consumer has caught up.
+//
+// flat, the baseline: every expert output goes straight to its token's home PE, one slot per
+// (token, expert), and the home PE adds them in topk order.
+//
+// Partials travel in options.partial_dtype (bf16: rounded at the sender and at the forwarder;
+// f32: only the final bf16 rounding). Every sum is taken in a fixed order: bitwise
+// deterministic.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/moe/dispatch.h"
+
+namespace symmesh {
+
+// The stand-in experts' outputs for the received tokens: [received][hidden] f32, each the sum
+// over this PE's experts of the token of (weight if topk weighting) * expert_scale * x.
+std::vector<float> expert_outputs(const MoeOptions& options, const DispatchResult& dispatched);
+
+struct CombineResult {
+  std::vector<uint16_t> combined_x;          // [tokens][hidden] bf16
+  std::vector<float> combined_topk_weights;  // [tokens][topk]
+  double seconds = 0;                        // this PE: from the opening barrier to its last token
+  int64_t inter_node_bytes = 0;              // partials this PE put to PEs on other nodes
+  int64_t intra_node_bytes = 0;              // partials this PE wrote to other PEs of its node
+};
+
+// Collective over all PEs, after dispatch() with the same options and this PE's routing. The
+// experts are the stand-in ones (expert_scale), computed before the timed part. `biases` holds
+// options.biases tensors of [tokens][hidden] bf16.
+CombineResult combine(Pe& pe, const MoeOptions& options, const DispatchResult& dispatched,
+                      const Routing& routing, const std::vector<std::vector<uint16_t>>& biases);
+
+}  // namespace symmesh

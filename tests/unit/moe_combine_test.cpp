@@ -1,0 +1,136 @@
+// MoE combine, hierarchical and flat: every PE's combined_x against the f32 reference on 1 to 3
+// nodes x 1 to 3 ranks, both weightings, 0 to 2 biases, both partial dtypes, skewed routing,
+// topk above the PE count, an empty PE, rings of one chunk; bitwise determinism; and the
+// hierarchical combine's inter-node bytes against the flat one's.
+#include "ops/moe/combine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runtime/local_cluster.h"
+
+namespace symmesh {
+namespace {
+
+struct Shape {
+  int nodes;
+  int ranks;
+};
+
+struct Outcome {
+  std::vector<std::vector<uint16_t>> combined;  // per PE
+  int64_t inter_node_bytes = 0;                 // all PEs
+};
+
+Outcome run_combine(Shape shape, const MoeOptions& o, const std::string& routing_name,
+                    int empty_pe = -1) {
+  LocalClusterOptions c;
+  c.nodes = shape.nodes;
+  c.ranks_per_node = shape.ranks;
+  c.heap_size = size_t(shape.ranks) * (24 << 20);
+  c.wait_timeout = std::chrono::seconds(60);
+  c.tcp.io_threads = 1;
+  LocalCluster cluster(c);
+  const int n = shape.nodes * shape.ranks;
+  std::vector<MoeOptions> mine(n, o);
+  if (empty_pe >= 0) mine[empty_pe].tokens = 0;
+  Outcome outcome;
+  outcome.combined.resize(n);
+  std::vector<int64_t> bytes(n);
+  cluster.run([&](Pe& pe) {
+    const int me = pe.my_pe();
+    const Routing routing = make_routing(mine[me], me, parse_routing(routing_name, 9));
+    const std::vector<uint16_t> x = moe_tokens(mine[me], me, 9);
+    std::vector<std::vector<uint16_t>> biases;
+    for (int i = 0; i < o.biases; ++i) biases.push_back(moe_bias(mine[me], me, i, 9));
+    const DispatchResult dispatched = dispatch(pe, o, x, routing);
+    const CombineResult r = combine(pe, o, dispatched, routing, biases);
+    outcome.combined[me] = r.combined_x;
+    bytes[me] = r.inter_node_bytes;
+    const auto expected = reference_combine(mine[me], routing, x, biases);
+    ASSERT_EQ(r.combined_x.size(), expected.size());
+    // bf16 partials are rounded twice on the way (8 bits each) and once at the end.
+    const float tolerance = o.partial_dtype == DType::kBF16 ? 0.05f : 0.02f;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const float want = bf16_to_f32(expected[i]), got = bf16_to_f32(r.combined_x[i]);
+      ASSERT_NEAR(got, want, tolerance * std::max(1.0f, std::fabs(want)))
+          << moe_algo_name(o.algo) << " PE " << me << " element " << i;
+    }
+  });
+  for (int64_t b : bytes) outcome.inter_node_bytes += b;
+  return outcome;
+}
+
+MoeOptions small(int experts, int topk) {
+  MoeOptions o;
+  o.tokens = 29;
+  o.hidden = 32;
+  o.topk = topk;
+  o.experts = experts;
+  o.channels = 2;
+  o.chunk_tokens = 2;
+  o.nvl_ring_tokens = 4;
+  o.rdma_ring_tokens = 4;
+  return o;
+}
+
+class MoeCombineShapes : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(MoeCombineShapes, HierAndFlatMatchTheReference) {
+  const Shape shape = GetParam();
+  const int n = shape.nodes * shape.ranks;
+  for (MoeAlgo algo : {MoeAlgo::kHier, MoeAlgo::kFlat}) {
+    MoeOptions o = small(2 * n, std::min(3, 2 * n));
+    o.algo = algo;
+    run_combine(shape, o, "uniform");
+    o = small(4 * n, std::min(8, 4 * n));  // topk above the PE count
+    o.algo = algo;
+    o.weighting = MoeWeighting::kNone;
+    o.biases = 2;
+    o.partial_dtype = DType::kF32;
+    run_combine(shape, o, "skewed");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Moe, MoeCombineShapes,
+                         ::testing::Values(Shape{1, 1}, Shape{1, 3}, Shape{2, 1}, Shape{2, 2},
+                                           Shape{3, 2}, Shape{2, 3}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.nodes) + "x" +
+                                  std::to_string(info.param.ranks);
+                         });
+
+TEST(MoeCombine, EmptyPeOneBiasOneChannelAndRingsOfOneChunk) {
+  MoeOptions o = small(8, 3);
+  o.biases = 1;
+  run_combine({2, 2}, o, "uniform", /*empty_pe=*/2);
+  o.channels = 1;
+  o.chunk_tokens = 1;
+  o.nvl_ring_tokens = o.rdma_ring_tokens = 2;  // a token's partials never all fit at once
+  run_combine({2, 2}, o, "skewed");
+  o.channels = 5;
+  o.experts = 12;
+  run_combine({3, 2}, o, "uniform");
+}
+
+TEST(MoeCombine, RepeatedRunsAreBitwiseEqual) {
+  const MoeOptions o = small(8, 4);
+  const Outcome first = run_combine({2, 2}, o, "uniform");
+  const Outcome second = run_combine({2, 2}, o, "uniform");
+  EXPECT_EQ(first.combined, second.combined);
+}
+
+TEST(MoeCombine, HierarchicalMovesAtMostHalfTheFlatInterNodeBytesAtTopk8) {
+  MoeOptions o = small(32, 8);
+  o.tokens = 200;
+  o.algo = MoeAlgo::kHier;
+  const int64_t hier = run_combine({2, 2}, o, "uniform").inter_node_bytes;
+  o.algo = MoeAlgo::kFlat;
+  const int64_t flat = run_combine({2, 2}, o, "uniform").inter_node_bytes;
+  EXPECT_GT(hier, 0);
+  EXPECT_LE(hier * 2, flat) << "hier " << hier << " flat " << flat;
+}
+
+}  // namespace
+}  // namespace symmesh
