@@ -165,6 +165,63 @@ int main(int argc, char** argv) {
                          "directory each daemon writes C_<pe>.npy (gather_out_<pe>.npy) into");
   matmul_cmd->add_flag("--json", json, "print one JSON object");
 
+  // dispatch and combine take the same options; combine runs its own dispatch first, untimed.
+  wire::MoeJob moe;
+  uint64_t moe_tokens = 0, hidden = 0;
+  uint32_t topk = 0, experts = 0, biases = 0, channels = 2, moe_iters = 5;
+  uint32_t chunk = 4, nvl_ring = 16, rdma_ring = 16;
+  uint64_t moe_seed = 1;
+  std::string weighting = "topk", partial = "bf16", moe_algo = "hier", routing = "uniform";
+  std::string moe_output;
+  std::vector<CLI::App*> moe_cmds;
+  for (const char* name : {"dispatch", "combine"}) {
+    auto* cmd = submit_cmd->add_subcommand(
+        name, std::string(name) == "dispatch"
+                  ? "MoE dispatch: every token to the PEs of its experts, one copy per node"
+                  : "MoE combine (seed 002): expert outputs back home, reduced per node, then "
+                    "across nodes");
+    cmd->add_option("--tokens", moe_tokens, "tokens per PE (0..1048576)")
+        ->required()
+        ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20));
+    cmd->add_option("--hidden", hidden, "bf16 elements per token, a multiple of 8")->required();
+    cmd->add_option("--topk", topk, "experts per token")->required();
+    cmd->add_option("--experts", experts, "experts, a multiple of the PE count")->required();
+    cmd->add_option("--weighting", weighting, "none (DeepEP normal mode) or topk")
+        ->check(CLI::IsMember({"none", "topk"}))
+        ->capture_default_str();
+    cmd->add_option("--bias", biases, "bias tensors the receivers add (0..2)")
+        ->check(CLI::Range(0, 2))
+        ->capture_default_str();
+    cmd->add_option("--partial-dtype", partial, "what partial sums travel in")
+        ->check(CLI::IsMember({"bf16", "f32"}))
+        ->capture_default_str();
+    cmd->add_option("--channels", channels, "threads per PE (1..64)")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    cmd->add_option("--algo", moe_algo, "combine: hier or flat (the baseline)")
+        ->check(CLI::IsMember({"hier", "flat"}))
+        ->capture_default_str();
+    cmd->add_option(
+           "--routing", routing,
+           "uniform, skewed, or a directory of topk_idx_<pe>.npy and topk_weights_<pe>.npy")
+        ->capture_default_str();
+    cmd->add_option("--chunk-tokens", chunk, "tokens per published tail (at most half a ring)")
+        ->capture_default_str();
+    cmd->add_option("--nvl-ring-tokens", nvl_ring, "per (channel, peer) shared-memory ring")
+        ->capture_default_str();
+    cmd->add_option("--rdma-ring-tokens", rdma_ring, "per (channel, node) RDMA ring")
+        ->capture_default_str();
+    cmd->add_option("--iters", moe_iters, "timed runs after a warm-up (1..1000)")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    cmd->add_option("--seed", moe_seed, "seed of the generated tokens and routing")
+        ->capture_default_str();
+    cmd->add_flag("--verify", verify, "check every PE's result against the reference");
+    cmd->add_option("--output", moe_output, "combine: directory for combined_x_<pe>.npy");
+    cmd->add_flag("--json", json, "print one JSON object");
+    moe_cmds.push_back(cmd);
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -203,6 +260,27 @@ int main(int argc, char** argv) {
       job->set_bytes(parse_size(transport_bytes, "--bytes"));
       job->set_window(window);
       job->set_iters(transport_iters);
+    } else if (moe_cmds[0]->parsed() || moe_cmds[1]->parsed()) {
+      auto* job = spec.mutable_moe();
+      job->set_op(moe_cmds[0]->parsed() ? "dispatch" : "combine");
+      job->set_tokens(moe_tokens);
+      job->set_hidden(hidden);
+      job->set_topk(topk);
+      job->set_experts(experts);
+      job->set_weighting(weighting);
+      job->set_biases(biases);
+      job->set_partial_dtype(partial);
+      job->set_channels(channels);
+      job->set_algo(moe_algo);
+      const bool named = routing == "uniform" || routing == "skewed";
+      job->set_routing(named ? routing : std::filesystem::absolute(routing).string());
+      job->set_chunk_tokens(chunk);
+      job->set_nvl_ring_tokens(nvl_ring);
+      job->set_rdma_ring_tokens(rdma_ring);
+      job->set_iters(moe_iters);
+      job->set_seed(moe_seed);
+      job->set_verify(verify);
+      job->set_output(moe_output.empty() ? "" : std::filesystem::absolute(moe_output).string());
     } else if (matmul_cmd->parsed()) {
       mm->set_op(mm_op);
       mm->set_m(m);

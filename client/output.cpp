@@ -162,6 +162,16 @@ void print_result(const wire::JobResult& result, bool json) {
       out["max_abs_err"] = result.max_abs_err();
     }
     if (result.kind() == "matmul") add_matmul_json(result, out);
+    if (result.kind() == "dispatch" || result.kind() == "combine") {
+      const wire::MoeFigures& f = result.moe();
+      out["tolerance"] = f.tolerance();
+      out["deterministic"] = f.deterministic();
+      out["tokens_per_s"] = f.tokens_per_s();
+      out["algbw_gbps"] = f.algbw_gbps();
+      out["inter_node_bytes"] = f.inter_node_bytes();
+      out["intra_node_bytes"] = f.intra_node_bytes();
+      out["flat_inter_node_bytes"] = f.flat_inter_node_bytes();
+    }
     std::cout << out.dump() << "\n";
     return;
   }
@@ -180,6 +190,24 @@ void print_result(const wire::JobResult& result, bool json) {
   }
   if (result.kind() == "matmul") {
     print_matmul(result);
+    return;
+  }
+  if (result.kind() == "dispatch" || result.kind() == "combine") {
+    const wire::MoeFigures& f = result.moe();
+    std::printf(
+        "job %llu  %s %s  %u nodes x %u PEs  %u iters  median %.3f ms  %.0f tokens/s  "
+        "%.3f GB/s  inter-node %s (flat %s)  %s",
+        static_cast<unsigned long long>(result.job_id()), result.kind().c_str(),
+        result.algo().c_str(), result.nodes(), result.pes() / std::max(1u, result.nodes()),
+        result.iters(), result.median_s() * 1e3, f.tokens_per_s(), f.algbw_gbps(),
+        format_bytes(uint64_t(f.inter_node_bytes())).c_str(),
+        format_bytes(uint64_t(f.flat_inter_node_bytes())).c_str(),
+        f.deterministic() ? "deterministic" : "NOT DETERMINISTIC");
+    if (result.verify_requested()) {
+      std::printf("  %s (max abs err %g)", result.verified() ? "verified" : "NOT VERIFIED",
+                  result.max_abs_err());
+    }
+    std::printf("\n");
     return;
   }
   if (result.kind() == "transport") {

@@ -192,7 +192,8 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
 wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec) {
   wire::JobResult result;
   result.set_verify_requested((spec.has_collective() && spec.collective().verify()) ||
-                              (spec.has_matmul() && spec.matmul().verify()));
+                              (spec.has_matmul() && spec.matmul().verify()) ||
+                              (spec.has_moe() && spec.moe().verify()));
   {
     std::lock_guard lock(mutex_);
     if (!down_.empty()) {
@@ -232,6 +233,7 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec) {
   for (const auto& report : reports) {
     if (!report.transport().empty()) result.set_transport(report.transport());
     if (report.has_matmul()) *result.mutable_matmul() = report.matmul();
+    if (report.has_moe()) *result.mutable_moe() = report.moe();
   }
   if (result.verify_requested()) {
     result.set_verified(verified);

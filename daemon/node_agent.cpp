@@ -107,6 +107,10 @@ void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) 
           std::lock_guard lock(error_mutex);
           *report.mutable_matmul() = *outcomes[local].matmul;
         }
+        if (global == 0 && outcomes[local].moe) {
+          std::lock_guard lock(error_mutex);
+          *report.mutable_moe() = *outcomes[local].moe;
+        }
       } catch (const std::exception& e) {
         const bool aborted = dynamic_cast<const AbortedError*>(&e) != nullptr;
         std::lock_guard lock(error_mutex);

@@ -66,6 +66,10 @@ void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node) {
     check_iterations(spec.matmul().iters());
     return;
   }
+  if (spec.has_moe()) {
+    check_moe_job(spec.moe(), nodes, ranks_per_node);
+    return;
+  }
   if (!spec.has_collective()) {
     throw InvalidArgument("job has no kind: barrier, collective, transport or matmul");
   }
@@ -108,6 +112,7 @@ PeJobOutcome run_job_on_pe(Pe& pe, const wire::JobSpec& spec) {
   if (spec.has_barrier()) return run_barrier_job(pe, spec.barrier());
   if (spec.has_transport()) return run_transport_job(pe, spec.transport());
   if (spec.has_matmul()) return run_matmul_job(pe, spec.matmul());
+  if (spec.has_moe()) return run_moe_job(pe, spec.moe());
   return run_collective_job(pe, spec.collective());
 }
 
@@ -125,6 +130,14 @@ void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
   if (spec.has_barrier()) {
     result.set_kind("barrier");
     result.set_algo(spec.barrier().algo());
+    return;
+  }
+  if (spec.has_moe()) {
+    const auto& job = spec.moe();
+    result.set_kind(job.op());
+    result.set_op(job.op());
+    result.set_algo(job.op() == "combine" ? job.algo() : "hier");
+    result.set_iters(job.iters());
     return;
   }
   if (spec.has_matmul()) {

@@ -16,6 +16,7 @@ struct PeJobOutcome {
   bool verified = true;
   double max_abs_err = 0;
   std::optional<wire::MatmulFigures> matmul;
+  std::optional<wire::MoeFigures> moe;
 };
 
 // Refuses a spec the cluster cannot run, naming the field and the allowed values.
@@ -36,6 +37,8 @@ PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job);
 PeJobOutcome run_matmul_job(Pe& pe, const wire::MatmulJob& job);
 // Refuses a matmul job the cluster cannot run (the fields, modes, files named).
 void check_matmul_job(const wire::MatmulJob& job, int n_pes);
+PeJobOutcome run_moe_job(Pe& pe, const wire::MoeJob& job);
+void check_moe_job(const wire::MoeJob& job, int nodes, int ranks_per_node);
 // The transport PE 0 uses to reach a transport job's partner PE.
 std::string transport_between(Pe& pe);
 

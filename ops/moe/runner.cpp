@@ -1,0 +1,140 @@
+#include "ops/moe/runner.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "ops/fused/workers.h"
+#include "ops/npy.h"
+
+namespace symmesh {
+namespace {
+
+double max_over_pes(Pe& pe, double value) {
+  double result = value;
+  for (uint64_t bits : pe.exchange(pe.team_world(), std::bit_cast<uint64_t>(value))) {
+    result = std::max(result, std::bit_cast<double>(bits));
+  }
+  return result;
+}
+
+int64_t sum_over_pes(Pe& pe, int64_t value) {
+  int64_t sum = 0;
+  for (uint64_t v : pe.exchange(pe.team_world(), uint64_t(value))) sum += int64_t(v);
+  return sum;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The tokens a dispatch delivered must be exactly the reference's: their count, order and bits.
+double dispatch_error(const MoeOptions& o, const DispatchResult& r,
+                      const std::vector<ReceivedToken>& expected,
+                      const std::vector<std::vector<uint16_t>>& all_x) {
+  if (r.received != int64_t(expected.size())) return INFINITY;
+  for (int64_t i = 0; i < r.received; ++i) {
+    const ReceivedToken& want = expected[i];
+    if (r.sources[i].source_pe != want.source_pe ||
+        r.sources[i].source_token != want.source_token) {
+      return INFINITY;
+    }
+    const uint16_t* sent = &all_x[want.source_pe][size_t(want.source_token) * o.hidden];
+    if (!std::equal(sent, sent + o.hidden, &r.x[size_t(i) * o.hidden])) return INFINITY;
+  }
+  return 0;
+}
+
+}  // namespace
+
+MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
+  const MoeOptions& o = job.options;
+  validate(o, pe.node().nodes(), pe.node().ranks_per_node());
+  if (job.iters < 1 || job.iters > 1000) {
+    throw InvalidArgument("iters = " + std::to_string(job.iters) +
+                          " is out of range: allowed 1 to 1000");
+  }
+  const int me = pe.my_pe(), n = pe.n_pes();
+  const ClusterShape shape{pe.node().nodes(), pe.node().ranks_per_node()};
+  const Routing routing = make_routing(o, me, job.routing);
+  const std::vector<uint16_t> x = moe_tokens(o, me, job.seed);
+  std::vector<std::vector<uint16_t>> biases;
+  for (int i = 0; i < o.biases; ++i) biases.push_back(moe_bias(o, me, i, job.seed));
+
+  MoeReport report;
+  std::vector<double> times;
+  std::vector<uint16_t> first, last;
+  DispatchResult dispatched;
+  int64_t inter = 0, intra = 0;
+  if (job.op == MoeOp::kCombine) dispatched = dispatch(pe, o, x, routing);  // the handle
+  for (int i = -1; i < job.iters; ++i) {                                    // -1: the warm-up
+    double seconds = 0;
+    if (job.op == MoeOp::kCombine) {
+      CombineResult r = combine(pe, o, dispatched, routing, biases);
+      seconds = r.seconds;
+      inter = r.inter_node_bytes;
+      intra = r.intra_node_bytes;
+      last = std::move(r.combined_x);
+    } else {
+      const double start = now_seconds();
+      dispatched = dispatch(pe, o, x, routing);
+      seconds = now_seconds() - start;
+      last = dispatched.x;
+    }
+    if (i < 0) {
+      first = last;
+      continue;
+    }
+    times.push_back(max_over_pes(pe, seconds));
+    report.deterministic = report.deterministic && last == first;
+  }
+  report.deterministic = max_over_pes(pe, report.deterministic ? 0.0 : 1.0) == 0.0;
+  report.median_s = median(times);
+  const int64_t all_tokens = sum_over_pes(pe, routing.tokens);
+  report.tokens_per_s = double(all_tokens) / report.median_s;
+  report.algbw_gbps = double(all_tokens) * double(o.hidden) * 2 / report.median_s / 1e9;
+  const DispatchLayout layout = dispatch_layout(routing, o, shape);
+  const size_t element = job.op == MoeOp::kCombine ? dtype_size(o.partial_dtype) : 2;
+  if (job.op == MoeOp::kDispatch) {  // one record per (token, other node) / (token, other PE)
+    inter = hier_inter_node_bytes(layout, pe.my_node(), o.hidden, element);
+  }
+  report.inter_node_bytes = sum_over_pes(pe, inter);
+  report.intra_node_bytes = sum_over_pes(pe, intra);
+  report.flat_inter_node_bytes =
+      sum_over_pes(pe, flat_inter_node_bytes(layout, o, shape, pe.my_node(), element));
+
+  if (job.verify) {
+    double error = 0, worst = 0;
+    if (job.op == MoeOp::kCombine) {
+      const auto expected = reference_combine(o, routing, x, biases);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        const double want = bf16_to_f32(expected[i]), got = bf16_to_f32(last[i]);
+        const double diff = std::isnan(got) ? INFINITY : std::fabs(got - want);
+        error = std::max(error, diff);
+        worst = std::max(worst, diff / std::max(1.0, std::fabs(want)));
+      }
+      // bf16 partials are rounded at the sender and at the forwarder, then the result once.
+      report.tolerance = o.partial_dtype == DType::kBF16 ? 3.0 / 128 : 1.0 / 128;
+    } else {
+      std::vector<Routing> routings;
+      std::vector<std::vector<uint16_t>> all_x;
+      for (int p = 0; p < n; ++p) {
+        routings.push_back(make_routing(o, p, job.routing));
+        all_x.push_back(moe_tokens(o, p, job.seed));
+      }
+      error = worst =
+          dispatch_error(o, dispatched, reference_dispatch(o, routings, shape, me), all_x);
+    }
+    report.max_abs_err = max_over_pes(pe, error);
+    report.verified = max_over_pes(pe, worst) <= report.tolerance;
+  }
+  if (!job.output_dir.empty() && job.op == MoeOp::kCombine) {
+    write_npy(job.output_dir + "/combined_x_" + std::to_string(me) + ".npy", "<u2", last.data(),
+              routing.tokens, o.hidden);
+  }
+  return report;
+}
+
+}  // namespace symmesh
