@@ -341,31 +341,34 @@ class FlatCombiner final : public Combiner {
     slots_ = static_cast<std::byte*>(
         zeroed(most * o.topk * partial_bytes_ + 8, "flat combine slots (tokens x topk x hidden)"));
     arrived_ = static_cast<uint64_t*>(zeroed(8, "flat combine counter"));
+    // Every expert output, computed before the timed part as the hierarchical combine does.
+    std::vector<float> value(o.hidden);
+    for (int64_t i = 0; i < d.received; ++i) {
+      for (int k = 0; k < o.topk; ++k) {
+        const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
+        if (expert < 0) continue;
+        const float factor = expert_factor(o, expert, d.topk_weights[size_t(i) * o.topk + k]);
+        for (int64_t h = 0; h < o.hidden; ++h) {
+          value[h] = factor * bf16_to_f32(d.x[size_t(i) * o.hidden + h]);
+        }
+        outputs_.resize(outputs_.size() + partial_bytes_);
+        store_from_f32(outputs_.data() + outputs_.size() - partial_bytes_, value.data(),
+                       size_t(o.hidden), o.partial_dtype);
+        items_.push_back(Item{d.sources[i].source_pe, d.sources[i].source_token, k});
+      }
+    }
   }
   ~FlatCombiner() override { release(); }
 
  private:
   void communicate(CommPort& port) override {
-    std::vector<float> value(o_.hidden);
-    std::vector<std::byte> partial(partial_bytes_);
-    for (int64_t i = 0; i < d_.received; ++i) {
-      const ReceivedToken& from = d_.sources[i];
-      for (int k = 0; k < o_.topk; ++k) {
-        const int32_t expert = d_.topk_idx[size_t(i) * o_.topk + k];
-        if (expert < 0) continue;
-        const float factor = expert_factor(o_, expert, d_.topk_weights[size_t(i) * o_.topk + k]);
-        for (int64_t h = 0; h < o_.hidden; ++h) {
-          value[h] = factor * bf16_to_f32(d_.x[size_t(i) * o_.hidden + h]);
-        }
-        store_from_f32(partial.data(), value.data(), size_t(o_.hidden), o_.partial_dtype);
-        port.put_signal(slots_ + (size_t(from.source_token) * o_.topk + k) * partial_bytes_,
-                        partial.data(), partial_bytes_, arrived_, 1, SignalOp::kAdd,
-                        from.source_pe);
-        if (from.source_pe / ranks_ != my_node_) inter_bytes_ += int64_t(partial_bytes_);
-        if (from.source_pe / ranks_ == my_node_ && from.source_pe != me_) {
-          intra_bytes_ += int64_t(partial_bytes_);
-        }
-      }
+    for (size_t item = 0; item < items_.size(); ++item) {
+      const Item& it = items_[item];
+      port.put_signal(slots_ + (size_t(it.token) * o_.topk + it.slot) * partial_bytes_,
+                      outputs_.data() + item * partial_bytes_, partial_bytes_, arrived_, 1,
+                      SignalOp::kAdd, it.home);
+      if (it.home / ranks_ != my_node_) inter_bytes_ += int64_t(partial_bytes_);
+      if (it.home / ranks_ == my_node_ && it.home != me_) intra_bytes_ += int64_t(partial_bytes_);
     }
     uint64_t expected = 0;
     for (int32_t expert : routing_.experts) expected += expert >= 0;
@@ -383,8 +386,15 @@ class FlatCombiner final : public Combiner {
     }
   }
 
-  std::byte* slots_ = nullptr;   // [token][topk slot]: one expert output each
-  uint64_t* arrived_ = nullptr;  // expert outputs landed here
+  struct Item {  // an expert output: for which home PE, token and topk slot
+    int home;
+    int64_t token;
+    int slot;
+  };
+  std::vector<Item> items_;
+  std::vector<std::byte> outputs_;  // [item][partial bytes]
+  std::byte* slots_ = nullptr;      // [token][topk slot]: one expert output each
+  uint64_t* arrived_ = nullptr;     // expert outputs landed here
 };
 
 }  // namespace

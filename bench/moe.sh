@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# MoE combine (and dispatch) side by side, in one invocation on this machine: DeepEP's benchmark
+# shape (hidden 7168, topk 8, 64 experts) with TOKENS tokens per PE (default 1024: 4096 needs
+# about 1.5 GiB of heap per PE for the flat baseline's slots here) on 2 nodes x 2 ranks, TCP
+# between the nodes: symmesh's hierarchical combine, its flat combine, and OpenMPI's
+# MPI_Alltoallv plus a local reduction (4 processes, forced onto TCP, and with its default
+# shared-memory transport). Every figure is the median over RUNS runs (default 3) of a job's
+# median over ITERS iterations (default 5), an iteration timed by its slowest PE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=${RUNS:-3}
+iters=${ITERS:-5}
+tokens=${TOKENS:-1024}
+hidden=7168 topk=8 experts=64
+deploy/install-deps.sh --bench
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSYMMESH_BENCH=ON >/dev/null
+cmake --build build-bench -j "$(nproc)" >/dev/null
+bin=$PWD/build-bench/bin
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 \
+  --base-port "${SYMMESH_BENCH_PORT:-7900}" --heap-size 2GiB)"
+work=$(mktemp -d)
+trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"' EXIT
+
+median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+field() { grep -o "\"$1\":[0-9.e+-]*" "$2" | cut -d: -f2; }
+ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+symmesh_runs() {  # op algo -> $work/<op>-<algo>.<run>.json
+  for run in $(seq "$runs"); do
+    "$bin/symmesh" submit "$1" --algo "$2" --tokens "$tokens" --hidden "$hidden" --topk "$topk" \
+      --experts "$experts" --iters "$iters" --json >"$work/$1-$2.$run.json"
+  done
+}
+pick() {  # file-prefix field -> median over runs
+  for run in $(seq "$runs"); do field "$2" "$work/$1.$run.json"; done | median
+}
+mpi_time() {  # transport -> seconds
+  local mca=()
+  [[ "$1" == tcp ]] && mca=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+  for _ in $(seq "$runs"); do
+    mpirun -np 4 "${mca[@]}" "$bin/mpi_moe_bench" "$tokens" "$hidden" "$topk" "$experts" "$iters" \
+      2>/dev/null | tail -n 1
+  done | median
+}
+
+symmesh_runs combine hier
+symmesh_runs combine flat
+symmesh_runs dispatch hier
+mpi_tcp=$(mpi_time tcp)
+mpi_shm=$(mpi_time shm)
+
+echo "symmesh bench/moe.sh: $(date -u +%F), $(nproc) cores, runs=$runs iters=$iters"
+echo "tokens=$tokens per PE, hidden=$hidden, topk=$topk, experts=$experts, bf16, 2 nodes x 2 ranks over TCP"
+printf "| %-26s | %9s | %10s | %8s | %15s |\n" "" "median ms" "tokens/s" "GB/s" "inter-node MiB"
+printf "|%s|\n" "----------------------------|-----------|------------|----------|-----------------"
+for variant in combine-hier combine-flat dispatch-hier; do
+  printf "| %-26s | %9s | %10.0f | %8.3f | %15s |\n" "symmesh ${variant/-/ }" \
+    "$(ms "$(pick "$variant" median_s)")" "$(pick "$variant" tokens_per_s)" \
+    "$(pick "$variant" algbw_gbps)" "$(mib "$(pick "$variant" inter_node_bytes)")"
+done
+all_tokens=$((tokens * 4))
+for transport in tcp shm; do
+  t=$([[ $transport == tcp ]] && echo "$mpi_tcp" || echo "$mpi_shm")
+  printf "| %-26s | %9s | %10.0f | %8.3f | %15s |\n" "OpenMPI Alltoallv ($transport)" "$(ms "$t")" \
+    "$(awk -v n="$all_tokens" -v t="$t" 'BEGIN { print n / t }')" \
+    "$(awk -v n="$all_tokens" -v h="$hidden" -v t="$t" 'BEGIN { print n * h * 2 / t / 1e9 }')" \
+    "$(mib "$(pick combine-flat flat_inter_node_bytes)")"
+done
+hier=$(pick combine-hier median_s)
+echo
+echo "hier / flat time: $(ratio "$hier" "$(pick combine-flat median_s)");" \
+  "hier / MPI tcp: $(ratio "$hier" "$mpi_tcp"); hier / MPI shm: $(ratio "$hier" "$mpi_shm");" \
+  "hier / flat inter-node bytes: $(ratio "$(pick combine-hier inter_node_bytes)" "$(pick combine-flat inter_node_bytes)")"
