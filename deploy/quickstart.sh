@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # From a fresh Debian machine to a job run end to end: installs what it needs, builds,
 # starts a local cluster of 2 daemons x 2 ranks (TCP between the nodes, shared memory
-# inside), runs a barrier, an all-reduce and a fused GEMM + all-reduce through the CLI, prints
-# them, stops the cluster.
+# inside), runs a barrier, an all-reduce, a fused GEMM + all-reduce and a MoE combine through the
+# CLI, prints them, stops the cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,4 +24,6 @@ build/bin/symmesh submit collective --op allreduce --bytes 16MiB --dtype f32 --i
 echo "== symmesh submit matmul --op gemm-allreduce --m 1024 --n 512 --k 1024 --dtype bf16 --verify"
 build/bin/symmesh submit matmul --op gemm-allreduce --m 1024 --n 512 --k 1024 --dtype bf16 \
   --iters 3 --verify
+echo "== symmesh submit combine --tokens 256 --hidden 1024 --topk 8 --experts 16 --verify"
+build/bin/symmesh submit combine --tokens 256 --hidden 1024 --topk 8 --experts 16 --iters 3 --verify
 echo "== logs: $SYMMESH_CLUSTER_DIR; stopping the cluster"

@@ -23,12 +23,22 @@ struct Outcome {
   int64_t inter_node_bytes = 0;                 // all PEs
 };
 
+// "pe0": every token's experts are 0..topk-1, all held by PE 0; else a generated routing.
+Routing routing_for(const MoeOptions& o, int pe, const std::string& name) {
+  if (name != "pe0") return make_routing(o, pe, parse_routing(name, 9));
+  Routing r = make_routing(o, pe, parse_routing("uniform", 9));
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    for (int k = 0; k < r.topk; ++k) r.experts[t * r.topk + k] = k;
+  }
+  return r;
+}
+
 Outcome run_combine(Shape shape, const MoeOptions& o, const std::string& routing_name,
-                    int empty_pe = -1) {
+                    int empty_pe = -1, size_t heap_per_rank = 24 << 20) {
   LocalClusterOptions c;
   c.nodes = shape.nodes;
   c.ranks_per_node = shape.ranks;
-  c.heap_size = size_t(shape.ranks) * (24 << 20);
+  c.heap_size = size_t(shape.ranks) * heap_per_rank;
   c.wait_timeout = std::chrono::seconds(60);
   c.tcp.io_threads = 1;
   LocalCluster cluster(c);
@@ -40,7 +50,7 @@ Outcome run_combine(Shape shape, const MoeOptions& o, const std::string& routing
   std::vector<int64_t> bytes(n);
   cluster.run([&](Pe& pe) {
     const int me = pe.my_pe();
-    const Routing routing = make_routing(mine[me], me, parse_routing(routing_name, 9));
+    const Routing routing = routing_for(mine[me], me, routing_name);
     const std::vector<uint16_t> x = moe_tokens(mine[me], me, 9);
     std::vector<std::vector<uint16_t>> biases;
     for (int i = 0; i < o.biases; ++i) biases.push_back(moe_bias(mine[me], me, i, 9));
@@ -112,6 +122,19 @@ TEST(MoeCombine, EmptyPeOneBiasOneChannelAndRingsOfOneChunk) {
   o.channels = 5;
   o.experts = 12;
   run_combine({3, 2}, o, "uniform");
+}
+
+TEST(MoeCombine, EveryExpertOnOnePeAndTheBenchmarkHidden) {
+  MoeOptions o = small(16, 4);  // experts 0..3 all on PE 0: it gets every token, PEs 1..3 none
+  run_combine({2, 2}, o, "pe0");
+  o.algo = MoeAlgo::kFlat;
+  run_combine({2, 2}, o, "pe0");
+  o = small(64, 8);  // DeepEP's shape, scaled down in tokens
+  o.hidden = 7168;
+  o.tokens = 512;
+  o.chunk_tokens = 4;
+  o.nvl_ring_tokens = o.rdma_ring_tokens = 16;
+  run_combine({2, 2}, o, "uniform", -1, size_t(192) << 20);
 }
 
 TEST(MoeCombine, RepeatedRunsAreBitwiseEqual) {
