@@ -3,26 +3,19 @@
 #include <cstring>
 
 #include "ops/npy.h"
+#include "ops/seeded.h"
 #include "transport/errors.h"
 
 namespace symmesh {
 namespace {
 
-// splitmix64: a value per (seed, matrix, index) with no state, so any PE can make any matrix.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Uniform in [-1, 1), rounded to the dtype.
 std::vector<std::byte> generate(uint64_t seed, uint64_t matrix, int64_t rows, int64_t cols,
                                 DType dtype) {
   std::vector<float> values(size_t(rows) * cols);
-  const uint64_t base = mix(seed * 1000003 + matrix);
+  const uint64_t base = splitmix64(seed * 1000003 + matrix);
   for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = float(int64_t(mix(base + i) >> 40) - (int64_t{1} << 23)) / float(1 << 23);
+    values[i] = plus_minus_one(splitmix64(base + i));
   }
   std::vector<std::byte> out(values.size() * dtype_size(dtype));
   store_from_f32(out.data(), values.data(), values.size(), dtype);

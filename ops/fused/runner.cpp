@@ -1,29 +1,15 @@
 #include "ops/fused/runner.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "ops/fused/reference.h"
 #include "ops/npy.h"
+#include "ops/pe_stats.h"
 
 namespace symmesh {
 namespace {
-
-double max_over_pes(Pe& pe, double value) {
-  double result = value;
-  for (uint64_t bits : pe.exchange(pe.team_world(), std::bit_cast<uint64_t>(value))) {
-    result = std::max(result, std::bit_cast<double>(bits));
-  }
-  return result;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 // One mode's operator, tensors and samples. Each figure of an iteration is the slowest PE's.
 struct ModeRun {

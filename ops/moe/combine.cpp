@@ -15,6 +15,14 @@ float expert_factor(const MoeOptions& o, int32_t expert, float weight) {
   return expert_scale(expert) * (o.weighting == MoeWeighting::kTopk ? weight : 1.0f);
 }
 
+// out += expert k's output for received token i (its weight applied under topk weighting).
+void add_expert_output(const MoeOptions& o, const DispatchResult& d, int64_t i, int k, float* out) {
+  const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
+  const float factor = expert_factor(o, expert, d.topk_weights[size_t(i) * o.topk + k]);
+  for (int64_t h = 0; h < o.hidden; ++h)
+    out[h] += factor * bf16_to_f32(d.x[size_t(i) * o.hidden + h]);
+}
+
 // What every combine does last for a token: the biases, then one rounding to bf16.
 void finish_token(const MoeOptions& o, const std::vector<std::vector<uint16_t>>& biases,
                   int64_t token, std::vector<float>& sum, uint16_t* out) {
@@ -347,10 +355,8 @@ class FlatCombiner final : public Combiner {
       for (int k = 0; k < o.topk; ++k) {
         const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
         if (expert < 0) continue;
-        const float factor = expert_factor(o, expert, d.topk_weights[size_t(i) * o.topk + k]);
-        for (int64_t h = 0; h < o.hidden; ++h) {
-          value[h] = factor * bf16_to_f32(d.x[size_t(i) * o.hidden + h]);
-        }
+        std::fill(value.begin(), value.end(), 0.0f);
+        add_expert_output(o, d, i, k, value.data());
         outputs_.resize(outputs_.size() + partial_bytes_);
         store_from_f32(outputs_.data() + outputs_.size() - partial_bytes_, value.data(),
                        size_t(o.hidden), o.partial_dtype);
@@ -405,10 +411,7 @@ std::vector<float> expert_outputs(const MoeOptions& o, const DispatchResult& d) 
     for (int k = 0; k < o.topk; ++k) {
       const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
       if (expert < 0) continue;
-      const float factor = expert_factor(o, expert, d.topk_weights[size_t(i) * o.topk + k]);
-      for (int64_t h = 0; h < o.hidden; ++h) {
-        out[size_t(i) * o.hidden + h] += factor * bf16_to_f32(d.x[size_t(i) * o.hidden + h]);
-      }
+      add_expert_output(o, d, i, k, &out[size_t(i) * o.hidden]);
     }
   }
   return out;

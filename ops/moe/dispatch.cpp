@@ -5,6 +5,7 @@
 
 #include "ops/fused/operator.h"
 #include "ops/fused/workers.h"
+#include "ops/pe_stats.h"
 #include "runtime/barrier.h"
 
 namespace symmesh {
@@ -33,12 +34,6 @@ std::vector<int64_t> prefix_rows(const uint64_t* counts, int rows, int columns) 
     out[size_t(r) * (columns + 1) + columns] = running;
   }
   return out;
-}
-
-uint64_t max_over_pes(Pe& pe, uint64_t value) {
-  uint64_t result = value;
-  for (uint64_t v : pe.exchange(pe.team_world(), value)) result = std::max(result, v);
-  return result;
 }
 
 class Dispatcher {

@@ -2,21 +2,16 @@
 
 #include <algorithm>
 
+#include "ops/seeded.h"
+
 namespace symmesh {
 namespace {
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 std::vector<uint16_t> uniform_bf16(size_t count, uint64_t stream, float scale) {
   std::vector<uint16_t> out(count);
-  const uint64_t base = mix(stream);
+  const uint64_t base = splitmix64(stream);
   for (size_t i = 0; i < count; ++i) {
-    const float value = float(int64_t(mix(base + i) >> 40) - (int64_t{1} << 23)) / float(1 << 23);
+    const float value = plus_minus_one(splitmix64(base + i));
     out[i] = f32_to_bf16(value * scale);
   }
   return out;

@@ -6,21 +6,11 @@
 #include <numeric>
 
 #include "ops/npy.h"
+#include "ops/seeded.h"
 #include "transport/errors.h"
 
 namespace symmesh {
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-double unit(uint64_t bits) {  // [0, 1)
-  return double(bits >> 11) * 0x1.0p-53;
-}
 
 // Skewed: expert i (in a seeded order) drawn with probability proportional to 1 / (i + 1)^1.5,
 // so a handful of experts take most tokens.
@@ -38,10 +28,10 @@ Routing generate(const MoeOptions& o, int pe, const RoutingSpec& spec) {
   std::vector<int32_t> order(o.experts);
   std::iota(order.begin(), order.end(), 0);
   for (int i = o.experts - 1; i > 0; --i) {  // the skew's favourite experts, the same on every PE
-    std::swap(order[i], order[mix(spec.seed * 31 + i) % (i + 1)]);
+    std::swap(order[i], order[splitmix64(spec.seed * 31 + i) % (i + 1)]);
   }
   const std::vector<double> cdf = skewed_cdf(o.experts);
-  uint64_t state = mix(spec.seed * 1000003 + uint64_t(pe) + 1);
+  uint64_t state = splitmix64(spec.seed * 1000003 + uint64_t(pe) + 1);
   for (int64_t t = 0; t < o.tokens; ++t) {
     int32_t* ids = &r.experts[t * o.topk];
     float* weights = &r.weights[t * o.topk];
@@ -49,13 +39,14 @@ Routing generate(const MoeOptions& o, int pe, const RoutingSpec& spec) {
     for (int k = 0; k < o.topk; ++k) {
       int32_t id;
       do {  // distinct experts per token; topk <= experts, so this ends
-        const uint64_t draw = mix(state++);
-        id = spec.kind == RoutingKind::kSkewed
-                 ? order[std::lower_bound(cdf.begin(), cdf.end(), unit(draw)) - cdf.begin()]
-                 : int32_t(draw % uint64_t(o.experts));
+        const uint64_t draw = splitmix64(state++);
+        id =
+            spec.kind == RoutingKind::kSkewed
+                ? order[std::lower_bound(cdf.begin(), cdf.end(), unit_interval(draw)) - cdf.begin()]
+                : int32_t(draw % uint64_t(o.experts));
       } while (std::find(ids, ids + k, id) != ids + k);
       ids[k] = id;
-      weights[k] = float(0.05 + unit(mix(state++)));
+      weights[k] = float(0.05 + unit_interval(splitmix64(state++)));
       sum += weights[k];
     }
     for (int k = 0; k < o.topk; ++k) weights[k] /= sum;  // a gate's softmax-like weights
