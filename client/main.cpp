@@ -168,8 +168,8 @@ int main(int argc, char** argv) {
   // dispatch and combine take the same options; combine runs its own dispatch first, untimed.
   wire::MoeJob moe;
   uint64_t moe_tokens = 0, hidden = 0;
-  uint32_t topk = 0, experts = 0, biases = 0, channels = 2, moe_iters = 5;
-  uint32_t chunk = 4, nvl_ring = 16, rdma_ring = 16;
+  uint32_t topk = 0, experts = 0, biases = 0, channels = 1, moe_iters = 5;
+  uint32_t chunk = 16, nvl_ring = 64, rdma_ring = 64;
   uint64_t moe_seed = 1;
   std::string weighting = "topk", partial = "bf16", moe_algo = "hier", routing = "uniform";
   std::string moe_output;

@@ -53,7 +53,7 @@ TEST(MoeJobs, BadJobsNameTheFieldAndTheClusterGoesOn) {
             std::string::npos)
       << hidden.out;
   CliRun chunk = cli(target(cluster) +
-                     " submit combine --tokens 4 --hidden 8 --topk 1 --experts 2 --chunk-tokens 9 "
+                     " submit combine --tokens 4 --hidden 8 --topk 1 --experts 2 --chunk-tokens 33 "
                      "--json");
   EXPECT_NE(chunk.exit_code, 0);
   EXPECT_NE(nlohmann::json::parse(chunk.out)["error"].get<std::string>().find("half of"),
