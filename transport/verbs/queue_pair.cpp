@@ -78,8 +78,13 @@ void QueuePair::connect(const QpRemote& remote, ibv_mtu mtu) {
 
   ibv_qp_attr rts{};
   rts.qp_state = IBV_QPS_RTS;
-  rts.timeout = 14;   // 4.096 us * 2^14 = 67 ms per try
-  rts.retry_cnt = 7;  // a dead peer fails after about half a second
+  // 4.096 us * 2^18 = 1.07 s per try. Tries of 67 ms fired on ACKs merely late in a loaded
+  // soft-RoCE guest (a thousand duplicate requests in a run), and with atomics among the
+  // replayed requests Linux 6.1's rxe could leave a queue pair stalled: the fused operators
+  // hung in 2 of 8 full soft-RoCE suites before, none in the runs since. A dead peer now
+  // fails after about 7.5 s, well inside every job's wait deadline.
+  rts.timeout = 18;
+  rts.retry_cnt = 7;
   rts.rnr_retry = 7;  // receives are reposted: wait for them as long as it takes
   rts.sq_psn = psn_;
   rts.max_rd_atomic = static_cast<uint8_t>(std::min(device_.max_qp_rd_atom(), 16));

@@ -1,0 +1,65 @@
+// The fused operators over verbs: their comm threads drive a PE's queue pairs while the PE's
+// compute threads wait on flags that RDMA writes (no CPU at the target), on 2 nodes x 2 ranks,
+// both stage transfers of matmul-reduce-scatter and two comm threads. Small shapes: the guest
+// emulates the CPU.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "ops/fused/runner.h"
+#include "runtime/local_cluster.h"
+
+namespace symmesh {
+namespace {
+
+FusedReport run_on_verbs(const FusedJob& job) {
+  LocalClusterOptions o;
+  o.nodes = 2;
+  o.ranks_per_node = 2;
+  o.heap_size = size_t(2) * (24 << 20);
+  o.wait_timeout = std::chrono::seconds(60);
+  o.transport = "verbs";
+  LocalCluster cluster(o);
+  EXPECT_EQ(cluster.node(0).transport_name(1), "verbs");
+  Gemm gemm;
+  std::mutex mutex;
+  FusedReport first;
+  cluster.run([&](Pe& pe) {
+    const FusedReport report = run_fused_job(pe, gemm, job);
+    std::lock_guard lock(mutex);
+    if (pe.my_pe() == 0) first = report;
+  });
+  return first;
+}
+
+TEST(VerbsFused, EveryOperatorVerifiesOverRdma) {
+  for (FusedOp op :
+       {FusedOp::kMatmulReduceScatter, FusedOp::kGemmAllreduce, FusedOp::kAllgatherMatmul}) {
+    for (auto [transfer, comm_threads] :
+         {std::pair{StageTransfer::kPull, 1}, std::pair{StageTransfer::kPush, 2}}) {
+      FusedJob job;
+      job.options.op = op;
+      job.options.m = 45;
+      job.options.n = 21;
+      job.options.k = 17;
+      job.options.dtype = DType::kBF16;
+      job.options.tile_m = 8;
+      job.options.tile_n = 16;
+      job.options.subtile_m = 4;
+      job.options.comm_interval = 1;
+      job.options.transfer = transfer;
+      job.options.comm_threads = comm_threads;
+      job.mode = FusedMode::kFused;
+      job.iters = 2;
+      job.verify = true;
+      const FusedReport r = run_on_verbs(job);
+      EXPECT_TRUE(r.verified) << fused_op_name(op) << " " << stage_transfer_name(transfer)
+                              << ": max_abs_err " << r.max_abs_err;
+      EXPECT_TRUE(r.deterministic) << fused_op_name(op);
+      EXPECT_GT(r.wire_bytes, 0u) << fused_op_name(op);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace symmesh
