@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   uint32_t chunk = 16, nvl_ring = 64, rdma_ring = 64;
   uint64_t moe_seed = 1;
   std::string weighting = "topk", partial = "bf16", moe_algo = "hier", routing = "uniform";
-  std::string moe_output;
+  std::string moe_inputs, moe_output;
   std::vector<CLI::App*> moe_cmds;
   for (const char* name : {"dispatch", "combine"}) {
     auto* cmd = submit_cmd->add_subcommand(
@@ -217,6 +217,8 @@ int main(int argc, char** argv) {
     cmd->add_option("--seed", moe_seed, "seed of the generated tokens and routing")
         ->capture_default_str();
     cmd->add_flag("--verify", verify, "check every PE's result against the reference");
+    cmd->add_option("--inputs", moe_inputs,
+                    "directory of x_<pe>.npy (and bias_<i>_<pe>.npy), read by every daemon");
     cmd->add_option("--output", moe_output, "combine: directory for combined_x_<pe>.npy");
     cmd->add_flag("--json", json, "print one JSON object");
     moe_cmds.push_back(cmd);
@@ -280,6 +282,7 @@ int main(int argc, char** argv) {
       job->set_iters(moe_iters);
       job->set_seed(moe_seed);
       job->set_verify(verify);
+      job->set_inputs(moe_inputs.empty() ? "" : std::filesystem::absolute(moe_inputs).string());
       job->set_output(moe_output.empty() ? "" : std::filesystem::absolute(moe_output).string());
     } else if (matmul_cmd->parsed()) {
       mm->set_op(mm_op);

@@ -26,8 +26,9 @@ MoeJob moe_job(const wire::MoeJob& w) {
   if (w.chunk_tokens()) o.chunk_tokens = w.chunk_tokens();
   if (w.nvl_ring_tokens()) o.nvl_ring_tokens = w.nvl_ring_tokens();
   if (w.rdma_ring_tokens()) o.rdma_ring_tokens = w.rdma_ring_tokens();
-  job.seed = w.seed() ? w.seed() : 1;
-  job.routing = parse_routing(w.routing().empty() ? "uniform" : w.routing(), job.seed);
+  job.inputs.seed = w.seed() ? w.seed() : 1;
+  job.inputs.dir = w.inputs();
+  job.routing = parse_routing(w.routing().empty() ? "uniform" : w.routing(), job.inputs.seed);
   job.iters = int(w.iters());
   job.verify = w.verify();
   job.output_dir = w.output();

@@ -8,13 +8,9 @@
 #include <vector>
 
 #include "ops/fused/options.h"
+#include "ops/inputs.h"
 
 namespace symmesh {
-
-struct InputSpec {
-  uint64_t seed = 1;
-  std::string dir;  // empty: generated from the seed
-};
 
 // PE `pe`'s A: M x K (matmul-reduce-scatter, gemm-allreduce) or its rows x K
 // (allgather-matmul), in the job's dtype.

@@ -1,6 +1,7 @@
 #include "ops/moe/reference.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ops/seeded.h"
 
@@ -17,15 +18,28 @@ std::vector<uint16_t> uniform_bf16(size_t count, uint64_t stream, float scale) {
   return out;
 }
 
-}  // namespace
-
-std::vector<uint16_t> moe_tokens(const MoeOptions& o, int pe, uint64_t seed) {
-  return uniform_bf16(size_t(o.tokens) * o.hidden, seed * 1000003 + uint64_t(pe) * 7 + 1, 1.0f);
+std::vector<uint16_t> load_bf16(const std::string& path, const MoeOptions& o) {
+  const std::vector<std::byte> bytes = load_matrix(path, o.tokens, o.hidden, DType::kBF16);
+  std::vector<uint16_t> out(bytes.size() / 2);
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
 }
 
-std::vector<uint16_t> moe_bias(const MoeOptions& o, int pe, int index, uint64_t seed) {
+}  // namespace
+
+std::vector<uint16_t> moe_tokens(const MoeOptions& o, int pe, const InputSpec& spec) {
+  if (!spec.dir.empty()) return load_bf16(spec.dir + "/x_" + std::to_string(pe) + ".npy", o);
+  return uniform_bf16(size_t(o.tokens) * o.hidden, spec.seed * 1000003 + uint64_t(pe) * 7 + 1,
+                      1.0f);
+}
+
+std::vector<uint16_t> moe_bias(const MoeOptions& o, int pe, int index, const InputSpec& spec) {
+  if (!spec.dir.empty()) {
+    return load_bf16(
+        spec.dir + "/bias_" + std::to_string(index) + "_" + std::to_string(pe) + ".npy", o);
+  }
   return uniform_bf16(size_t(o.tokens) * o.hidden,
-                      seed * 1000003 + uint64_t(pe) * 7 + 2 + uint64_t(index), 0.125f);
+                      spec.seed * 1000003 + uint64_t(pe) * 7 + 2 + uint64_t(index), 0.125f);
 }
 
 float expert_scale(int expert) {

@@ -7,14 +7,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/inputs.h"
 #include "ops/moe/layout.h"
 
 namespace symmesh {
 
-// PE `pe`'s tokens: [tokens][hidden] bf16 bit patterns, uniform in [-1, 1).
-std::vector<uint16_t> moe_tokens(const MoeOptions& options, int pe, uint64_t seed);
-// Bias tensor `index` (0 or 1) of PE `pe`: [tokens][hidden] bf16, uniform in [-1/8, 1/8).
-std::vector<uint16_t> moe_bias(const MoeOptions& options, int pe, int index, uint64_t seed);
+// PE `pe`'s tokens: [tokens][hidden] bf16 bit patterns, uniform in [-1, 1), or read from
+// <dir>/x_<pe>.npy (bf16 as '<u2' / '|V2', or '<f4' rounded).
+std::vector<uint16_t> moe_tokens(const MoeOptions& options, int pe, const InputSpec& spec);
+// Bias tensor `index` (0 or 1) of PE `pe`: [tokens][hidden] bf16, uniform in [-1/8, 1/8), or
+// read from <dir>/bias_<index>_<pe>.npy.
+std::vector<uint16_t> moe_bias(const MoeOptions& options, int pe, int index, const InputSpec& spec);
 
 // The stand-in expert: expert e maps x to x * expert_scale(e), a multiple of 1/8 in [1, 2), so
 // different experts give different outputs and a misrouted one is seen.

@@ -39,9 +39,9 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   const int me = pe.my_pe(), n = pe.n_pes();
   const ClusterShape shape{pe.node().nodes(), pe.node().ranks_per_node()};
   const Routing routing = make_routing(o, me, job.routing);
-  const std::vector<uint16_t> x = moe_tokens(o, me, job.seed);
+  const std::vector<uint16_t> x = moe_tokens(o, me, job.inputs);
   std::vector<std::vector<uint16_t>> biases;
-  for (int i = 0; i < o.biases; ++i) biases.push_back(moe_bias(o, me, i, job.seed));
+  for (int i = 0; i < o.biases; ++i) biases.push_back(moe_bias(o, me, i, job.inputs));
 
   MoeReport report;
   std::vector<double> times;
@@ -102,7 +102,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
       std::vector<std::vector<uint16_t>> all_x;
       for (int p = 0; p < n; ++p) {
         routings.push_back(make_routing(o, p, job.routing));
-        all_x.push_back(moe_tokens(o, p, job.seed));
+        all_x.push_back(moe_tokens(o, p, job.inputs));
       }
       error = worst =
           dispatch_error(o, dispatched, reference_dispatch(o, routings, shape, me), all_x);

@@ -19,7 +19,7 @@ struct MoeJob {
   RoutingSpec routing;
   int iters = 5;
   bool verify = false;
-  uint64_t seed = 1;
+  InputSpec inputs;        // the tokens and biases: seeded, or x_<pe>.npy / bias_<i>_<pe>.npy
   std::string output_dir;  // combine: combined_x_<pe>.npy (bf16 bit patterns)
 };
 

@@ -1,10 +1,13 @@
 // MoE jobs through real daemons and the real CLI: dispatch and both combines verified with the
-// --json figures, the hierarchical combine's inter-node bytes against flat's, and bad jobs that
-// fail naming the field while the daemons go on.
+// --json figures, the hierarchical combine's inter-node bytes against flat's, .npy inputs and
+// outputs, and bad jobs that fail naming the field or file while the daemons go on.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "ops/npy.h"
+#include "runtime/collectives/dtype.h"
 #include "tests/cluster/test_cluster.h"
 
 namespace symmesh::testing {
@@ -42,6 +45,74 @@ TEST(MoeJobs, DispatchAndBothCombinesVerifyThroughTheDaemons) {
   EXPECT_EQ(flat["verified"], true) << flat.dump();
   EXPECT_LE(hier["inter_node_bytes"].get<int64_t>() * 2, flat["inter_node_bytes"].get<int64_t>());
   EXPECT_EQ(flat["inter_node_bytes"], flat["flat_inter_node_bytes"]);
+}
+
+// Tokens, biases and routing from .npy files, the combined tokens written back: checked against
+// sums computed here. Values are small multiples of 1/16, so every sum is exact in bf16.
+TEST(MoeJobs, NpyInputsRoutingAndOutputsMatchSumsComputedHere) {
+  ClusterOptions options = shape(2, 2);
+  options.heap_size = "64MiB";
+  TestCluster cluster(options);
+  const std::filesystem::path in = cluster.dir() + "/inputs", out = cluster.dir() + "/outputs";
+  std::filesystem::create_directories(in);
+  const int pes = 4, tokens = 5, hidden = 16, topk = 3, experts = 8;
+  std::vector<std::vector<float>> x(pes), bias(pes);
+  std::vector<std::vector<int64_t>> ids(pes);
+  for (int pe = 0; pe < pes; ++pe) {
+    const std::string suffix = "_" + std::to_string(pe) + ".npy";
+    for (int i = 0; i < tokens * hidden; ++i) {
+      x[pe].push_back(float((i * 5 + pe * 3) % 9 - 4) / 4);
+      bias[pe].push_back(float((i + pe) % 5 - 2) / 8);
+    }
+    for (int t = 0; t < tokens; ++t) {  // distinct ids; the last token of PE 1 uses one slot
+      for (int k = 0; k < topk; ++k) {
+        ids[pe].push_back(pe == 1 && t == tokens - 1 && k > 0 ? -1 : (t + pe + 3 * k) % experts);
+      }
+    }
+    const std::vector<float> weights(tokens * topk, 0.5f);
+    write_npy_f32((in / ("x" + suffix)).string(), x[pe].data(), tokens, hidden);
+    write_npy_f32((in / ("bias_0" + suffix)).string(), bias[pe].data(), tokens, hidden);
+    write_npy((in / ("topk_idx" + suffix)).string(), "<i8", ids[pe].data(), tokens, topk);
+    write_npy_f32((in / ("topk_weights" + suffix)).string(), weights.data(), tokens, topk);
+  }
+  const std::string args =
+      " --tokens 5 --hidden 16 --topk 3 --experts 8 --iters 2 --verify "
+      "--inputs " +
+      in.string() + " --routing " + in.string();
+  EXPECT_EQ(submit(cluster, "dispatch" + args)["verified"], true);
+  const auto json =
+      submit(cluster, "combine --weighting topk --bias 1 --output " + out.string() + args);
+  ASSERT_EQ(json["verified"], true) << json.dump();
+  for (int pe = 0; pe < pes; ++pe) {
+    const NpyArray combined =
+        read_npy((out / ("combined_x_" + std::to_string(pe) + ".npy")).string());
+    ASSERT_EQ(combined.descr, "<u2");
+    ASSERT_EQ(combined.rows, tokens);
+    ASSERT_EQ(combined.cols, hidden);
+    const uint16_t* got = reinterpret_cast<const uint16_t*>(combined.data.data());
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < hidden; ++h) {
+        float expected = bias[pe][t * hidden + h];
+        for (int k = 0; k < topk; ++k) {
+          const int64_t e = ids[pe][t * topk + k];  // the stand-in expert scales by 1 + e%8 / 8
+          if (e >= 0) expected += 0.5f * (1.0f + float(e % 8) / 8) * x[pe][t * hidden + h];
+        }
+        EXPECT_EQ(bf16_to_f32(got[t * hidden + h]), expected)
+            << "PE " << pe << " token " << t << " element " << h;
+      }
+    }
+  }
+
+  // A token file of the wrong shape: the job fails naming it, and the daemons go on.
+  write_npy_f32((in / "x_1.npy").string(), x[1].data(), hidden, tokens);
+  CliRun bad = cli(target(cluster) + " submit combine" + args + " --json");
+  EXPECT_NE(bad.exit_code, 0);
+  const auto error = nlohmann::json::parse(bad.out)["error"].get<std::string>();
+  EXPECT_NE(error.find("x_1.npy: shape (16, 5) but the job needs (5, 16)"), std::string::npos)
+      << error;
+  EXPECT_EQ(
+      submit(cluster, "combine --tokens 8 --hidden 8 --topk 2 --experts 4 --verify")["verified"],
+      true);
 }
 
 TEST(MoeJobs, BadJobsNameTheFieldAndTheClusterGoesOn) {

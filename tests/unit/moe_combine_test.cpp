@@ -51,9 +51,10 @@ Outcome run_combine(Shape shape, const MoeOptions& o, const std::string& routing
   cluster.run([&](Pe& pe) {
     const int me = pe.my_pe();
     const Routing routing = routing_for(mine[me], me, routing_name);
-    const std::vector<uint16_t> x = moe_tokens(mine[me], me, 9);
+    const std::vector<uint16_t> x = moe_tokens(mine[me], me, InputSpec{9, ""});
     std::vector<std::vector<uint16_t>> biases;
-    for (int i = 0; i < o.biases; ++i) biases.push_back(moe_bias(mine[me], me, i, 9));
+    for (int i = 0; i < o.biases; ++i)
+      biases.push_back(moe_bias(mine[me], me, i, InputSpec{9, ""}));
     const DispatchResult dispatched = dispatch(pe, o, x, routing);
     const CombineResult r = combine(pe, o, dispatched, routing, biases);
     outcome.combined[me] = r.combined_x;

@@ -43,7 +43,7 @@ void expect_dispatch(Shape shape, const MoeOptions& o, const std::string& routin
   for (int pe = 0; pe < n; ++pe) {
     const MoeOptions mine = pe_options(o, pe, empty_pe);
     routings.push_back(make_routing(mine, pe, parse_routing(routing_name, 3)));
-    tokens.push_back(moe_tokens(mine, pe, 3));
+    tokens.push_back(moe_tokens(mine, pe, InputSpec{3, ""}));
   }
   std::vector<DispatchResult> results(n);
   cluster.run([&](Pe& pe) {

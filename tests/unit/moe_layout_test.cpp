@@ -159,7 +159,7 @@ TEST(MoeReference, PartialsOfEveryPeSumToTheCombine) {
   for (MoeWeighting weighting : {MoeWeighting::kNone, MoeWeighting::kTopk}) {
     o.weighting = weighting;
     const Routing r = make_routing(o, 2, parse_routing("uniform", 5));
-    const std::vector<uint16_t> x = moe_tokens(o, 2, 5);
+    const std::vector<uint16_t> x = moe_tokens(o, 2, InputSpec{5, ""});
     const std::vector<uint16_t> combined = reference_combine(o, r, x, {});
     std::vector<float> partial(o.hidden), sum(o.hidden);
     for (int64_t t = 0; t < o.tokens; ++t) {
