@@ -93,7 +93,9 @@ LocalCluster::~LocalCluster() {
 }
 
 void LocalCluster::run(const std::function<void(Pe&)>& body) {
-  // A fresh job: everything sent before has landed, then every sync pool is cleared.
+  // A fresh job: everything sent before has landed, then every sync pool is cleared. No PE runs
+  // between jobs, so the previous job's abort must not cut the flush short.
+  for (auto& node : nodes_) node->doorbell().clear_abort();
   for (auto& tcp : tcp_) tcp->flush_all(deadline_after(options_.wait_timeout));
   for (auto& verbs : verbs_) verbs->flush_all(deadline_after(options_.wait_timeout));
   for (auto& node : nodes_) node->reset_between_jobs();

@@ -156,5 +156,54 @@ TEST(MoeCombine, HierarchicalMovesAtMostHalfTheFlatInterNodeBytesAtTopk8) {
   EXPECT_LE(hier * 2, flat) << "hier " << hier << " flat " << flat;
 }
 
+// A handle that expects a record nobody sends (PE 0 told that one of its tokens comes back from
+// node 1 too): PE 0's receiver waits on that ring until the deadline and fails naming the PE,
+// channel, ring, head and tail, nothing traps, and the next combine on the cluster is right.
+TEST(MoeCombine, AStuckRingFailsNamingPeChannelRingHeadAndTail) {
+  LocalClusterOptions c;
+  c.nodes = 2;
+  c.ranks_per_node = 2;
+  c.heap_size = size_t(2) * (24 << 20);
+  c.wait_timeout = std::chrono::milliseconds(500);
+  c.tcp.io_threads = 1;
+  LocalCluster cluster(c);
+  MoeOptions o = small(8, 1);
+  o.channels = 1;
+  std::string stuck;
+  auto stuck_combine = [&](Pe& pe) {
+    const Routing routing = routing_for(o, pe.my_pe(), "uniform");
+    const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{9, ""});
+    DispatchResult dispatched = dispatch(pe, o, x, routing);
+    if (pe.my_pe() == 0) {            // the first token not routed to node 1 now waits for it
+      int64_t* from_node1 = nullptr;  // rdma_slot is [token][node]
+      for (int64_t t = 0; t < routing.tokens && !from_node1; ++t) {
+        int64_t& slot = dispatched.handle.rdma_slot[size_t(t) * 2 + 1];
+        if (slot < 0) from_node1 = &slot;
+      }
+      ASSERT_NE(from_node1, nullptr) << "every token of PE 0 went to node 1: change the seed";
+      *from_node1 = 0;
+    }
+    try {
+      combine(pe, o, dispatched, routing, {});
+      ADD_FAILURE() << "PE " << pe.my_pe() << ": the combine finished";
+    } catch (const std::exception& e) {
+      if (pe.my_pe() == 0) stuck = e.what();
+      throw;
+    }
+  };
+  EXPECT_THROW(cluster.run(stuck_combine), std::exception);
+  for (const char* part : {"PE 0: combine: receiver, channel 0, RDMA ring from node 1: head ",
+                           ", tail ", ", capacity 4, token "}) {
+    EXPECT_NE(stuck.find(part), std::string::npos) << part << " not in: " << stuck;
+  }
+  // One expert a token: a single partial, rounded once like the reference, so exactly equal.
+  cluster.run([&](Pe& pe) {
+    const Routing routing = routing_for(o, pe.my_pe(), "uniform");
+    const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{9, ""});
+    const CombineResult r = combine(pe, o, dispatch(pe, o, x, routing), routing, {});
+    EXPECT_EQ(r.combined_x, reference_combine(o, routing, x, {}));
+  });
+}
+
 }  // namespace
 }  // namespace symmesh
