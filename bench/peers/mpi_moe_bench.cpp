@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<uint16_t>> tokens;
   for (int p = 0; p < size; ++p) {
     routings.push_back(make_routing(o, p, spec));
-    tokens.push_back(moe_tokens(o, p, 1));
+    tokens.push_back(moe_tokens(o, p, InputSpec{1, ""}));
   }
   const Routing& mine = routings[rank];
   std::vector<int> send_counts(size, 0), recv_counts(size, 0), send_at(size), recv_at(size);
