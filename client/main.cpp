@@ -28,11 +28,15 @@ int main(int argc, char** argv) {
   std::string daemon = env_or("SYMMESH_DAEMON", "127.0.0.1:7400");
   std::string secret_file = env_or("SYMMESH_SECRET_FILE", "");
   std::string timeout_text = "3600s";
+  std::string connect_timeout_text = "10s";
   bool json = false;
   app.add_option("--daemon", daemon, "HOST:PORT of any daemon (env SYMMESH_DAEMON)")
       ->capture_default_str();
   app.add_option("--secret-file", secret_file, "cluster secret (env SYMMESH_SECRET_FILE)");
   app.add_option("--timeout", timeout_text, "give up waiting for the daemon after this long")
+      ->capture_default_str();
+  app.add_option("--connect-timeout", connect_timeout_text,
+                 "give up reaching the daemon after this long (it may still be starting)")
       ->capture_default_str();
   app.add_flag("--json", json, "print one JSON object");
 
@@ -246,7 +250,10 @@ int main(int argc, char** argv) {
     }
     const std::string secret = read_secret_file(secret_file);
     const HostPort address = parse_host_port(daemon, "--daemon");
-    auto client = Client::connect(address, secret, "'" + secret_file + "'", deadline);
+    // A daemon that is not there fails fast; a job that runs long may use all of --timeout.
+    const Deadline connect_deadline = std::min(
+        deadline, deadline_after(parse_duration(connect_timeout_text, "--connect-timeout")));
+    auto client = Client::connect(address, secret, "'" + secret_file + "'", connect_deadline);
 
     if (status_cmd->parsed()) {
       print_status(client->status(deadline), json);

@@ -122,12 +122,14 @@ std::unique_ptr<BlockingChannel> BlockingChannel::connect(const HostPort& to, De
     const bool retryable = result == asio::error::connection_refused ||
                            result == asio::error::connection_reset ||
                            result == asio::error::timed_out;
-    if (!retryable || Clock::now() + std::chrono::milliseconds(20) >= deadline) {
+    // The peer may still be starting: back off briefly, and stop (with the peer's answer, not
+    // a bare deadline) when the next try would start too late.
+    const auto backoff = std::chrono::milliseconds(std::min(20 * (attempt + 1), 200));
+    if (!retryable || Clock::now() + backoff + std::chrono::milliseconds(20) >= deadline) {
       throw PeerError("cannot connect to " + to.str() + ": " + result.message() + " (after " +
                       std::to_string(attempt + 1) + " attempts)");
     }
-    // The peer may still be starting: back off briefly, bounded by the deadline.
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20 * (attempt + 1), 200)));
+    std::this_thread::sleep_for(backoff);
   }
   channel->socket_.set_option(asio::ip::tcp::no_delay(true));
   return channel;

@@ -66,11 +66,13 @@ TEST(Cli, ErrorsSayWhatWasWrongAndExitNonZero) {
   EXPECT_NE(bad_dtype.exit_code, 0);
   EXPECT_NE(bad_dtype.out.find("f64"), std::string::npos) << bad_dtype.out;
 
-  CliRun unreachable =
-      cli("--daemon 127.0.0.1:1 --secret-file " + cluster.secret_file() + " --timeout 2s status");
+  // Refused connections are retried for --connect-timeout, not for the hour of --timeout.
+  CliRun unreachable = cli("--daemon 127.0.0.1:1 --secret-file " + cluster.secret_file() +
+                           " --connect-timeout 1s status");
   EXPECT_NE(unreachable.exit_code, 0);
   EXPECT_NE(unreachable.out.find("127.0.0.1:1"), std::string::npos) << unreachable.out;
   EXPECT_NE(unreachable.out.find("SYMMESH_DAEMON"), std::string::npos) << unreachable.out;
+  EXPECT_NE(unreachable.out.find("Connection refused"), std::string::npos) << unreachable.out;
 
   const std::string wrong_secret = cluster.dir() + "/wrong";
   FILE* file = fopen(wrong_secret.c_str(), "w");
