@@ -23,13 +23,12 @@ void add_expert_output(const MoeOptions& o, const DispatchResult& d, int64_t i, 
     out[h] += factor * bf16_to_f32(d.x[size_t(i) * o.hidden + h]);
 }
 
-// What every combine does last for a token: the biases, then one rounding to bf16.
+// What every combine does last for a token: its partials (in `rows`), then the biases, summed
+// in that order and rounded once into bf16 combined_x.
 void finish_token(const MoeOptions& o, const std::vector<std::vector<uint16_t>>& biases,
-                  int64_t token, std::vector<float>& sum, uint16_t* out) {
-  for (const auto& bias : biases) {
-    for (int64_t h = 0; h < o.hidden; ++h) sum[h] += bf16_to_f32(bias[token * o.hidden + h]);
-  }
-  store_from_f32(out, sum.data(), size_t(o.hidden), DType::kBF16);
+                  int64_t token, std::vector<TypedRow>& rows, uint16_t* out) {
+  for (const auto& bias : biases) rows.push_back({&bias[size_t(token) * o.hidden], DType::kBF16});
+  sum_rows(out, DType::kBF16, rows.data(), rows.size(), size_t(o.hidden));
 }
 
 class Combiner {
@@ -171,8 +170,8 @@ class HierCombiner final : public Combiner {
         for (int64_t q = 0; q < need; ++q) {
           auto* slot =
               static_cast<std::byte*>(pe_.ptr(nvl_slot(channel, local_, sent[l] + q), forwarder));
-          store_from_f32(slot, &expert_out_[size_t(items[l][sent[l] + q]) * o_.hidden],
-                         size_t(o_.hidden), o_.partial_dtype);
+          std::memcpy(slot, &expert_out_[size_t(items[l][sent[l] + q]) * partial_bytes_],
+                      partial_bytes_);
         }
         sent[l] += uint64_t(need);
         port.signal_add(nvl_tail_ + size_t(channel) * ranks_ + local_, uint64_t(need), forwarder);
@@ -207,7 +206,7 @@ class HierCombiner final : public Combiner {
   // Forwarder: per record it forwarded, the local partials summed, to the token's home PE.
   void forward(CommPort& port, int channel) {
     std::vector<uint64_t> consumed(ranks_, 0), returned(ranks_, 0);
-    std::vector<float> sum(o_.hidden);
+    std::vector<TypedRow> rows;
     std::vector<std::byte> staging(size_t(o_.chunk_tokens) * partial_bytes_);
     const size_t words = size_t(channel) * ranks_;
     auto return_heads = [&](bool all) {
@@ -260,7 +259,7 @@ class HierCombiner final : public Combiner {
       };
       const int64_t* prefix = &d_.handle.forward_prefix[size_t(a) * (channels_ + 1)];
       for (int64_t record = prefix[channel]; record < prefix[channel + 1]; ++record) {
-        std::fill(sum.begin(), sum.end(), 0.0f);
+        rows.clear();  // slots are read before their heads go back: consumed moves after the sum
         for (int j = 0; j < ranks_; ++j) {
           if (d_.handle.nvl_slot[size_t(record) * ranks_ + j] < 0) continue;
           const uint64_t* tail = nvl_tail_ + words + j;
@@ -276,13 +275,13 @@ class HierCombiner final : public Combiner {
                           std::to_string(o_.nvl_ring_tokens);
                  });
           }
-          accumulate(sum.data(), nvl_slot(channel, j, consumed[j]), size_t(o_.hidden),
-                     o_.partial_dtype, ReduceOp::kSum);
-          ++consumed[j];
+          rows.push_back({nvl_slot(channel, j, consumed[j]), o_.partial_dtype});
         }
+        sum_rows(staging.data() + size_t(staged) * partial_bytes_, o_.partial_dtype, rows.data(),
+                 rows.size(), size_t(o_.hidden));
+        for (int j = 0; j < ranks_; ++j)
+          consumed[j] += d_.handle.nvl_slot[size_t(record) * ranks_ + j] >= 0;
         return_heads(false);
-        store_from_f32(staging.data() + size_t(staged) * partial_bytes_, sum.data(),
-                       size_t(o_.hidden), o_.partial_dtype);
         if (++staged == o_.chunk_tokens) flush();
       }
       flush();
@@ -293,7 +292,7 @@ class HierCombiner final : public Combiner {
   // Receiver: every own token of this channel, the partials of its nodes in node order.
   void receive(CommPort& port, int channel) {
     std::vector<uint64_t> consumed(nodes_, 0), returned(nodes_, 0);
-    std::vector<float> sum(o_.hidden);
+    std::vector<TypedRow> rows;
     auto return_heads = [&](bool all) {
       for (int b = 0; b < nodes_; ++b) {
         if (consumed[b] == returned[b]) continue;
@@ -305,7 +304,7 @@ class HierCombiner final : public Combiner {
     };
     const TokenRange range = channel_tokens(routing_.tokens, channels_, channel);
     for (int64_t t = range.begin; t < range.end; ++t) {
-      std::fill(sum.begin(), sum.end(), 0.0f);
+      rows.clear();  // as in the forwarder: heads go back once the token is summed
       for (int b = 0; b < nodes_; ++b) {
         if (d_.handle.rdma_slot[size_t(t) * nodes_ + b] < 0) continue;
         const uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + b;
@@ -319,23 +318,23 @@ class HierCombiner final : public Combiner {
                         std::to_string(o_.rdma_ring_tokens) + ", token " + std::to_string(t);
                });
         }
-        accumulate(sum.data(), rdma_slot(channel, b, consumed[b]), size_t(o_.hidden),
-                   o_.partial_dtype, ReduceOp::kSum);
-        ++consumed[b];
+        rows.push_back({rdma_slot(channel, b, consumed[b]), o_.partial_dtype});
       }
+      finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * o_.hidden]);
+      for (int b = 0; b < nodes_; ++b)
+        consumed[b] += d_.handle.rdma_slot[size_t(t) * nodes_ + b] >= 0;
       return_heads(false);
-      finish_token(o_, biases_, t, sum, &result_.combined_x[size_t(t) * o_.hidden]);
     }
     return_heads(true);
   }
 
-  const std::vector<float> expert_out_;
-  std::byte* nvl_ring_ = nullptr;   // [channel][sender local rank][slot]: in the forwarder
-  uint64_t* nvl_tail_ = nullptr;    // [channel][sender local rank]: written by the sender
-  uint64_t* nvl_head_ = nullptr;    // [channel][forwarder local rank]: written by it
-  std::byte* rdma_ring_ = nullptr;  // [channel][forwarding node][slot]: in the home PE
-  uint64_t* rdma_tail_ = nullptr;   // [channel][forwarding node]: remote atomic adds
-  uint64_t* rdma_head_ = nullptr;   // [channel][home node]: written by the home PE
+  const std::vector<std::byte> expert_out_;  // [received][partial bytes]: the senders' input
+  std::byte* nvl_ring_ = nullptr;            // [channel][sender local rank][slot]: in the forwarder
+  uint64_t* nvl_tail_ = nullptr;             // [channel][sender local rank]: written by the sender
+  uint64_t* nvl_head_ = nullptr;             // [channel][forwarder local rank]: written by it
+  std::byte* rdma_ring_ = nullptr;           // [channel][forwarding node][slot]: in the home PE
+  uint64_t* rdma_tail_ = nullptr;            // [channel][forwarding node]: remote atomic adds
+  uint64_t* rdma_head_ = nullptr;            // [channel][home node]: written by the home PE
 };
 
 // The baseline: every expert output straight to its token's home PE.
@@ -380,15 +379,14 @@ class FlatCombiner final : public Combiner {
     for (int32_t expert : routing_.experts) expected += expert >= 0;
     pe_.signal_wait_until(arrived_, Cmp::kGe, expected, pe_.deadline(),
                           "flat combine: expert outputs for this PE's tokens");
-    std::vector<float> sum(o_.hidden);
+    std::vector<TypedRow> rows;
     for (int64_t t = 0; t < routing_.tokens; ++t) {
-      std::fill(sum.begin(), sum.end(), 0.0f);
+      rows.clear();
       for (int k = 0; k < o_.topk; ++k) {
         if (routing_.expert(t, k) < 0) continue;
-        accumulate(sum.data(), slots_ + (size_t(t) * o_.topk + k) * partial_bytes_,
-                   size_t(o_.hidden), o_.partial_dtype, ReduceOp::kSum);
+        rows.push_back({slots_ + (size_t(t) * o_.topk + k) * partial_bytes_, o_.partial_dtype});
       }
-      finish_token(o_, biases_, t, sum, &result_.combined_x[size_t(t) * o_.hidden]);
+      finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * o_.hidden]);
     }
   }
 
@@ -405,14 +403,16 @@ class FlatCombiner final : public Combiner {
 
 }  // namespace
 
-std::vector<float> expert_outputs(const MoeOptions& o, const DispatchResult& d) {
-  std::vector<float> out(size_t(d.received) * o.hidden, 0.0f);
+std::vector<std::byte> expert_outputs(const MoeOptions& o, const DispatchResult& d) {
+  const size_t bytes = size_t(o.hidden) * dtype_size(o.partial_dtype);
+  std::vector<std::byte> out(size_t(d.received) * bytes);
+  std::vector<float> value(o.hidden);
   for (int64_t i = 0; i < d.received; ++i) {
+    std::fill(value.begin(), value.end(), 0.0f);
     for (int k = 0; k < o.topk; ++k) {
-      const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
-      if (expert < 0) continue;
-      add_expert_output(o, d, i, k, &out[size_t(i) * o.hidden]);
+      if (d.topk_idx[size_t(i) * o.topk + k] >= 0) add_expert_output(o, d, i, k, value.data());
     }
+    store_from_f32(&out[size_t(i) * bytes], value.data(), size_t(o.hidden), o.partial_dtype);
   }
   return out;
 }

@@ -32,9 +32,10 @@
 
 namespace symmesh {
 
-// The stand-in experts' outputs for the received tokens: [received][hidden] f32, each the sum
-// over this PE's experts of the token of (weight if topk weighting) * expert_scale * x.
-std::vector<float> expert_outputs(const MoeOptions& options, const DispatchResult& dispatched);
+// The stand-in experts' outputs for the received tokens, what the NVL senders send: per token
+// the sum over this PE's experts of it of (weight if topk weighting) * expert_scale * x, in f32,
+// rounded to options.partial_dtype: [received][hidden].
+std::vector<std::byte> expert_outputs(const MoeOptions& options, const DispatchResult& dispatched);
 
 struct CombineResult {
   std::vector<uint16_t> combined_x;          // [tokens][hidden] bf16

@@ -1,0 +1,57 @@
+// sum_rows against the element-at-a-time definition: rows of mixed types across block edges,
+// no rows, one row copied, one row rounded.
+#include "runtime/collectives/dtype.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace symmesh {
+namespace {
+
+std::vector<float> values(size_t count, int row) {
+  std::vector<float> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = float(int((i * 37 + row * 11) % 201) - 100) / 7.0f;
+  return out;
+}
+
+TEST(SumRows, MatchesAddingEachElementInOrderThenRoundingOnce) {
+  for (size_t count :
+       {size_t{1}, size_t{7}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{3000}}) {
+    const std::vector<float> a = values(count, 1), b = values(count, 2), c = values(count, 3);
+    std::vector<uint16_t> b_bf16(count), c_f16(count);
+    store_from_f32(b_bf16.data(), b.data(), count, DType::kBF16);
+    store_from_f32(c_f16.data(), c.data(), count, DType::kF16);
+    const TypedRow rows[] = {
+        {a.data(), DType::kF32}, {b_bf16.data(), DType::kBF16}, {c_f16.data(), DType::kF16}};
+    for (DType out_type : {DType::kF32, DType::kBF16, DType::kF16}) {
+      std::vector<std::byte> got(count * dtype_size(out_type)), want(got.size());
+      sum_rows(got.data(), out_type, rows, 3, count);
+      std::vector<float> sum(count);
+      for (size_t i = 0; i < count; ++i) {
+        sum[i] = a[i] + bf16_to_f32(b_bf16[i]) + f16_to_f32(c_f16[i]);
+      }
+      store_from_f32(want.data(), sum.data(), count, out_type);
+      EXPECT_EQ(got, want) << count << " elements into " << dtype_name(out_type);
+    }
+  }
+}
+
+TEST(SumRows, NoRowsGiveZerosAndOneRowIsCopiedOrRounded) {
+  std::vector<uint16_t> out(2000, 0xffff);
+  sum_rows(out.data(), DType::kBF16, nullptr, 0, out.size());
+  EXPECT_EQ(out, std::vector<uint16_t>(2000, 0));
+
+  const std::vector<float> a = values(2000, 4);
+  std::vector<float> copied(2000);
+  const TypedRow row{a.data(), DType::kF32};
+  sum_rows(copied.data(), DType::kF32, &row, 1, a.size());
+  EXPECT_EQ(copied, a);
+  std::vector<uint16_t> rounded(2000), want(2000);
+  sum_rows(rounded.data(), DType::kBF16, &row, 1, a.size());
+  store_from_f32(want.data(), a.data(), a.size(), DType::kBF16);
+  EXPECT_EQ(rounded, want);
+}
+
+}  // namespace
+}  // namespace symmesh
