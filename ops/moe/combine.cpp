@@ -15,12 +15,13 @@ float expert_factor(const MoeOptions& o, int32_t expert, float weight) {
   return expert_scale(expert) * (o.weighting == MoeWeighting::kTopk ? weight : 1.0f);
 }
 
-// out += expert k's output for received token i (its weight applied under topk weighting).
-void add_expert_output(const MoeOptions& o, const DispatchResult& d, int64_t i, int k, float* out) {
+// out += expert k's output for received token i (its weight applied under topk weighting);
+// x_f32 is the token as f32.
+void add_expert_output(const MoeOptions& o, const DispatchResult& d, int64_t i, int k,
+                       const float* x_f32, float* out) {
   const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
   const float factor = expert_factor(o, expert, d.topk_weights[size_t(i) * o.topk + k]);
-  for (int64_t h = 0; h < o.hidden; ++h)
-    out[h] += factor * bf16_to_f32(d.x[size_t(i) * o.hidden + h]);
+  for (int64_t h = 0; h < o.hidden; ++h) out[h] += factor * x_f32[h];
 }
 
 // What every combine does last for a token: its partials (in `rows`), then the biases, summed
@@ -349,13 +350,14 @@ class FlatCombiner final : public Combiner {
         zeroed(most * o.topk * partial_bytes_ + 8, "flat combine slots (tokens x topk x hidden)"));
     arrived_ = static_cast<uint64_t*>(zeroed(8, "flat combine counter"));
     // Every expert output, computed before the timed part as the hierarchical combine does.
-    std::vector<float> value(o.hidden);
+    std::vector<float> value(o.hidden), x(o.hidden);
     for (int64_t i = 0; i < d.received; ++i) {
+      load_f32(x.data(), &d.x[size_t(i) * o.hidden], size_t(o.hidden), DType::kBF16);
       for (int k = 0; k < o.topk; ++k) {
         const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
         if (expert < 0) continue;
         std::fill(value.begin(), value.end(), 0.0f);
-        add_expert_output(o, d, i, k, value.data());
+        add_expert_output(o, d, i, k, x.data(), value.data());
         outputs_.resize(outputs_.size() + partial_bytes_);
         store_from_f32(outputs_.data() + outputs_.size() - partial_bytes_, value.data(),
                        size_t(o.hidden), o.partial_dtype);
@@ -406,11 +408,13 @@ class FlatCombiner final : public Combiner {
 std::vector<std::byte> expert_outputs(const MoeOptions& o, const DispatchResult& d) {
   const size_t bytes = size_t(o.hidden) * dtype_size(o.partial_dtype);
   std::vector<std::byte> out(size_t(d.received) * bytes);
-  std::vector<float> value(o.hidden);
+  std::vector<float> value(o.hidden), x(o.hidden);
   for (int64_t i = 0; i < d.received; ++i) {
+    load_f32(x.data(), &d.x[size_t(i) * o.hidden], size_t(o.hidden), DType::kBF16);
     std::fill(value.begin(), value.end(), 0.0f);
     for (int k = 0; k < o.topk; ++k) {
-      if (d.topk_idx[size_t(i) * o.topk + k] >= 0) add_expert_output(o, d, i, k, value.data());
+      if (d.topk_idx[size_t(i) * o.topk + k] >= 0)
+        add_expert_output(o, d, i, k, x.data(), value.data());
     }
     store_from_f32(&out[size_t(i) * bytes], value.data(), size_t(o.hidden), o.partial_dtype);
   }
