@@ -223,37 +223,43 @@ class HierCombiner final : public Combiner {
       uint64_t* head = rdma_head_ + size_t(channel) * nodes_ + a;
       uint64_t sent = 0;
       int64_t staged = 0;
-      auto flush = [&] {  // the staged partials into the home PE's ring, tail after data
+      // Records for this PE itself are summed straight into the slots of its own ring; the
+      // others are staged and put a chunk at a time.
+      const bool direct = home == me_;
+      uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + my_node_;
+      auto make_room = [&](int64_t count) {  // until the ring takes `count` records after sent
+        if (int64_t(sent - pe_.signal_fetch(head)) + count <= o_.rdma_ring_tokens) return;
+        return_heads(true);
+        wait([&] { return int64_t(sent - pe_.signal_fetch(head)) + count <= o_.rdma_ring_tokens; },
+             [&] {
+               return "forwarder, channel " + std::to_string(channel) + ", RDMA ring to PE " +
+                      std::to_string(home) + ": tail " + std::to_string(sent) + ", head " +
+                      std::to_string(pe_.signal_fetch(head)) + ", capacity " +
+                      std::to_string(o_.rdma_ring_tokens) + ", " + std::to_string(count) +
+                      " waiting";
+             });
+      };
+      auto flush = [&] {  // the staged records into the home PE's ring, tail after data
         if (staged == 0) return;
-        if (int64_t(sent - pe_.signal_fetch(head)) + staged > o_.rdma_ring_tokens) {
-          return_heads(true);
-          wait(
-              [&] {
-                return int64_t(sent - pe_.signal_fetch(head)) + staged <= o_.rdma_ring_tokens;
-              },
-              [&] {
-                return "forwarder, channel " + std::to_string(channel) + ", RDMA ring to PE " +
-                       std::to_string(home) + ": tail " + std::to_string(sent) + ", head " +
-                       std::to_string(pe_.signal_fetch(head)) + ", capacity " +
-                       std::to_string(o_.rdma_ring_tokens) + ", " + std::to_string(staged) +
-                       " waiting";
-              });
-        }
-        uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + my_node_;
-        for (int64_t done = 0; done < staged;) {  // a wrap splits it in two
-          const uint64_t position = sent + uint64_t(done);
-          const int64_t run = std::min<int64_t>(
-              staged - done, o_.rdma_ring_tokens - int64_t(position % o_.rdma_ring_tokens));
-          const size_t bytes = size_t(run) * partial_bytes_;
-          std::byte* data = staging.data() + size_t(done) * partial_bytes_;
-          if (done + run == staged) {
-            port.put_signal(rdma_slot(channel, my_node_, position), data, bytes, tail,
-                            uint64_t(staged), SignalOp::kAdd, home);
-          } else {
-            port.put(rdma_slot(channel, my_node_, position), data, bytes, home);
+        if (direct) {
+          port.signal_add(tail, uint64_t(staged), home);
+        } else {
+          make_room(staged);
+          for (int64_t done = 0; done < staged;) {  // a wrap splits it in two
+            const uint64_t position = sent + uint64_t(done);
+            const int64_t run = std::min<int64_t>(
+                staged - done, o_.rdma_ring_tokens - int64_t(position % o_.rdma_ring_tokens));
+            const size_t bytes = size_t(run) * partial_bytes_;
+            std::byte* data = staging.data() + size_t(done) * partial_bytes_;
+            if (done + run == staged) {
+              port.put_signal(rdma_slot(channel, my_node_, position), data, bytes, tail,
+                              uint64_t(staged), SignalOp::kAdd, home);
+            } else {
+              port.put(rdma_slot(channel, my_node_, position), data, bytes, home);
+            }
+            if (home / ranks_ != my_node_) inter_bytes_ += int64_t(bytes);
+            done += run;
           }
-          if (home / ranks_ != my_node_) inter_bytes_ += int64_t(bytes);
-          done += run;
         }
         sent += uint64_t(staged);
         staged = 0;
@@ -278,8 +284,15 @@ class HierCombiner final : public Combiner {
           }
           rows.push_back({nvl_slot(channel, j, consumed[j]), o_.partial_dtype});
         }
-        sum_rows(staging.data() + size_t(staged) * partial_bytes_, o_.partial_dtype, rows.data(),
-                 rows.size(), size_t(o_.hidden));
+        std::byte* target = staging.data() + size_t(staged) * partial_bytes_;
+        if (direct) {
+          if (int64_t(sent - pe_.signal_fetch(head)) + staged >= o_.rdma_ring_tokens) {
+            flush();  // what is written goes to the receiver first, so it can free slots
+            make_room(1);
+          }
+          target = rdma_slot(channel, my_node_, sent + uint64_t(staged));
+        }
+        sum_rows(target, o_.partial_dtype, rows.data(), rows.size(), size_t(o_.hidden));
         for (int j = 0; j < ranks_; ++j)
           consumed[j] += d_.handle.nvl_slot[size_t(record) * ranks_ + j] >= 0;
         return_heads(false);
