@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # MoE combine (and dispatch) side by side, in one invocation on this machine: DeepEP's benchmark
-# shape (hidden 7168, topk 8, 64 experts) with TOKENS tokens per PE (default 1024: 4096 needs
-# about 1.5 GiB of heap per PE for the flat baseline's slots here) on 2 nodes x 2 ranks, TCP
-# between the nodes: symmesh's hierarchical combine, its flat combine, and OpenMPI's
+# shape (hidden 7168, topk 8, 64 experts, TOKENS tokens per PE, default 4096; the heap grows
+# with it, 2 GiB per node per 1024 tokens, mostly the flat baseline's slots) on 2 nodes x 2
+# ranks, TCP between the nodes: symmesh's hierarchical combine, its flat combine, and OpenMPI's
 # MPI_Alltoallv plus a local reduction (4 processes, forced onto TCP, and with its default
 # shared-memory transport). Every figure is the median over RUNS runs (default 3) of a job's
 # median over ITERS iterations (default 5), an iteration timed by its slowest PE.
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 runs=${RUNS:-3}
 iters=${ITERS:-5}
-tokens=${TOKENS:-1024}
+tokens=${TOKENS:-4096}
 hidden=7168 topk=8 experts=64
 deploy/install-deps.sh --bench
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSYMMESH_BENCH=ON >/dev/null
@@ -20,7 +20,7 @@ bin=$PWD/build-bench/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
 eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 \
-  --base-port "${SYMMESH_BENCH_PORT:-7900}" --heap-size 2GiB)"
+  --base-port "${SYMMESH_BENCH_PORT:-7900}" --heap-size "$(((tokens + 1023) / 1024 * 2))GiB")"
 work=$(mktemp -d)
 trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"' EXIT
 

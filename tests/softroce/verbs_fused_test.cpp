@@ -4,32 +4,15 @@
 // emulates the CPU.
 #include <gtest/gtest.h>
 
-#include <mutex>
-
 #include "ops/fused/runner.h"
-#include "runtime/local_cluster.h"
+#include "tests/softroce/verbs_job.h"
 
 namespace symmesh {
 namespace {
 
 FusedReport run_on_verbs(const FusedJob& job) {
-  LocalClusterOptions o;
-  o.nodes = 2;
-  o.ranks_per_node = 2;
-  o.heap_size = size_t(2) * (24 << 20);
-  o.wait_timeout = std::chrono::seconds(60);
-  o.transport = "verbs";
-  LocalCluster cluster(o);
-  EXPECT_EQ(cluster.node(0).transport_name(1), "verbs");
   Gemm gemm;
-  std::mutex mutex;
-  FusedReport first;
-  cluster.run([&](Pe& pe) {
-    const FusedReport report = run_fused_job(pe, gemm, job);
-    std::lock_guard lock(mutex);
-    if (pe.my_pe() == 0) first = report;
-  });
-  return first;
+  return pe0_report_over_verbs<FusedReport>([&](Pe& pe) { return run_fused_job(pe, gemm, job); });
 }
 
 TEST(VerbsFused, EveryOperatorVerifiesOverRdma) {

@@ -5,31 +5,14 @@
 // bitwise deterministic across runs. The guest emulates the CPU, hence the sizes.
 #include <gtest/gtest.h>
 
-#include <mutex>
-
 #include "ops/moe/runner.h"
-#include "runtime/local_cluster.h"
+#include "tests/softroce/verbs_job.h"
 
 namespace symmesh {
 namespace {
 
 MoeReport run_on_verbs(const MoeJob& job) {
-  LocalClusterOptions o;
-  o.nodes = 2;
-  o.ranks_per_node = 2;
-  o.heap_size = size_t(2) * (24 << 20);
-  o.wait_timeout = std::chrono::seconds(60);
-  o.transport = "verbs";
-  LocalCluster cluster(o);
-  EXPECT_EQ(cluster.node(0).transport_name(1), "verbs");
-  std::mutex mutex;
-  MoeReport first;
-  cluster.run([&](Pe& pe) {
-    const MoeReport report = run_moe_job(pe, job);
-    std::lock_guard lock(mutex);
-    if (pe.my_pe() == 0) first = report;
-  });
-  return first;
+  return pe0_report_over_verbs<MoeReport>([&](Pe& pe) { return run_moe_job(pe, job); });
 }
 
 TEST(VerbsMoe, DispatchAndBothCombinesVerifyOverRdma) {
