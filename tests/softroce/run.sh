@@ -5,7 +5,8 @@
 # guest booting Debian's own kernel with rdma_rxe (see ../shared/SOFTROCE.md for why).
 # Usage: tests/softroce/run.sh [BUILD_DIR]     (default: build; built here if needed)
 # SYMMESH_SKIP_SOFTROCE=1 skips it, saying so, for machines that truly cannot run either;
-# SYMMESH_SOFTROCE_FILTER (a gtest filter) runs a part; TSAN_OPTIONS reaches the tests.
+# SYMMESH_SOFTROCE_FILTER (a gtest filter) runs a part, SYMMESH_SOFTROCE_REPEAT times (default 1:
+# more hunts for a rare failure); TSAN_OPTIONS reaches the tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -27,7 +28,7 @@ cmake --build "$build" -j "$(nproc)" --target symmesh_softroce_tests symmeshd sy
   fail "building symmesh_softroce_tests"
 build=$(cd "$build" && pwd)
 start=$(date +%s)
-filter=("--gtest_filter=${SYMMESH_SOFTROCE_FILTER:-*}")
+filter=("--gtest_filter=${SYMMESH_SOFTROCE_FILTER:-*}" "--gtest_repeat=${SYMMESH_SOFTROCE_REPEAT:-1}")
 
 # True when the host has an RDMA device, or can make an rxe one (rxe-device.sh does).
 host_device() {

@@ -37,9 +37,10 @@ TEST(VerbsMoe, DispatchAndBothCombinesVerifyOverRdma) {
       job.options.partial_dtype = partial;
       job.options.biases = partial == DType::kF32 ? 2 : 0;
       job.options.weighting = partial == DType::kF32 ? MoeWeighting::kNone : MoeWeighting::kTopk;
-      const MoeReport r = run_on_verbs(job);
       const std::string what =
           std::string(moe_algo_name(algo)) + " combine, " + dtype_name(partial) + " partials";
+      SCOPED_TRACE(what);
+      const MoeReport r = run_on_verbs(job);
       EXPECT_TRUE(r.verified) << what << ": max_abs_err " << r.max_abs_err;
       EXPECT_TRUE(r.deterministic) << what;
       EXPECT_GT(r.inter_node_bytes, 0) << what;
