@@ -5,43 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/units.h"
+#include "common/wire_json.h"
 
 namespace symmesh {
 
 namespace {
-
-void add_matmul_json(const wire::JobResult& result, nlohmann::json& out) {
-  const wire::MatmulFigures& f = result.matmul();
-  const nlohmann::json absent;  // null: a figure the mode did not measure
-  out["op"] = result.op();
-  out["dtype"] = result.dtype();
-  out["mode"] = f.mode();
-  out["transfer"] = f.transfer();
-  if (!result.verify_requested()) {
-    out["verified"] = absent;
-    out["max_abs_err"] = absent;
-  }
-  out["max_rel_err"] = result.verify_requested() ? nlohmann::json(f.max_rel_err()) : absent;
-  out["tolerance"] = result.verify_requested() ? nlohmann::json(f.tolerance()) : absent;
-  out["deterministic"] = f.deterministic();
-  out["compute_s"] = f.compute_s();
-  out["comm_s"] = f.comm_s();
-  out["comm_cpu_s"] = f.comm_cpu_s();
-  out["sequential_s"] = f.sequential_s();
-  const bool fused = f.pipelined();
-  out["pipelined_s"] = fused ? nlohmann::json(f.pipelined_s()) : absent;
-  out["speedup"] = fused ? nlohmann::json(f.speedup()) : absent;
-  out["time_saved_s"] = fused ? nlohmann::json(f.time_saved_s()) : absent;
-  out["overlap_efficiency"] = fused ? nlohmann::json(f.overlap_efficiency()) : absent;
-  out["fused_compute_s"] = fused ? nlohmann::json(f.fused_compute_s()) : absent;
-  out["compute_slowdown"] = fused ? nlohmann::json(f.compute_slowdown()) : absent;
-  out["fused_gemm_gflops"] = fused ? nlohmann::json(f.fused_gemm_gflops()) : absent;
-  out["gflops"] = f.gflops();
-  out["compute_gflops"] = f.compute_gflops();
-  out["wire_gbps"] = f.wire_gbps();
-  out["wire_bytes"] = f.wire_bytes();
-  out["gemm_path"] = f.gemm_path();
-}
 
 void print_matmul(const wire::JobResult& result) {
   const wire::MatmulFigures& f = result.matmul();
@@ -79,34 +47,7 @@ void print_error_json(const std::string& error) {
 
 void print_status(const wire::StatusReply& status, bool json) {
   if (json) {
-    nlohmann::json out{{"status", "ok"},
-                       {"node_rank", status.node_rank()},
-                       {"nodes", status.nodes()},
-                       {"ranks_per_node", status.ranks_per_node()},
-                       {"state", status.state()},
-                       {"heap_size", status.heap_size()},
-                       {"heap_used", status.heap_used()},
-                       {"jobs_run", status.jobs_run()},
-                       {"jobs_failed", status.jobs_failed()},
-                       {"jobs_queued", status.jobs_queued()},
-                       {"version", status.version()},
-                       {"uptime_s", status.uptime_s()}};
-    out["cluster"] = nlohmann::json::array();
-    for (const auto& node : status.node()) {
-      out["cluster"].push_back({{"node_rank", node.node_rank()},
-                                {"hostname", node.hostname()},
-                                {"control_endpoint", node.control_endpoint()},
-                                {"ranks", node.ranks()}});
-    }
-    out["peers"] = nlohmann::json::array();
-    for (const auto& peer : status.peer()) {
-      out["peers"].push_back({{"node_rank", peer.node_rank()},
-                              {"transport", peer.transport()},
-                              {"reason", peer.reason()},
-                              {"up", peer.up()},
-                              {"data_endpoint", peer.data_endpoint()}});
-    }
-    std::cout << out.dump() << "\n";
+    std::cout << status_json(status).dump() << "\n";
     return;
   }
   std::printf(
@@ -131,48 +72,7 @@ void print_status(const wire::StatusReply& status, bool json) {
 
 void print_result(const wire::JobResult& result, bool json) {
   if (json) {
-    nlohmann::json out{{"status", result.ok() ? "ok" : "error"}};
-    if (!result.ok()) out["error"] = result.error();
-    if (result.job_id()) out["job_id"] = result.job_id();
-    if (!result.kind().empty()) {
-      out["kind"] = result.kind();
-      out["algo"] = result.algo();
-      out["iters"] = result.iters();
-      out["pes"] = result.pes();
-      out["nodes"] = result.nodes();
-      out["median_s"] = result.median_s();
-      out["p50_us"] = result.p50_us();
-      out["p99_us"] = result.p99_us();
-    }
-    if (result.kind() == "transport") {
-      out["op"] = result.op();
-      out["bytes"] = result.bytes();
-      out["transport"] = result.transport();
-      out["gbps"] = result.algbw_gbps();
-    }
-    if (result.kind() == "collective") {
-      out["op"] = result.op();
-      out["dtype"] = result.dtype();
-      out["bytes"] = result.bytes();
-      out["algbw_gbps"] = result.algbw_gbps();
-      out["busbw_gbps"] = result.busbw_gbps();
-    }
-    if (result.verify_requested()) {
-      out["verified"] = result.verified();
-      out["max_abs_err"] = result.max_abs_err();
-    }
-    if (result.kind() == "matmul") add_matmul_json(result, out);
-    if (result.kind() == "dispatch" || result.kind() == "combine") {
-      const wire::MoeFigures& f = result.moe();
-      out["tolerance"] = f.tolerance();
-      out["deterministic"] = f.deterministic();
-      out["tokens_per_s"] = f.tokens_per_s();
-      out["algbw_gbps"] = f.algbw_gbps();
-      out["inter_node_bytes"] = f.inter_node_bytes();
-      out["intra_node_bytes"] = f.intra_node_bytes();
-      out["flat_inter_node_bytes"] = f.flat_inter_node_bytes();
-    }
-    std::cout << out.dump() << "\n";
+    std::cout << job_result_json(result).dump() << "\n";
     return;
   }
   if (!result.ok()) {
