@@ -95,13 +95,15 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                      {"jobs_failed", status.jobs_failed()},
                      {"jobs_queued", status.jobs_queued()},
                      {"version", status.version()},
-                     {"uptime_s", status.uptime_s()}};
+                     {"uptime_s", status.uptime_s()},
+                     {"status_url", status.status_url()}};
   out["cluster"] = nlohmann::json::array();
   for (const auto& node : status.node()) {
     out["cluster"].push_back({{"node_rank", node.node_rank()},
                               {"hostname", node.hostname()},
                               {"control_endpoint", node.control_endpoint()},
-                              {"ranks", node.ranks()}});
+                              {"ranks", node.ranks()},
+                              {"status_url", node.status_url()}});
   }
   out["peers"] = nlohmann::json::array();
   for (const auto& peer : status.peer()) {
@@ -110,6 +112,17 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                             {"reason", peer.reason()},
                             {"up", peer.up()},
                             {"data_endpoint", peer.data_endpoint()}});
+  }
+  out["jobs"] = nlohmann::json::array();  // the root's; empty on the other nodes
+  for (const auto& job : status.jobs()) {
+    nlohmann::json record{{"job_id", job.job_id()},
+                          {"kind", job.kind()},
+                          {"state", job.state()},
+                          {"submitted_unix_s", job.submitted_unix_s()},
+                          {"started_unix_s", job.started_unix_s()},
+                          {"finished_unix_s", job.finished_unix_s()}};
+    record["result"] = job.has_result() ? job_result_json(job.result()) : nlohmann::json();
+    out["jobs"].push_back(std::move(record));
   }
   return out;
 }

@@ -10,6 +10,7 @@
 namespace symmesh {
 
 nlohmann::json job_result_json(const wire::JobResult& result);
+// With the root's jobs (queued, running, the last 50 finished with their results).
 nlohmann::json status_json(const wire::StatusReply& status);
 
 }  // namespace symmesh

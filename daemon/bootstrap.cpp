@@ -14,6 +14,7 @@ wire::NodeInfo info_of(const wire::NodeHello& hello) {
   wire::NodeInfo info;
   info.set_node_rank(hello.node_rank());
   info.set_hostname(hello.hostname());
+  info.set_status_url(hello.status_url());
   *info.mutable_data_endpoint() = hello.data_endpoint();
   *info.mutable_control_endpoint() = hello.control_endpoint();
   *info.mutable_transports() = hello.transports();

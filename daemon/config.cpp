@@ -61,6 +61,13 @@ std::map<std::string, Key> keys() {
         [](DaemonConfig& c, const std::string& v) {
           c.control_port = static_cast<uint16_t>(parse_int(v, "--control-port", 0, 65535));
         }}},
+      {"status-addr",
+       {"HOST:PORT of the HTTP status endpoint (/health, /status, /metrics): loopback by "
+        "default, port 0 picks a free one; off disables it",
+        [](DaemonConfig& c, const std::string& v) {
+          c.status_addr =
+              v == "off" ? std::nullopt : std::optional(parse_host_port(v, "--status-addr"));
+        }}},
       {"transport",
        {"auto, tcp or verbs: the transport between nodes",
         [](DaemonConfig& c, const std::string& v) {

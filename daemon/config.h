@@ -17,6 +17,8 @@ struct DaemonConfig {
   HostPort bootstrap{"127.0.0.1", 7399};
   std::string listen = "127.0.0.1";
   uint16_t control_port = 7400;
+  // The HTTP status endpoint; nullopt: off. Port 0: a free port, logged and in `symmesh status`.
+  std::optional<HostPort> status_addr = HostPort{"127.0.0.1", 0};
   std::string transport = "auto";
   uint64_t heap_size = uint64_t{256} << 20;
   std::string secret_file;

@@ -2,9 +2,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "daemon/jobs/job.h"
 
 namespace symmesh {
+namespace {
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 Coordinator::Coordinator(int nodes, int ranks_per_node, Sender sender)
     : nodes_(nodes), ranks_per_node_(ranks_per_node), sender_(std::move(sender)) {
@@ -38,8 +47,22 @@ void Coordinator::stop(const std::string& why) {
 
 void Coordinator::submit(const wire::JobSpec& spec, Sink sink) {
   std::lock_guard lock(mutex_);
-  queue_.push_back(Pending{spec, std::move(sink)});
+  wire::JobRecord record;
+  record.set_job_id(next_job_id_++);
+  record.set_kind(job_kind(spec));
+  record.set_state("queued");
+  record.set_submitted_unix_s(unix_seconds());
+  queue_.push_back(Pending{spec, std::move(sink), std::move(record)});
   changed_.notify_all();
+}
+
+std::vector<wire::JobRecord> Coordinator::jobs() const {
+  std::lock_guard lock(mutex_);
+  std::vector<wire::JobRecord> out;
+  for (const Pending& pending : queue_) out.push_back(pending.record);
+  if (running_) out.push_back(*running_);
+  out.insert(out.end(), finished_.begin(), finished_.end());
+  return out;
 }
 
 void Coordinator::on_report(const wire::NodeJobReport& report) {
@@ -89,7 +112,10 @@ void Coordinator::loop() {
       if (!stopping_.empty()) return;
       pending = std::move(queue_.front());
       queue_.pop_front();
-      job_id = next_job_id_++;
+      job_id = pending.record.job_id();
+      pending.record.set_state("running");
+      pending.record.set_started_unix_s(unix_seconds());
+      running_ = pending.record;
     }
     wire::ClientResponse event;
     event.mutable_event()->set_job_id(job_id);
@@ -101,6 +127,12 @@ void Coordinator::loop() {
       std::lock_guard lock(mutex_);
       ++jobs_run_;
       if (!result.ok()) ++jobs_failed_;
+      pending.record.set_state(result.ok() ? "ok" : "error");
+      pending.record.set_finished_unix_s(unix_seconds());
+      *pending.record.mutable_result() = result;
+      finished_.push_front(pending.record);
+      if (finished_.size() > kHistory) finished_.pop_back();
+      running_.reset();
     }
     if (!result.ok()) spdlog::warn("job {} failed: {}", job_id, result.error());
     wire::ClientResponse response;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "control.pb.h"
@@ -31,11 +32,15 @@ class Coordinator {
   uint64_t jobs_run() const;
   uint64_t jobs_failed() const;
   uint32_t jobs_queued() const;
+  // Queued jobs, the running one, then the last kHistory finished, newest first.
+  std::vector<wire::JobRecord> jobs() const;
+  static constexpr size_t kHistory = 50;
 
  private:
   struct Pending {
     wire::JobSpec spec;
     Sink sink;
+    wire::JobRecord record;
   };
   void loop();
   wire::JobResult run(uint64_t job_id, const wire::JobSpec& spec);
@@ -59,6 +64,8 @@ class Coordinator {
   uint64_t next_job_id_ = 1;
   uint64_t jobs_run_ = 0;
   uint64_t jobs_failed_ = 0;
+  std::optional<wire::JobRecord> running_;
+  std::deque<wire::JobRecord> finished_;  // newest first, at most kHistory
   std::thread thread_;
 };
 

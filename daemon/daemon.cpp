@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/units.h"
+#include "common/wire_json.h"
 #include "daemon/bootstrap.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
@@ -33,7 +34,12 @@ std::string text(const wire::Endpoint& at) {
 
 }  // namespace
 
-Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(Clock::now()) {}
+Daemon::Daemon(DaemonConfig config)
+    : config_(std::move(config)),
+      started_(Clock::now()),
+      started_unix_s_(
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count()) {}
 
 Daemon::~Daemon() {
   shutdown();
@@ -72,6 +78,13 @@ int Daemon::run() {
   }
 
   verbs_absent_ = open_verbs();
+  if (config_.status_addr) {
+    status_server_ = std::make_unique<StatusServer>(
+        *config_.status_addr,
+        StatusServer::Handlers{[this] { return health(); },
+                               [this] { return status_json(status()).dump(); },
+                               [this] { return metrics_text(); }});
+  }
 
   wire::NodeHello hello;
   hello.set_protocol_version(kProtocolVersion);
@@ -93,9 +106,11 @@ int Daemon::run() {
   hello.set_transport_request(config_.transport);
   hello.set_barrier_algo(config_.barrier_algo);
   hello.set_barrier_k(config_.barrier_k);
-  spdlog::info("node {} of {}: {} ranks, heap {}, control {}, data {}", config_.node_rank,
-               config_.nodes, config_.ranks_per_node, format_bytes(config_.heap_size),
-               control_listener->local_endpoint().str(), data_at.str());
+  if (status_server_) hello.set_status_url(status_server_->url());
+  spdlog::info("node {} of {}: {} ranks, heap {}, control {}, data {}, status {}",
+               config_.node_rank, config_.nodes, config_.ranks_per_node,
+               format_bytes(config_.heap_size), control_listener->local_endpoint().str(),
+               data_at.str(), status_server_ ? status_server_->url() : "off");
 
   // Status and the control port serve during bootstrap too (state: bootstrapping).
   control_ = std::make_unique<ControlServer>(
@@ -149,7 +164,7 @@ int Daemon::run() {
           links_.at(n)->send(message);
         });
     agent_ = std::make_unique<NodeAgent>(
-        *node_, [this](Deadline deadline) { flush_all(deadline); },
+        *node_, metrics_, [this](Deadline deadline) { flush_all(deadline); },
         [this](const wire::NodeJobReport& report) { coordinator_->on_report(report); });
     for (int n = 1; n < config_.nodes; ++n) {
       link_threads_.emplace_back([this, n] { read_from_node(*links_[n]); });
@@ -162,7 +177,7 @@ int Daemon::run() {
     if (!all) throw PeerError("bootstrap: not every node connected its data transport in time");
   } else {
     agent_ = std::make_unique<NodeAgent>(
-        *node_, [this](Deadline deadline) { flush_all(deadline); },
+        *node_, metrics_, [this](Deadline deadline) { flush_all(deadline); },
         [this](const wire::NodeJobReport& report) {
           wire::ControlMessage message;
           *message.mutable_report() = report;
@@ -227,6 +242,7 @@ void Daemon::shutdown() {
     state_ = "stopped";
     why = stop_reason_.empty() ? "the daemon stopped" : stop_reason_;
   }
+  status_server_.reset();  // its handlers read what is torn down below
   if (tcp_) tcp_->expect_shutdown();
   if (coordinator_) coordinator_->stop("node 0 (the root) is shutting down: " + why);
   // Tell the peers: the root tells every node, a node tells the root.
@@ -378,6 +394,7 @@ void Daemon::read_from_node(Link& link) {
       nodes_down_[n] = why;
       state_ = "degraded";
     }
+    metrics_.error("peer_down");
     spdlog::error("node {} ({}) is down: {}", n, link.peer_name(), why);
     coordinator_->on_node_down(n, why);
   }
@@ -430,6 +447,7 @@ void Daemon::mark_root_down(const std::string& why) {
     if (state_ == "stopped" || !root_down_.empty()) return;
     root_down_ = why;
     state_ = "degraded";
+    metrics_.error("peer_down");
     orphans.swap(forwarded_);
     changed_.notify_all();
   }
@@ -484,6 +502,7 @@ wire::StatusReply Daemon::status() {
   reply.set_nodes(config_.nodes);
   reply.set_ranks_per_node(config_.ranks_per_node);
   reply.set_version(PROJECT_VERSION);
+  if (status_server_) reply.set_status_url(status_server_->url());
   reply.set_uptime_s(std::chrono::duration<double>(Clock::now() - started_).count());
   if (node_) {
     reply.set_heap_size(node_->heap_capacity());
@@ -497,6 +516,7 @@ wire::StatusReply Daemon::status() {
     node->set_hostname(info.hostname());
     node->set_control_endpoint(text(info.control_endpoint()));
     node->set_ranks(view_.ranks_per_node());
+    node->set_status_url(info.status_url());
     if (static_cast<int>(info.node_rank()) == config_.node_rank) continue;
     auto* peer = reply.add_peer();
     peer->set_node_rank(info.node_rank());
@@ -516,11 +536,64 @@ wire::StatusReply Daemon::status() {
     reply.set_jobs_run(coordinator_->jobs_run());
     reply.set_jobs_failed(coordinator_->jobs_failed());
     reply.set_jobs_queued(coordinator_->jobs_queued());
+    for (auto& job : coordinator_->jobs()) *reply.add_jobs() = std::move(job);
   } else if (agent_) {
     reply.set_jobs_run(agent_->jobs_run());
     reply.set_jobs_failed(agent_->jobs_failed());
   }
   return reply;
+}
+
+StatusServer::Health Daemon::health() {
+  const wire::StatusReply now = status();
+  std::string down;
+  for (const auto& peer : now.peer()) {
+    if (!peer.up() && now.state() != "bootstrapping") {
+      down += (down.empty() ? "" : "; ") + std::string("peer node ") +
+              std::to_string(peer.node_rank()) + " is down (" + peer.transport() + ": " +
+              peer.reason() + ")";
+    }
+  }
+  if (!down.empty()) return {false, down};
+  if (now.state() != "ready") return {false, "state " + now.state()};
+  return {true, ""};
+}
+
+std::string Daemon::metrics_text() {
+  const wire::StatusReply now = status();
+  using Sample = Metrics::Sample;
+  std::vector<Sample> gauges;
+  const std::string node = std::to_string(config_.node_rank);
+  gauges.push_back({"symmesh_info",
+                    "This daemon: its node rank and version (value 1).",
+                    {{"node", node}, {"version", now.version()}},
+                    1});
+  gauges.push_back({"symmesh_up",
+                    "1 when the daemon is in the cluster and every peer is up.",
+                    {},
+                    health().ok ? 1.0 : 0.0});
+  gauges.push_back(
+      {"symmesh_heap_bytes", "Symmetric heap of this node.", {}, double(now.heap_size())});
+  gauges.push_back({"symmesh_heap_used_bytes",
+                    "Symmetric heap in use on this node.",
+                    {},
+                    double(now.heap_used())});
+  for (const auto& peer : now.peer()) {
+    gauges.push_back({"symmesh_peer_up",
+                      "1 when the link to the peer node is up, by transport.",
+                      {{"peer", std::to_string(peer.node_rank())}, {"transport", peer.transport()}},
+                      peer.up() ? 1.0 : 0.0});
+  }
+  gauges.push_back({"symmesh_jobs_queued",
+                    "Jobs waiting to run (the root only).",
+                    {},
+                    double(now.jobs_queued())});
+  for (auto& sample : process_samples()) gauges.push_back(std::move(sample));
+  gauges.push_back({"process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                    {},
+                    started_unix_s_});
+  return metrics_.render(gauges);
 }
 
 }  // namespace symmesh

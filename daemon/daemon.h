@@ -14,6 +14,8 @@
 #include "daemon/coordinator.h"
 #include "daemon/link.h"
 #include "daemon/node_agent.h"
+#include "daemon/status/metrics.h"
+#include "daemon/status/status_server.h"
 #include "runtime/node.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/verbs/device_atomics.h"
@@ -39,6 +41,8 @@ class Daemon {
   // The root fills what a job left to the cluster's configuration (the barrier algorithm).
   wire::JobSpec with_defaults(wire::JobSpec spec) const;
   wire::StatusReply status();
+  StatusServer::Health health();
+  std::string metrics_text();
   void mark_root_down(const std::string& why);
   void wait_for_stop();
   void shutdown();
@@ -52,6 +56,9 @@ class Daemon {
   void flush_all(Deadline deadline);
   bool peer_transport_up(int node) const;
   Clock::time_point started_;
+  double started_unix_s_;
+  Metrics metrics_;
+  std::unique_ptr<StatusServer> status_server_;  // absent with --status-addr off
   std::unique_ptr<Node> node_;
   std::unique_ptr<TcpTransport> tcp_;
   std::unique_ptr<VerbsTransport> verbs_;

@@ -7,8 +7,9 @@
 
 namespace symmesh {
 
-NodeAgent::NodeAgent(Node& node, Flush flush, Reporter reporter)
+NodeAgent::NodeAgent(Node& node, Metrics& metrics, Flush flush, Reporter reporter)
     : node_(node),
+      metrics_(metrics),
       flush_(std::move(flush)),
       reporter_(std::move(reporter)),
       thread_([this] { loop(); }) {}
@@ -84,7 +85,13 @@ wire::NodeJobReport NodeAgent::execute(const wire::JobCommand& command) {
 }
 
 void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) {
-  check_job_spec(spec, node_.nodes(), node_.ranks_per_node());
+  try {
+    check_job_spec(spec, node_.nodes(), node_.ranks_per_node());
+  } catch (const std::exception&) {
+    metrics_.error("bad_request");
+    throw;
+  }
+  const auto started = Clock::now();
   running_job_.store(report.job_id());
   const int ranks = node_.ranks_per_node();
   std::vector<PeJobOutcome> outcomes(ranks);
@@ -126,6 +133,9 @@ void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) 
   for (auto& thread : threads) thread.join();
   running_job_.store(0);
   ++jobs_run_;
+  metrics_.job_ran(job_kind(spec), first_error.empty(),
+                   std::chrono::duration<double>(Clock::now() - started).count());
+  if (!first_error.empty()) metrics_.error("job");
   if (!first_error.empty()) {
     ++jobs_failed_;
     report.set_ok(false);
@@ -141,6 +151,9 @@ void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) 
     double slowest = 0;
     for (const auto& outcome : outcomes) slowest = std::max(slowest, outcome.iteration_s.at(i));
     report.add_iteration_s(slowest);
+  }
+  if (spec.has_barrier()) {
+    metrics_.barrier_latencies({report.iteration_s().begin(), report.iteration_s().end()});
   }
   for (const auto& outcome : outcomes) {
     verified = verified && outcome.verified;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "control.pb.h"
+#include "daemon/status/metrics.h"
 #include "runtime/node.h"
 
 namespace symmesh {
@@ -19,7 +20,7 @@ class NodeAgent {
   using Reporter = std::function<void(const wire::NodeJobReport&)>;
   // Ensures everything this node sent, on every transport, has landed.
   using Flush = std::function<void(Deadline)>;
-  NodeAgent(Node& node, Flush flush, Reporter reporter);
+  NodeAgent(Node& node, Metrics& metrics, Flush flush, Reporter reporter);
   ~NodeAgent();
 
   // Any thread. ABORT acts at once; other phases run in order on the agent's thread.
@@ -35,6 +36,7 @@ class NodeAgent {
   void run_job(const wire::JobSpec& spec, wire::NodeJobReport& report);
 
   Node& node_;
+  Metrics& metrics_;
   Flush flush_;
   Reporter reporter_;
   std::mutex mutex_;

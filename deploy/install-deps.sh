@@ -17,6 +17,7 @@ build_packages=(
   libspdlog-dev libfmt-dev
   nlohmann-json3-dev
   libtomlplusplus-dev
+  libcpp-httplib-dev
   libssl-dev
   libibverbs-dev
   libdnnl-dev

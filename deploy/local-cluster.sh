@@ -6,7 +6,8 @@
 #     Node i's control port is P+i (so node 0 answers on P, default 7400, the CLI's default),
 #     the bootstrap root listens on P+K. A fresh secret and every log go to D (default: a new
 #     private temporary directory). Waits until every node reports "ready", then prints
-#     SYMMESH_DAEMON=..., SYMMESH_SECRET_FILE=..., SYMMESH_CLUSTER_DIR=... as export lines to eval.
+#     SYMMESH_DAEMON=..., SYMMESH_SECRET_FILE=..., SYMMESH_CLUSTER_DIR=... and
+#     SYMMESH_STATUS_URL=... (node 0's HTTP status endpoint) as export lines to eval.
 #     Flags after `--` go to every symmeshd as they are (for example -- --verbs-progress thread).
 #   deploy/local-cluster.sh down [--dir D]
 #     Stops that cluster (D defaults to $SYMMESH_CLUSTER_DIR) and waits until it is gone.
@@ -93,9 +94,12 @@ case "$cmd" in
         sleep 0.2
       done
     done
+    status_url=$("$bin/symmesh" --daemon "127.0.0.1:$base_port" --secret-file "$secret" \
+      --timeout 5s status --json | grep -o '"status_url":"[^"]*"' | head -n 1 | cut -d'"' -f4)
     echo "export SYMMESH_DAEMON=127.0.0.1:$base_port"
     echo "export SYMMESH_SECRET_FILE=$secret"
     echo "export SYMMESH_CLUSTER_DIR=$dir"
+    [[ -z "$status_url" ]] || echo "export SYMMESH_STATUS_URL=$status_url"
     ;;
   down)
     [[ -n "$dir" ]] || dir=${SYMMESH_CLUSTER_DIR:-}

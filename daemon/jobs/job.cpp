@@ -116,6 +116,14 @@ PeJobOutcome run_job_on_pe(Pe& pe, const wire::JobSpec& spec) {
   return run_collective_job(pe, spec.collective());
 }
 
+std::string job_kind(const wire::JobSpec& spec) {
+  if (spec.has_barrier()) return "barrier";
+  if (spec.has_moe()) return spec.moe().op();
+  if (spec.has_matmul()) return "matmul";
+  if (spec.has_transport()) return "transport";
+  return "collective";
+}
+
 void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
                    const std::vector<double>& iteration_s, wire::JobResult& result) {
   const int n = nodes * ranks_per_node;
@@ -127,14 +135,13 @@ void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
   result.set_median_s(median);
   result.set_p50_us(median * 1e6);
   result.set_p99_us(percentile(iteration_s, 0.99) * 1e6);
+  result.set_kind(job_kind(spec));
   if (spec.has_barrier()) {
-    result.set_kind("barrier");
     result.set_algo(spec.barrier().algo());
     return;
   }
   if (spec.has_moe()) {
     const auto& job = spec.moe();
-    result.set_kind(job.op());
     result.set_op(job.op());
     result.set_algo(job.op() == "combine" ? job.algo() : "hier");
     result.set_iters(job.iters());
@@ -142,7 +149,6 @@ void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
   }
   if (spec.has_matmul()) {
     const auto& job = spec.matmul();
-    result.set_kind("matmul");
     result.set_op(job.op());
     result.set_dtype(job.dtype());
     result.set_algo(job.mode());
@@ -151,7 +157,6 @@ void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
   }
   if (spec.has_transport()) {
     const auto& job = spec.transport();
-    result.set_kind("transport");
     result.set_op(job.op());
     result.set_bytes(job.bytes());
     const double moved =
@@ -160,7 +165,6 @@ void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
     return;
   }
   const auto& job = spec.collective();
-  result.set_kind("collective");
   result.set_op(job.op());
   result.set_dtype(job.dtype());
   result.set_bytes(job.bytes());

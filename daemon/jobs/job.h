@@ -21,6 +21,8 @@ struct PeJobOutcome {
 
 // Refuses a spec the cluster cannot run, naming the field and the allowed values.
 void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node);
+// barrier, collective, transport, matmul, dispatch or combine.
+std::string job_kind(const wire::JobSpec& spec);
 
 PeJobOutcome run_job_on_pe(Pe& pe, const wire::JobSpec& spec);
 

@@ -1,0 +1,53 @@
+// The daemon's Prometheus metrics, rendered in the text exposition format 0.0.4: HELP and TYPE
+// lines, base units (seconds, bytes), counters ending in _total, and labels from small fixed
+// sets (job kinds, outcomes, error kinds, peer node ranks). Events are recorded as they happen
+// (jobs, barrier iterations, errors); what is a state (heap use, peers) is read at scrape time
+// and passed to render().
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace symmesh {
+
+class Metrics {
+ public:
+  // A gauge read at scrape time: one sample of a family (families come in the order given).
+  struct Sample {
+    std::string family;
+    std::string help;
+    std::vector<std::pair<std::string, std::string>> labels;
+    double value = 0;
+  };
+
+  // A job's RUN phase on this node: kind (barrier, collective, ...), ok or not, wall seconds.
+  void job_ran(const std::string& kind, bool ok, double seconds);
+  // The iteration times of a barrier job (the slowest local PE per iteration).
+  void barrier_latencies(const std::vector<double>& seconds);
+  // kind: job, peer_down, auth, bad_request.
+  void error(const std::string& kind);
+
+  std::string render(const std::vector<Sample>& gauges) const;
+
+ private:
+  struct Histogram {
+    std::vector<double> bounds;  // upper bounds, ascending; +Inf is implicit
+    std::vector<uint64_t> counts;
+    double sum = 0;
+    uint64_t count = 0;
+    void observe(double value);
+  };
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, uint64_t> jobs_;  // (kind, outcome)
+  std::map<std::string, Histogram> job_seconds_;                  // by kind
+  Histogram barrier_seconds_;
+  std::map<std::string, uint64_t> errors_;
+};
+
+// The process_* metrics Prometheus client libraries export: CPU seconds, resident and virtual
+// memory, open file descriptors, start time.
+std::vector<Metrics::Sample> process_samples();
+
+}  // namespace symmesh

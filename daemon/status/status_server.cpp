@@ -1,0 +1,67 @@
+#include "daemon/status/status_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+constexpr const char* kPaths = "/health, /status, /metrics";
+
+}  // namespace
+
+StatusServer::StatusServer(const HostPort& address, Handlers handlers)
+    : handlers_(std::move(handlers)), server_(std::make_unique<httplib::Server>()) {
+  httplib::Server& s = *server_;
+  // A status page is small and polled: two worker threads, whatever the core count.
+  s.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // httplib's default is SO_REUSEPORT, with which a second daemon would silently share the
+  // port: only SO_REUSEADDR (a restart may bind over TIME_WAIT), so a port in use fails.
+  s.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const Health health = handlers_.health();
+    res.status = health.ok ? 200 : 503;
+    res.set_content(health.ok ? "ok\n" : health.reason + "\n", "text/plain; charset=utf-8");
+  });
+  s.Get("/status", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(handlers_.status_json(), "application/json");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(handlers_.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status != 404) return;
+    res.set_content("no such page: " + req.method + " " + req.path + " (this endpoint serves GET " +
+                        kPaths + ")\n",
+                    "text/plain; charset=utf-8");
+  });
+  bound_ = address;
+  const bool bound = address.port == 0
+                         ? (bound_.port = uint16_t(s.bind_to_any_port(address.host))) > 0
+                         : s.bind_to_port(address.host, address.port);
+  if (!bound) {
+    throw InvalidArgument("cannot bind the status endpoint to " + address.str() +
+                          " (in use, or not an address of this host); set --status-addr "
+                          "HOST:PORT, or off");
+  }
+  // Bound is listening: connections wait in the backlog until the accept loop starts.
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+StatusServer::~StatusServer() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string StatusServer::url() const {
+  const bool v6 = bound_.host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + bound_.host + "]" : bound_.host) + ":" +
+         std::to_string(bound_.port);
+}
+
+}  // namespace symmesh

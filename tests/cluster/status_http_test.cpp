@@ -1,0 +1,191 @@
+// The HTTP status endpoint of real daemons: /status JSON with its schema and jobs, /metrics
+// through a strict Prometheus text reader (itself shown to reject malformed text), /health
+// turning 503 when a peer stops, 404 and no secrets anywhere, --status-addr off and a port in
+// use.
+#include <httplib.h>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/cluster/prometheus_text.h"
+#include "tests/cluster/test_cluster.h"
+
+namespace symmesh::testing {
+namespace {
+
+struct Fetched {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+Fetched get(const std::string& url, const std::string& path) {
+  httplib::Client client(url);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(10);
+  auto res = client.Get(path);
+  if (!res) return {};
+  return {res->status, res->body, res->get_header_value("Content-Type")};
+}
+
+std::string status_url(TestCluster& cluster, int node) {
+  CliRun run = cli(target(cluster, node) + " status --json");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  return nlohmann::json::parse(run.out)["status_url"].get<std::string>();
+}
+
+TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
+  TestCluster cluster(shape(2, 2));
+  const std::string url = status_url(cluster, 0);
+  ASSERT_TRUE(url.starts_with("http://127.0.0.1:")) << url;  // loopback unless asked
+  ASSERT_EQ(cli(target(cluster) + " submit barrier --iters 5").exit_code, 0);
+  const Fetched fetched = get(url, "/status");
+  ASSERT_EQ(fetched.status, 200);
+  EXPECT_EQ(fetched.content_type, "application/json");
+  const auto json = nlohmann::json::parse(fetched.body);
+  for (const char* key : {"node_rank", "nodes", "ranks_per_node", "state", "heap_size", "heap_used",
+                          "jobs_run", "jobs_failed", "jobs_queued", "version", "uptime_s",
+                          "status_url", "cluster", "peers", "jobs"}) {
+    EXPECT_TRUE(json.contains(key)) << key << ": " << fetched.body;
+  }
+  EXPECT_EQ(json["state"], "ready");
+  EXPECT_EQ(json["status_url"], url);
+  ASSERT_EQ(json["cluster"].size(), 2u);
+  for (const auto& node : json["cluster"]) {
+    EXPECT_TRUE(node["status_url"].get<std::string>().starts_with("http://127.0.0.1:")) << node;
+    EXPECT_EQ(node["ranks"], 2);
+  }
+  ASSERT_EQ(json["peers"].size(), 1u);
+  EXPECT_EQ(json["peers"][0]["up"], true);
+  EXPECT_FALSE(json["peers"][0]["transport"].get<std::string>().empty());
+  ASSERT_GE(json["jobs"].size(), 1u);
+  const auto& newest = json["jobs"][0];  // newest first
+  EXPECT_EQ(newest["kind"], "barrier");
+  EXPECT_EQ(newest["state"], "ok");
+  EXPECT_GE(newest["finished_unix_s"].get<double>(), newest["started_unix_s"].get<double>());
+  EXPECT_EQ(newest["result"]["status"], "ok");
+  EXPECT_EQ(newest["result"]["iters"], 5);
+
+  // The other node answers too, without the root's job list.
+  const auto other = nlohmann::json::parse(get(status_url(cluster, 1), "/status").body);
+  EXPECT_EQ(other["node_rank"], 1);
+  EXPECT_TRUE(other["jobs"].empty());
+}
+
+TEST(StatusHttp, MetricsAreStrictPrometheusText) {
+  TestCluster cluster(shape(2, 1));
+  ASSERT_EQ(cli(target(cluster) + " submit barrier --iters 20").exit_code, 0);
+  CliRun failed = cli(target(cluster) +
+                      " submit matmul --op gemm-allreduce --m 64 --n 64 "
+                      "--k 8 --tile-m 4096 --tile-n 4096 --json");
+  EXPECT_NE(failed.exit_code, 0);  // a workspace too big for the heap: an error to count
+  const std::string url = status_url(cluster, 0);
+  const Fetched fetched = get(url, "/metrics");
+  ASSERT_EQ(fetched.status, 200);
+  EXPECT_EQ(fetched.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  std::map<std::string, PromFamily> families;
+  ASSERT_NO_THROW(families = parse_prometheus_text(fetched.body)) << fetched.body;
+  auto value = [&](const std::string& family, const std::map<std::string, std::string>& labels,
+                   const std::string& sample_name = "") {
+    for (const auto& s : families.at(family).samples) {
+      if (s.labels == labels && (sample_name.empty() ? s.name == family : s.name == sample_name)) {
+        return s.value;
+      }
+    }
+    ADD_FAILURE() << family << " has no such sample";
+    return -1.0;
+  };
+  EXPECT_GE(value("symmesh_jobs_total", {{"kind", "barrier"}, {"outcome", "ok"}}), 1);
+  EXPECT_EQ(value("symmesh_jobs_total", {{"kind", "matmul"}, {"outcome", "error"}}), 1);
+  EXPECT_EQ(families.at("symmesh_job_duration_seconds").type, "histogram");
+  EXPECT_GE(value("symmesh_barrier_latency_seconds", {}, "symmesh_barrier_latency_seconds_count"),
+            20);
+  EXPECT_GE(value("symmesh_errors_total", {{"kind", "job"}}), 1);
+  EXPECT_EQ(value("symmesh_up", {}), 1);
+  EXPECT_EQ(value("symmesh_peer_up", {{"peer", "1"}, {"transport", "tcp"}}), 1);
+  EXPECT_GT(value("symmesh_heap_bytes", {}), 0);
+  EXPECT_GT(value("process_resident_memory_bytes", {}), 0);
+  EXPECT_GT(value("process_cpu_seconds_total", {}), 0);
+  EXPECT_GT(value("process_start_time_seconds", {}), 1.7e9);
+}
+
+TEST(StatusHttp, TheTextReaderRejectsWhatPrometheusRejects) {
+  const std::string good =
+      "# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"1\"} 3\n"
+      "# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\n"
+      "h_sum 3.5\nh_count 2\n";
+  EXPECT_NO_THROW(parse_prometheus_text(good));
+  for (const std::string& bad : {
+           std::string("# HELP a A.\n# TYPE a gauge\n1a 1\n"),            // bad name
+           std::string("# HELP a A.\n# TYPE a gauge\na{x=1} 1\n"),        // unquoted
+           std::string("# HELP a A.\n# TYPE a gauge\na{x=\"\\q\"} 1\n"),  // bad escape
+           std::string("# HELP a A.\n# TYPE a gauge\na one\n"),           // not a number
+           std::string("# HELP a A.\n# TYPE a gauge\na 1\na 2\n"),        // a series twice
+           std::string("# HELP a A.\na 1\n# TYPE a gauge\n"),             // TYPE too late
+           std::string("# HELP a A.\n# TYPE a gauge\na 1\n# HELP b B.\n# TYPE b gauge\nb 1\n"
+                       "a{y=\"2\"} 1\n"),                        // split family
+           std::string("# HELP a A.\n# TYPE a counter\na 1\n"),  // no _total
+           std::string("# HELP a A.\n# TYPE a gauge\na 1"),      // no newline
+           std::string("# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\n"
+                       "h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"),  // not cumulative
+           std::string("# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\n"
+                       "h_count 1\n"),  // no +Inf
+       }) {
+    EXPECT_THROW(parse_prometheus_text(bad), std::runtime_error) << bad;
+  }
+}
+
+TEST(StatusHttp, HealthTurns503WhenAPeerStopsAndNothingSecretIsServed) {
+  TestCluster cluster(shape(2, 1));
+  const std::string url = status_url(cluster, 0);
+  Fetched health = get(url, "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, "ok\n");
+  for (const char* path : {"/", "/health", "/status", "/metrics", "/nope"}) {
+    const Fetched page = get(url, path);
+    EXPECT_EQ(page.body.find(cluster.secret()), std::string::npos) << path;
+  }
+  const Fetched missing = get(url, "/nope");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_NE(missing.body.find("/metrics"), std::string::npos) << missing.body;
+
+  cluster.daemon(1).stop(SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int i = 0; i < 3000 && std::chrono::steady_clock::now() < deadline; ++i) {
+    health = get(url, "/health");
+    if (health.status == 503) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(health.status, 503);
+  EXPECT_NE(health.body.find("node 1"), std::string::npos) << health.body;
+}
+
+TEST(StatusHttp, OffMeansNoEndpointAndAPortInUseIsNamed) {
+  ClusterOptions off = shape(1, 1);
+  off.extra_args = {"--status-addr", "off"};
+  TestCluster quiet(off);
+  const auto json = nlohmann::json::parse(cli(target(quiet) + " status --json").out);
+  EXPECT_EQ(json["status_url"], "");
+
+  Listener squatter(HostPort{"127.0.0.1", 0});  // holds a port, so the daemon cannot have it
+  const int port = squatter.local_endpoint().port;
+  ClusterOptions taken = shape(1, 1);
+  taken.extra_args = {"--status-addr", "127.0.0.1:" + std::to_string(port)};
+  taken.wait_ready = false;
+  TestCluster refused(taken);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int i = 0; i < 3000 && refused.daemon(0).running(); ++i) {  // it exits by itself
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(refused.daemon(0).running());
+  EXPECT_NE(refused.daemon(0).stop(SIGTERM), 0);
+  const std::string log = refused.daemon(0).log();
+  EXPECT_NE(log.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << log;
+  EXPECT_NE(log.find("--status-addr"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace symmesh::testing
