@@ -56,6 +56,7 @@ void ControlServer::serve(std::shared_ptr<BlockingChannel> channel) {
                  deadline_after(std::chrono::seconds(10)));
   } catch (const std::exception& e) {
     spdlog::warn("control port: refused {}: {}", channel->peer_name(), e.what());
+    handlers_.refused("auth");
     return;
   }
   for (;;) {
@@ -90,6 +91,7 @@ void ControlServer::serve(std::shared_ptr<BlockingChannel> channel) {
       try {
         handlers_.submit(request.submit(), sink);
       } catch (const std::exception& e) {
+        handlers_.refused("bad_request");
         wire::ClientResponse error;
         error.set_error(e.what());
         sink(error);
@@ -98,6 +100,7 @@ void ControlServer::serve(std::shared_ptr<BlockingChannel> channel) {
       finished.wait(lock, [&] { return done; });
       continue;
     } else {
+      handlers_.refused("bad_request");
       response.set_error("unknown request: expected status or submit");
     }
     try {

@@ -19,6 +19,8 @@ class ControlServer {
     std::function<wire::StatusReply()> status;
     // Validates and queues the job; calls `sink` with events and finally the result.
     std::function<void(const wire::JobSpec&, Sink)> submit;
+    // Counts a refused client: "auth" (a wrong secret) or "bad_request".
+    std::function<void(const std::string& kind)> refused;
   };
 
   ControlServer(std::unique_ptr<Listener> listener, std::string secret, Handlers handlers);

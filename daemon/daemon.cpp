@@ -118,7 +118,8 @@ int Daemon::run() {
       ControlServer::Handlers{[this] { return status(); },
                               [this](const wire::JobSpec& spec, ControlServer::Sink sink) {
                                 submit(spec, std::move(sink));
-                              }});
+                              },
+                              [this](const std::string& kind) { metrics_.error(kind); }});
 
   const Deadline deadline = deadline_after(config_.bootstrap_timeout);
   if (is_root()) {

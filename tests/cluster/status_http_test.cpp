@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -81,6 +82,16 @@ TEST(StatusHttp, MetricsAreStrictPrometheusText) {
                       " submit matmul --op gemm-allreduce --m 64 --n 64 "
                       "--k 8 --tile-m 4096 --tile-n 4096 --json");
   EXPECT_NE(failed.exit_code, 0);  // a workspace too big for the heap: an error to count
+  const std::string wrong = cluster.dir() + "/wrong-secret";
+  FILE* file = fopen(wrong.c_str(), "w");
+  fputs("not-the-secret\n", file);
+  fclose(file);
+  EXPECT_NE(
+      cli("--daemon " + cluster.control(0).str() + " --secret-file " + wrong + " status").exit_code,
+      0);
+  EXPECT_NE(cli(target(cluster) + " submit combine --tokens 4 --hidden 12 --topk 1 --experts 2")
+                .exit_code,
+            0);  // hidden not a multiple of 8: refused at submission
   const std::string url = status_url(cluster, 0);
   const Fetched fetched = get(url, "/metrics");
   ASSERT_EQ(fetched.status, 200);
@@ -103,6 +114,8 @@ TEST(StatusHttp, MetricsAreStrictPrometheusText) {
   EXPECT_GE(value("symmesh_barrier_latency_seconds", {}, "symmesh_barrier_latency_seconds_count"),
             20);
   EXPECT_GE(value("symmesh_errors_total", {{"kind", "job"}}), 1);
+  EXPECT_GE(value("symmesh_errors_total", {{"kind", "bad_request"}}), 1);
+  EXPECT_GE(value("symmesh_errors_total", {{"kind", "auth"}}), 1);
   EXPECT_EQ(value("symmesh_up", {}), 1);
   EXPECT_EQ(value("symmesh_peer_up", {{"peer", "1"}, {"transport", "tcp"}}), 1);
   EXPECT_GT(value("symmesh_heap_bytes", {}), 0);
