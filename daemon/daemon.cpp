@@ -585,6 +585,38 @@ std::string Daemon::metrics_text() {
                       {{"peer", std::to_string(peer.node_rank())}, {"transport", peer.transport()}},
                       peer.up() ? 1.0 : 0.0});
   }
+  // Per peer and transport: what this node sent and received (transport/peer_traffic.h).
+  struct Counter {
+    const char* family;
+    const char* help;
+    uint64_t PeerTraffic::Totals::*field;
+  };
+  for (const Counter& c :
+       {Counter{"symmesh_peer_sent_bytes_total",
+                "Bytes this node's operations carried to the peer.",
+                &PeerTraffic::Totals::sent_bytes},
+        Counter{"symmesh_peer_sent_operations_total",
+                "Puts, gets and atomics this node started towards the peer.",
+                &PeerTraffic::Totals::sent_ops},
+        Counter{"symmesh_peer_received_bytes_total",
+                "Bytes that came from the peer (its puts here over tcp, this node's gets).",
+                &PeerTraffic::Totals::received_bytes},
+        Counter{"symmesh_peer_received_operations_total",
+                "Messages with data that came from the peer.",
+                &PeerTraffic::Totals::received_ops}}) {
+    for (const NetworkTransport* transport : {static_cast<const NetworkTransport*>(tcp_.get()),
+                                              static_cast<const NetworkTransport*>(verbs_.get())}) {
+      if (!transport) continue;
+      for (int n = 0; n < config_.nodes; ++n) {
+        if (n == config_.node_rank) continue;
+        gauges.push_back(
+            {c.family,
+             c.help,
+             {{"peer", std::to_string(n)}, {"transport", std::string(transport->name())}},
+             double(transport->traffic().totals(n).*c.field)});
+      }
+    }
+  }
   gauges.push_back({"symmesh_jobs_queued",
                     "Jobs waiting to run (the root only).",
                     {},

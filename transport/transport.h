@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "transport/peer_traffic.h"
 #include "transport/wait.h"
 
 namespace symmesh {
@@ -60,6 +61,7 @@ class NetworkTransport : public Transport {
   virtual std::string peer_down_reason(int node) const = 0;
   // Called once per lost peer, from a transport thread or the PE that saw it.
   virtual void on_peer_down(std::function<void(int node, const std::string& why)> callback) = 0;
+  virtual const PeerTraffic& traffic() const = 0;
 };
 
 }  // namespace symmesh

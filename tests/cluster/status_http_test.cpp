@@ -78,6 +78,9 @@ TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
 TEST(StatusHttp, MetricsAreStrictPrometheusText) {
   TestCluster cluster(shape(2, 1));
   ASSERT_EQ(cli(target(cluster) + " submit barrier --iters 20").exit_code, 0);
+  ASSERT_EQ(
+      cli(target(cluster) + " submit collective --op allgather --bytes 1MiB --iters 1").exit_code,
+      0);
   CliRun failed = cli(target(cluster) +
                       " submit matmul --op gemm-allreduce --m 64 --n 64 "
                       "--k 8 --tile-m 4096 --tile-n 4096 --json");
@@ -119,6 +122,13 @@ TEST(StatusHttp, MetricsAreStrictPrometheusText) {
   EXPECT_EQ(value("symmesh_up", {}), 1);
   EXPECT_EQ(value("symmesh_peer_up", {{"peer", "1"}, {"transport", "tcp"}}), 1);
   EXPECT_GT(value("symmesh_heap_bytes", {}), 0);
+  // The allgather put this node's 1 MiB to the peer (twice: the warm-up and the run) and got
+  // the peer's.
+  const std::map<std::string, std::string> peer{{"peer", "1"}, {"transport", "tcp"}};
+  EXPECT_GE(value("symmesh_peer_sent_bytes_total", peer), 2 << 20);
+  EXPECT_GE(value("symmesh_peer_received_bytes_total", peer), 2 << 20);
+  EXPECT_GT(value("symmesh_peer_sent_operations_total", peer), 0);
+  EXPECT_GT(value("symmesh_peer_received_operations_total", peer), 0);
   EXPECT_GT(value("process_resident_memory_bytes", {}), 0);
   EXPECT_GT(value("process_cpu_seconds_total", {}), 0);
   EXPECT_GT(value("process_start_time_seconds", {}), 1.7e9);

@@ -21,6 +21,7 @@ TcpTransport::TcpTransport(int node, int nodes, int ranks_per_node, SegmentView 
                            Doorbell& doorbell, std::string secret, TcpOptions options)
     : node_(node),
       nodes_(nodes),
+      traffic_(nodes),
       ranks_per_node_(ranks_per_node),
       segment_(segment),
       doorbell_(doorbell),
@@ -209,6 +210,7 @@ void TcpTransport::wait_for(const Completion& completion, Deadline deadline,
 
 void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
                        const SignalUpdate* signal) {
+  traffic_.sent(node, length);
   PeState& state = pe_state(src_pe);
   wire::DataHeader header;
   header.set_kind(wire::PUT);
@@ -300,7 +302,8 @@ std::pair<uint64_t, std::shared_ptr<TcpTransport::Pending>> TcpTransport::regist
 }
 
 void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
-  fence(src_pe);  // after earlier stripes, as put does
+  traffic_.sent(node, 0);  // the data comes back as a received GET_REPLY
+  fence(src_pe);           // after earlier stripes, as put does
   auto [token, pending] = register_pending(node);
   pending->data.resize(length);
   wire::DataHeader header;
@@ -322,6 +325,7 @@ void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t 
 }
 
 void TcpTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
+  traffic_.sent(node, 8);
   fence(src_pe);  // after earlier stripes, as put does
   wire::DataHeader header;
   header.set_kind(wire::ATOMIC_ADD);
@@ -334,6 +338,7 @@ void TcpTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t va
 }
 
 uint64_t TcpTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
+  traffic_.sent(node, 8);
   fence(src_pe);  // after earlier stripes, as put does
   auto [token, pending] = register_pending(node);
   wire::DataHeader header;
@@ -468,6 +473,11 @@ std::byte* TcpTransport::payload_target(TcpConnection& from, const wire::DataHea
 }
 
 void TcpTransport::frame_complete(TcpConnection& from, const wire::DataHeader& header) {
+  if (header.kind() == wire::PUT || header.kind() == wire::GET_REPLY) {
+    traffic_.received(from.peer_node(), header.length());
+  } else if (header.kind() == wire::ATOMIC_ADD || header.kind() == wire::FETCH_ADD) {
+    traffic_.received(from.peer_node(), 8);
+  }
   switch (header.kind()) {
     case wire::PUT:
       if (header.has_signal()) {

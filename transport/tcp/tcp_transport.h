@@ -57,6 +57,7 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   std::string peer_down_reason(int node) const override;
   // Called (on an io thread) when a connection to a peer is lost.
   void on_peer_down(std::function<void(int node, const std::string& why)> callback) override;
+  const PeerTraffic& traffic() const override { return traffic_; }
 
   std::string_view name() const override { return "tcp"; }
   void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
@@ -102,6 +103,7 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
 
   const int node_;
   const int nodes_;
+  PeerTraffic traffic_;
   const int ranks_per_node_;
   const SegmentView segment_;
   Doorbell& doorbell_;

@@ -67,6 +67,7 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
                                Doorbell& doorbell, VerbsOptions options)
     : node_(node),
       nodes_(nodes),
+      traffic_(nodes),
       ranks_per_node_(ranks_per_node),
       segment_(segment),
       doorbell_(doorbell),
@@ -478,6 +479,7 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
   PeState& pe = pe_state(src_pe);
   check_range(node, offset, length, false);
   if (signal) check_range(node, signal->offset, 8, true);
+  traffic_.sent(node, length);
   std::lock_guard lock(pe.mutex);
   const auto* bytes = static_cast<const std::byte*>(data);
   for (size_t done = 0; done < length;) {
@@ -520,6 +522,8 @@ void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_
     std::memcpy(bytes + done, bounce_at(pe, position), n);
     done += n;
   }
+  traffic_.sent(node, 0);
+  traffic_.received(node, length);
 }
 
 VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uint64_t offset,
@@ -536,6 +540,7 @@ VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uin
 void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
   check_range(node, offset, 8, true);
+  traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
   post_fetch_add(pe, node, offset, value, false);
 }
@@ -543,6 +548,7 @@ void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t 
 uint64_t VerbsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
   check_range(node, offset, 8, true);
+  traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
   const auto [seq, position] = post_fetch_add(pe, node, offset, value, true);
   wait_done(pe, node, seq, "an atomic fetch-add");

@@ -96,6 +96,7 @@ class VerbsTransport final : public NetworkTransport {
   std::string peer_down_reason(int node) const override;
   // Called once per peer, from the notifier thread, when its queue pairs fail.
   void on_peer_down(std::function<void(int node, const std::string& why)> callback) override;
+  const PeerTraffic& traffic() const override { return traffic_; }
 
   std::string_view name() const override { return "verbs"; }
   void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
@@ -185,6 +186,7 @@ class VerbsTransport final : public NetworkTransport {
 
   const int node_;
   const int nodes_;
+  PeerTraffic traffic_;
   const int ranks_per_node_;
   const SegmentView segment_;
   Doorbell& doorbell_;
