@@ -33,6 +33,17 @@ wire::StatusReply Client::status(Deadline deadline) {
   return response.status();
 }
 
+wire::JobRecord Client::cancel(uint64_t job_id, Deadline deadline) {
+  wire::ClientRequest request;
+  request.mutable_cancel()->set_job_id(job_id);
+  channel_->write(request, deadline);
+  wire::ClientResponse response;
+  channel_->read(response, deadline);
+  if (response.has_error()) throw InvalidArgument(response.error());
+  if (!response.has_cancelled()) throw PeerError("the daemon answered cancel with something else");
+  return response.cancelled();
+}
+
 wire::JobResult Client::submit(const wire::JobSpec& spec,
                                const std::function<void(const wire::JobEvent&)>& on_event,
                                Deadline deadline) {

@@ -18,6 +18,8 @@ class Client {
                                          const std::string& secret_source, Deadline deadline);
 
   wire::StatusReply status(Deadline deadline);
+  // Cancels a queued or running job at the root; throws Error with the root's reason.
+  wire::JobRecord cancel(uint64_t job_id, Deadline deadline);
   // Submits a job and waits for its result; `on_event` sees its events (running, ...).
   // A refused job comes back as a result with ok=false.
   wire::JobResult submit(const wire::JobSpec& spec,

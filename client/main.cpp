@@ -42,6 +42,17 @@ int main(int argc, char** argv) {
 
   auto* status_cmd = app.add_subcommand("status", "the cluster as the daemon sees it");
   status_cmd->add_flag("--json", json, "print one JSON object");
+  auto* jobs_cmd =
+      app.add_subcommand("jobs", "queued and running jobs, then the last 50 finished (the root's)");
+  jobs_cmd->add_flag("--json", json, "print one JSON object");
+  uint64_t job_id = 0;
+  auto* job_cmd = app.add_subcommand("job", "one job: its state, times and result");
+  job_cmd->add_option("ID", job_id, "the job id (symmesh jobs lists them)")->required();
+  job_cmd->add_flag("--json", json, "print one JSON object");
+  auto* cancel_cmd =
+      app.add_subcommand("cancel", "cancel a queued job, or abort a running one on every node");
+  cancel_cmd->add_option("ID", job_id, "the job id")->required();
+  cancel_cmd->add_flag("--json", json, "print one JSON object");
 
   auto* submit_cmd = app.add_subcommand("submit", "run a job on the whole cluster");
   submit_cmd->require_subcommand(1);
@@ -258,6 +269,32 @@ int main(int argc, char** argv) {
     if (status_cmd->parsed()) {
       print_status(client->status(deadline), json);
       return 0;
+    }
+    if (jobs_cmd->parsed() || job_cmd->parsed() || cancel_cmd->parsed()) {
+      // Jobs live at the root: any daemon names it in its status.
+      wire::StatusReply status = client->status(deadline);
+      if (status.node_rank() != 0) {
+        if (status.node_size() == 0) throw PeerError("the daemon does not know the root yet");
+        const HostPort root =
+            parse_host_port(status.node(0).control_endpoint(), "the root's control endpoint");
+        client = Client::connect(root, secret, "'" + secret_file + "'", connect_deadline);
+        status = client->status(deadline);
+      }
+      if (jobs_cmd->parsed()) {
+        print_jobs({status.jobs().begin(), status.jobs().end()}, json);
+        return 0;
+      }
+      if (cancel_cmd->parsed()) {
+        print_job(client->cancel(job_id, deadline), json);
+        return 0;
+      }
+      for (const auto& job : status.jobs()) {
+        if (job.job_id() != job_id) continue;
+        print_job(job, json);
+        return job.state() == "error" || job.state() == "cancelled" ? 1 : 0;
+      }
+      throw InvalidArgument("no job " + std::to_string(job_id) +
+                            " among the root's queued, running and last 50 jobs (symmesh jobs)");
     }
     if (barrier_cmd->parsed()) {
       spec.mutable_barrier()->set_algo(barrier_algo);

@@ -1,6 +1,8 @@
 #include "client/output.h"
 
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -130,6 +132,76 @@ void print_result(const wire::JobResult& result, bool json) {
                 result.max_abs_err());
   }
   std::printf("\n");
+}
+
+namespace {
+
+std::string local_time(double unix_s) {
+  if (unix_s <= 0) return "-";
+  const std::time_t seconds = std::time_t(unix_s);
+  std::tm tm{};
+  localtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+  return text;
+}
+
+std::string ran_for(const wire::JobRecord& job) {
+  if (job.started_unix_s() <= 0) return "-";
+  const double end =
+      job.finished_unix_s() > 0
+          ? job.finished_unix_s()
+          : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f s", end - job.started_unix_s());
+  return text;
+}
+
+// The result in a few words: the error, or the median and the verification.
+std::string summary(const wire::JobRecord& job) {
+  if (!job.has_result()) return "";
+  const wire::JobResult& r = job.result();
+  if (!r.ok()) return r.error();
+  char text[96];
+  std::snprintf(text, sizeof(text), "median %.3f ms%s", r.median_s() * 1e3,
+                r.verify_requested() ? (r.verified() ? ", verified" : ", NOT VERIFIED") : "");
+  return text;
+}
+
+}  // namespace
+
+void print_jobs(const std::vector<wire::JobRecord>& jobs, bool json) {
+  if (json) {
+    nlohmann::json out{{"status", "ok"}, {"jobs", nlohmann::json::array()}};
+    for (const auto& job : jobs) out["jobs"].push_back(job_record_json(job));
+    std::cout << out.dump() << "\n";
+    return;
+  }
+  std::printf("%-6s %-11s %-10s %-19s %-10s %s\n", "ID", "KIND", "STATE", "SUBMITTED", "RAN",
+              "RESULT");
+  for (const auto& job : jobs) {
+    std::printf("%-6llu %-11s %-10s %-19s %-10s %s\n",
+                static_cast<unsigned long long>(job.job_id()), job.kind().c_str(),
+                job.state().c_str(), local_time(job.submitted_unix_s()).c_str(),
+                ran_for(job).c_str(), summary(job).c_str());
+  }
+}
+
+void print_job(const wire::JobRecord& job, bool json) {
+  if (json) {
+    nlohmann::json out = job_record_json(job);
+    out["status"] = "ok";
+    std::cout << out.dump() << "\n";
+    return;
+  }
+  std::printf("job %llu  %s  %s  submitted %s, started %s, ran %s\n",
+              static_cast<unsigned long long>(job.job_id()), job.kind().c_str(),
+              job.state().c_str(), local_time(job.submitted_unix_s()).c_str(),
+              local_time(job.started_unix_s()).c_str(), ran_for(job).c_str());
+  if (job.has_result() && job.result().ok()) print_result(job.result(), false);
+  if (job.has_result() && !job.result().ok())
+    std::printf("  error: %s\n", job.result().error().c_str());
 }
 
 }  // namespace symmesh

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "jobs.pb.h"
 
@@ -10,5 +11,9 @@ namespace symmesh {
 void print_status(const wire::StatusReply& status, bool json);
 void print_result(const wire::JobResult& result, bool json);
 void print_error_json(const std::string& error);
+// One line per job; --json: {"status": "ok", "jobs": [...]}.
+void print_jobs(const std::vector<wire::JobRecord>& jobs, bool json);
+// One job: its state and times, then its result as `submit` prints it.
+void print_job(const wire::JobRecord& job, bool json);
 
 }  // namespace symmesh

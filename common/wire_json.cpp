@@ -83,6 +83,17 @@ nlohmann::json job_result_json(const wire::JobResult& result) {
   return out;
 }
 
+nlohmann::json job_record_json(const wire::JobRecord& job) {
+  nlohmann::json record{{"job_id", job.job_id()},
+                        {"kind", job.kind()},
+                        {"state", job.state()},
+                        {"submitted_unix_s", job.submitted_unix_s()},
+                        {"started_unix_s", job.started_unix_s()},
+                        {"finished_unix_s", job.finished_unix_s()}};
+  record["result"] = job.has_result() ? job_result_json(job.result()) : nlohmann::json();
+  return record;
+}
+
 nlohmann::json status_json(const wire::StatusReply& status) {
   nlohmann::json out{{"status", "ok"},
                      {"node_rank", status.node_rank()},
@@ -114,16 +125,7 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                             {"data_endpoint", peer.data_endpoint()}});
   }
   out["jobs"] = nlohmann::json::array();  // the root's; empty on the other nodes
-  for (const auto& job : status.jobs()) {
-    nlohmann::json record{{"job_id", job.job_id()},
-                          {"kind", job.kind()},
-                          {"state", job.state()},
-                          {"submitted_unix_s", job.submitted_unix_s()},
-                          {"started_unix_s", job.started_unix_s()},
-                          {"finished_unix_s", job.finished_unix_s()}};
-    record["result"] = job.has_result() ? job_result_json(job.result()) : nlohmann::json();
-    out["jobs"].push_back(std::move(record));
-  }
+  for (const auto& job : status.jobs()) out["jobs"].push_back(job_record_json(job));
   return out;
 }
 

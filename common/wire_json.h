@@ -10,6 +10,8 @@
 namespace symmesh {
 
 nlohmann::json job_result_json(const wire::JobResult& result);
+// A job as the root keeps it: state, times, and its result (null until it finished).
+nlohmann::json job_record_json(const wire::JobRecord& job);
 // With the root's jobs (queued, running, the last 50 finished with their results).
 nlohmann::json status_json(const wire::StatusReply& status);
 

@@ -99,9 +99,15 @@ void ControlServer::serve(std::shared_ptr<BlockingChannel> channel) {
       std::unique_lock lock(mutex);
       finished.wait(lock, [&] { return done; });
       continue;
+    } else if (request.has_cancel()) {
+      try {
+        *response.mutable_cancelled() = handlers_.cancel(request.cancel().job_id());
+      } catch (const std::exception& e) {
+        response.set_error(e.what());
+      }
     } else {
       handlers_.refused("bad_request");
-      response.set_error("unknown request: expected status or submit");
+      response.set_error("unknown request: expected status, submit or cancel");
     }
     try {
       channel->write(response, deadline_after(kReplyTimeout));

@@ -19,6 +19,8 @@ class ControlServer {
     std::function<wire::StatusReply()> status;
     // Validates and queues the job; calls `sink` with events and finally the result.
     std::function<void(const wire::JobSpec&, Sink)> submit;
+    // Cancels a queued or running job (the root only); throws naming what was wrong.
+    std::function<wire::JobRecord(uint64_t job_id)> cancel;
     // Counts a refused client: "auth" (a wrong secret) or "bad_request".
     std::function<void(const std::string& kind)> refused;
   };

@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "daemon/jobs/job.h"
+#include "transport/errors.h"
 
 namespace symmesh {
 namespace {
@@ -54,6 +56,45 @@ void Coordinator::submit(const wire::JobSpec& spec, Sink sink) {
   record.set_submitted_unix_s(unix_seconds());
   queue_.push_back(Pending{spec, std::move(sink), std::move(record)});
   changed_.notify_all();
+}
+
+wire::JobRecord Coordinator::cancel(uint64_t job_id) {
+  const std::string reason = "job " + std::to_string(job_id) + " cancelled (symmesh cancel)";
+  Pending cancelled;
+  {
+    std::lock_guard lock(mutex_);
+    if (running_ && running_->job_id() == job_id) {
+      cancel_reason_ = reason;
+      running_->set_state("cancelling");
+      changed_.notify_all();  // the phase in flight aborts on every node
+      return *running_;
+    }
+    auto it = std::find_if(queue_.begin(), queue_.end(),
+                           [&](const Pending& p) { return p.record.job_id() == job_id; });
+    if (it == queue_.end()) {
+      for (const auto& done : finished_) {
+        if (done.job_id() == job_id) {
+          throw InvalidArgument("job " + std::to_string(job_id) + " already finished (" +
+                                done.state() + ")");
+        }
+      }
+      throw InvalidArgument("no job " + std::to_string(job_id) +
+                            " is queued or running (see symmesh jobs)");
+    }
+    cancelled = std::move(*it);
+    queue_.erase(it);
+    cancelled.record.set_state("cancelled");
+    cancelled.record.set_finished_unix_s(unix_seconds());
+    cancelled.record.mutable_result()->set_job_id(job_id);
+    cancelled.record.mutable_result()->set_ok(false);
+    cancelled.record.mutable_result()->set_error(reason);
+    finished_.push_front(cancelled.record);
+    if (finished_.size() > kHistory) finished_.pop_back();
+  }
+  wire::ClientResponse response;
+  *response.mutable_result() = cancelled.record.result();
+  cancelled.sink(response);
+  return cancelled.record;
 }
 
 std::vector<wire::JobRecord> Coordinator::jobs() const {
@@ -127,7 +168,10 @@ void Coordinator::loop() {
       std::lock_guard lock(mutex_);
       ++jobs_run_;
       if (!result.ok()) ++jobs_failed_;
-      pending.record.set_state(result.ok() ? "ok" : "error");
+      pending.record.set_state(result.ok()               ? "ok"
+                               : !cancel_reason_.empty() ? "cancelled"
+                                                         : "error");
+      cancel_reason_.clear();
       pending.record.set_finished_unix_s(unix_seconds());
       *pending.record.mutable_result() = result;
       finished_.push_front(pending.record);
@@ -180,6 +224,7 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
       if (!report.ok() && failure.empty()) failure = report.error();
     }
     if (failure.empty() && !down_.empty()) failure = down_nodes_locked();
+    if (failure.empty()) failure = cancel_reason_;
     if (failure.empty() && !stopping_.empty()) failure = stopping_;
     if (!failure.empty() && !aborted && phase == wire::RUN) {
       aborted = true;
@@ -206,6 +251,7 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
     }
   }
   if (error.empty() && !down_.empty()) error = down_nodes_locked();
+  if (error.empty()) error = cancel_reason_;  // also ends a job between its phases
   if (error.empty()) {
     for (const auto& [node, report] : reports_) {
       if (!report.ok()) {

@@ -27,6 +27,9 @@ class Coordinator {
   void submit(const wire::JobSpec& spec, Sink sink);
   void on_report(const wire::NodeJobReport& report);
   void on_node_down(int node, const std::string& why);
+  // A queued job leaves the queue (its client gets the error); a running one is aborted on
+  // every node. Returns the job's record; throws InvalidArgument for a job that is neither.
+  wire::JobRecord cancel(uint64_t job_id);
   void stop(const std::string& why);
 
   uint64_t jobs_run() const;
@@ -65,6 +68,7 @@ class Coordinator {
   uint64_t jobs_run_ = 0;
   uint64_t jobs_failed_ = 0;
   std::optional<wire::JobRecord> running_;
+  std::string cancel_reason_;             // set while the running job is being cancelled
   std::deque<wire::JobRecord> finished_;  // newest first, at most kHistory
   std::thread thread_;
 };

@@ -119,6 +119,7 @@ int Daemon::run() {
                               [this](const wire::JobSpec& spec, ControlServer::Sink sink) {
                                 submit(spec, std::move(sink));
                               },
+                              [this](uint64_t job_id) { return cancel(job_id); },
                               [this](const std::string& kind) { metrics_.error(kind); }});
 
   const Deadline deadline = deadline_after(config_.bootstrap_timeout);
@@ -495,6 +496,15 @@ void Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
   forward.mutable_forward()->set_request_id(request);
   *forward.mutable_forward()->mutable_spec() = spec;
   links_[0]->send(forward);
+}
+
+wire::JobRecord Daemon::cancel(uint64_t job_id) {
+  if (!is_root() || !coordinator_) {
+    throw InvalidArgument(
+        "jobs are cancelled at the root, node 0 (its control port is in "
+        "symmesh status)");
+  }
+  return coordinator_->cancel(job_id);
 }
 
 wire::StatusReply Daemon::status() {

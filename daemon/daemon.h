@@ -41,6 +41,7 @@ class Daemon {
   // The root fills what a job left to the cluster's configuration (the barrier algorithm).
   wire::JobSpec with_defaults(wire::JobSpec spec) const;
   wire::StatusReply status();
+  wire::JobRecord cancel(uint64_t job_id);
   StatusServer::Health health();
   std::string metrics_text();
   void mark_root_down(const std::string& why);

@@ -1,9 +1,10 @@
-// The real symmesh CLI against real daemons: --json output, human output, exit codes, and
-// the errors that tell the user what to do.
+// The real symmesh CLI against real daemons: --json output, human output, exit codes, the
+// errors that tell the user what to do, and the job list, one job, and cancelling.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tests/cluster/test_cluster.h"
 
@@ -86,6 +87,80 @@ TEST(Cli, ErrorsSayWhatWasWrongAndExitNonZero) {
 
   // And the daemon still serves.
   EXPECT_EQ(cli(target(cluster) + " submit barrier --iters 5").exit_code, 0);
+}
+
+// The id of the first job of `kind` in `state` in `symmesh jobs --json` asked of `node`, or 0.
+uint64_t find_job(TestCluster& cluster, const std::string& kind, const std::string& state,
+                  int node = 0) {
+  CliRun run = cli(target(cluster, node) + " jobs --json");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  const auto listed = nlohmann::json::parse(run.out);  // alive for the loop, unlike a temporary
+  for (const auto& job : listed["jobs"]) {
+    if (job["kind"] == kind && job["state"] == state) return job["job_id"];
+  }
+  return 0;
+}
+
+// Polls (bounded in count and time) until such a job is listed; returns its id, or 0.
+uint64_t wait_for_job(TestCluster& cluster, const std::string& kind, const std::string& state) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; i < 6000 && std::chrono::steady_clock::now() < deadline; ++i) {
+    if (const uint64_t id = find_job(cluster, kind, state)) return id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
+
+TEST(Cli, JobsJobAndCancelAQueuedAndARunningJob) {
+  TestCluster cluster(shape(2, 1));
+  CliRun long_run, queued_run;
+  std::jthread long_job([&] {
+    long_run = cli(target(cluster) +
+                   " --timeout 300s submit matmul --op gemm-allreduce --m 1024 --n 1024 --k 1024 "
+                   "--iters 1000 --json");
+  });
+  const uint64_t first = wait_for_job(cluster, "matmul", "running");
+  ASSERT_NE(first, 0u) << cli(target(cluster) + " jobs").out;
+  std::jthread queued_job(
+      [&] { queued_run = cli(target(cluster, 1) + " submit barrier --iters 5 --json"); });
+  ASSERT_EQ(wait_for_job(cluster, "barrier", "queued"), first + 1)
+      << cli(target(cluster) + " jobs").out;
+  EXPECT_EQ(find_job(cluster, "barrier", "queued", /*node=*/1), first + 1);  // via any daemon
+
+  CliRun cancel_queued = cli(target(cluster) + " cancel " + std::to_string(first + 1) + " --json");
+  EXPECT_EQ(cancel_queued.exit_code, 0) << cancel_queued.out;
+  EXPECT_EQ(nlohmann::json::parse(cancel_queued.out)["state"], "cancelled");
+  queued_job.join();
+  EXPECT_EQ(queued_run.exit_code, 1) << queued_run.out;
+  EXPECT_NE(queued_run.out.find("cancelled"), std::string::npos) << queued_run.out;
+
+  CliRun cancel_running = cli(target(cluster) + " cancel " + std::to_string(first));
+  EXPECT_EQ(cancel_running.exit_code, 0) << cancel_running.out;
+  EXPECT_NE(cancel_running.out.find("cancelling"), std::string::npos) << cancel_running.out;
+  long_job.join();
+  EXPECT_EQ(long_run.exit_code, 1) << long_run.out;
+  EXPECT_NE(long_run.out.find("cancelled"), std::string::npos) << long_run.out;
+
+  CliRun job = cli(target(cluster) + " job " + std::to_string(first) + " --json");
+  EXPECT_EQ(job.exit_code, 1) << job.out;  // the job did not end well
+  const auto record = nlohmann::json::parse(job.out);
+  EXPECT_EQ(record["state"], "cancelled");
+  EXPECT_EQ(record["kind"], "matmul");
+  EXPECT_EQ(record["result"]["status"], "error");
+
+  CliRun unknown = cli(target(cluster) + " cancel 999");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.out;
+  EXPECT_NE(unknown.out.find("no job 999"), std::string::npos) << unknown.out;
+  CliRun finished = cli(target(cluster) + " cancel " + std::to_string(first));
+  EXPECT_EQ(finished.exit_code, 2) << finished.out;
+  EXPECT_NE(finished.out.find("already finished"), std::string::npos) << finished.out;
+  EXPECT_EQ(cli(target(cluster) + " job 999").exit_code, 2);
+
+  // The cluster goes on, and the human list shows the states.
+  EXPECT_EQ(cli(target(cluster) + " submit barrier --iters 5").exit_code, 0);
+  CliRun jobs = cli(target(cluster) + " jobs");
+  EXPECT_NE(jobs.out.find("cancelled"), std::string::npos) << jobs.out;
+  EXPECT_NE(jobs.out.find("ok"), std::string::npos) << jobs.out;
 }
 
 }  // namespace
