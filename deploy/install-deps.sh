@@ -22,6 +22,7 @@ build_packages=(
   libibverbs-dev
   libdnnl-dev
   iproute2 procps
+  python3-yaml
 )
 bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin perftest)
 softroce_packages=(rdma-core ibverbs-providers ibverbs-utils perftest

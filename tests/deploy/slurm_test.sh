@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# deploy/slurm/symmesh.sbatch under a stand-in Slurm: `srun` starts its tasks on this host with
+# SLURM_NODEID set (and stops them when stopped, as srun does), `scontrol show hostnames`
+# names localhost. Two "nodes" on loopback run a verified job end to end; afterwards none of
+# the daemons is left.  Usage: tests/deploy/slurm_test.sh BIN_DIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${1:?usage: slurm_test.sh BIN_DIR}
+fake=$(mktemp -d)
+trap 'rm -rf "$fake"' EXIT
+
+cat >"$fake/scontrol" <<'FAKE'
+#!/usr/bin/env bash
+[[ "$1 $2" == "show hostnames" ]] || exit 2
+for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do echo localhost; done
+FAKE
+cat >"$fake/srun" <<'FAKE'
+#!/usr/bin/env bash
+# Only what symmesh.sbatch uses: --ntasks=N and the command; the other options are accepted.
+n=1
+while [[ "$1" == --* ]]; do
+  [[ "$1" == --ntasks=* ]] && n=${1#--ntasks=}
+  shift
+done
+pids=()
+for ((i = 0; i < n; i++)); do SLURM_NODEID=$i SLURM_PROCID=$i "$@" & pids+=($!); done
+trap 'kill "${pids[@]}" 2>/dev/null; wait; exit 143' TERM
+wait
+FAKE
+chmod +x "$fake/scontrol" "$fake/srun"
+
+port=$(( 20000 + RANDOM % 12000 ))  # below the ephemeral range
+out=$(PATH="$fake:$PATH" SLURM_JOB_ID=$$ SLURM_JOB_NUM_NODES=2 SLURM_JOB_NODELIST="fake[1-2]" \
+  SYMMESH_BIN="$bin" SYMMESH_WORKDIR="$fake" SYMMESH_LISTEN=127.0.0.1 SYMMESH_PORT=$port \
+  SYMMESH_HEAP_SIZE=64MiB SYMMESH_TRANSPORT=tcp SYMMESH_RANKS_PER_NODE=2 \
+  "$root/deploy/slurm/symmesh.sbatch" submit collective --op allreduce --bytes 64KiB --verify --json)
+echo "$out"
+grep -q '"status":"ok"' <<<"$out" || { echo "slurm_test: the job did not succeed" >&2; exit 1; }
+grep -q '"verified":true' <<<"$out" || { echo "slurm_test: the job was not verified" >&2; exit 1; }
+grep -q '"pes":4' <<<"$out" || { echo "slurm_test: expected 2 nodes x 2 ranks" >&2; exit 1; }
+for ((i = 0; i < 100; i++)); do  # the daemons are gone once the script is (bounded wait)
+  pgrep -f -- "--secret-file $fake/symmesh-$$/secret" >/dev/null || exit 0
+  sleep 0.1
+done
+echo "slurm_test: daemons still running after the script ended" >&2
+exit 1
