@@ -107,26 +107,34 @@ void BlockingChannel::run_until_done(bool& done, Deadline deadline, std::string_
 std::unique_ptr<BlockingChannel> BlockingChannel::connect(const HostPort& to, Deadline deadline) {
   std::unique_ptr<BlockingChannel> channel(new BlockingChannel());
   channel->peer_name_ = to.str();
-  const asio::ip::tcp::endpoint endpoint(resolve_address(to.host), to.port);
   for (int attempt = 0;; ++attempt) {
-    bool done = false;
+    // Resolved on every try: a peer's name may not be in DNS yet (a Kubernetes pod that is
+    // still being created), just as its port may not be open yet.
+    std::string problem;
     asio::error_code result;
-    channel->socket_.async_connect(endpoint, [&](const asio::error_code& ec) {
-      result = ec;
-      done = true;
-    });
-    channel->run_until_done(done, deadline, "connecting to");
-    if (!result) break;
-    asio::error_code ignored;
-    channel->socket_.close(ignored);
+    try {
+      const asio::ip::tcp::endpoint endpoint(resolve_address(to.host), to.port);
+      bool done = false;
+      channel->socket_.async_connect(endpoint, [&](const asio::error_code& ec) {
+        result = ec;
+        done = true;
+      });
+      channel->run_until_done(done, deadline, "connecting to");
+      if (!result) break;
+      asio::error_code ignored;
+      channel->socket_.close(ignored);
+      problem = result.message();
+    } catch (const InvalidArgument& e) {
+      problem = e.what();
+    }
     const bool retryable = result == asio::error::connection_refused ||
                            result == asio::error::connection_reset ||
-                           result == asio::error::timed_out;
+                           result == asio::error::timed_out || !result;  // !result: unresolved
     // The peer may still be starting: back off briefly, and stop (with the peer's answer, not
     // a bare deadline) when the next try would start too late.
     const auto backoff = std::chrono::milliseconds(std::min(20 * (attempt + 1), 200));
     if (!retryable || Clock::now() + backoff + std::chrono::milliseconds(20) >= deadline) {
-      throw PeerError("cannot connect to " + to.str() + ": " + result.message() + " (after " +
+      throw PeerError("cannot connect to " + to.str() + ": " + problem + " (after " +
                       std::to_string(attempt + 1) + " attempts)");
     }
     std::this_thread::sleep_for(backoff);

@@ -97,6 +97,23 @@ TEST(Auth, VersionSkewIsRefusedNamingTheField) {
   EXPECT_NE(server.get().find("protocol_version"), std::string::npos);
 }
 
+// A name that does not resolve is retried like a refused port (a peer's DNS name may come
+// late) until the deadline, and the error says which name.
+TEST(Connect, AnUnresolvedNameIsRetriedUntilTheDeadlineAndNamed) {
+  const auto start = Clock::now();
+  try {
+    BlockingChannel::connect(HostPort{"no-such-host.invalid", 7400},
+                             deadline_after(std::chrono::milliseconds(600)));
+    FAIL() << "connected to no-such-host.invalid";
+  } catch (const PeerError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot resolve host 'no-such-host.invalid'"), std::string::npos) << what;
+    // How many tries fit depends on how fast this host's resolver says no.
+    EXPECT_NE(what.find(" attempts)"), std::string::npos) << what;
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
+}
+
 TEST(Auth, HmacMatchesAKnownVector) {
   // RFC 4231 test case 2.
   const std::string mac = hmac_sha256("Jefe", "what do ya want for nothing?");
