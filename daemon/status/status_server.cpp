@@ -3,12 +3,13 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include "daemon/status/dashboard_page.h"
 #include "transport/errors.h"
 
 namespace symmesh {
 namespace {
 
-constexpr const char* kPaths = "/health, /status, /metrics";
+constexpr const char* kPaths = "/ (the dashboard), /health, /status, /metrics";
 
 }  // namespace
 
@@ -22,6 +23,9 @@ StatusServer::StatusServer(const HostPort& address, Handlers handlers)
   s.set_socket_options([](int sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dashboard_html(), "text/html; charset=utf-8");
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const Health health = handlers_.health();

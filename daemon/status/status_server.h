@@ -1,4 +1,5 @@
 // The daemon's HTTP status endpoint (cpp-httplib), read-only, on its own threads:
+//   GET /         the dashboard (dashboard.html, compiled in), which polls the two below
 //   GET /health   200 "ok" when the daemon is in the cluster and serving, else 503 and why
 //   GET /status   the daemon's status as JSON (common/wire_json: what `symmesh status --json`
 //                 prints), with its jobs

@@ -1,7 +1,7 @@
-// The HTTP status endpoint of real daemons: /status JSON with its schema and jobs, /metrics
-// through a strict Prometheus text reader (itself shown to reject malformed text), /health
-// turning 503 when a peer stops, 404 and no secrets anywhere, --status-addr off and a port in
-// use.
+// The HTTP status endpoint of real daemons: the dashboard page (self-contained), /status JSON
+// with its schema and jobs, /metrics through a strict Prometheus text reader (itself shown to
+// reject malformed text), /health turning 503 when a peer stops, 404 and no secrets anywhere,
+// --status-addr off and a port in use.
 #include <httplib.h>
 
 #include <gtest/gtest.h>
@@ -169,6 +169,19 @@ TEST(StatusHttp, HealthTurns503WhenAPeerStopsAndNothingSecretIsServed) {
   for (const char* path : {"/", "/health", "/status", "/metrics", "/nope"}) {
     const Fetched page = get(url, path);
     EXPECT_EQ(page.body.find(cluster.secret()), std::string::npos) << path;
+  }
+  const Fetched page = get(url, "/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  for (const char* part :
+       {"<svg id=\"cluster\"", "<table id=\"jobs\"", "fetch(\"/status\")", "fetch(\"/metrics\")"}) {
+    EXPECT_NE(page.body.find(part), std::string::npos) << part;
+  }
+  // Nothing is fetched from elsewhere: the only URL in the page is the SVG namespace's name.
+  for (size_t at = page.body.find("http"); at != std::string::npos;
+       at = page.body.find("http", at + 1)) {
+    EXPECT_EQ(page.body.compare(at, 26, "http://www.w3.org/2000/svg"), 0)
+        << page.body.substr(at, 60);
   }
   const Fetched missing = get(url, "/nope");
   EXPECT_EQ(missing.status, 404);
