@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # deploy/slurm/symmesh.sbatch under a stand-in Slurm: `srun` starts its tasks on this host with
 # SLURM_NODEID set (and stops them when stopped, as srun does), `scontrol show hostnames`
-# names localhost. Two "nodes" on loopback run a verified job end to end; afterwards none of
+# names 127.0.0.1. Two "nodes" on loopback run a verified job end to end; afterwards none of
 # the daemons is left.  Usage: tests/deploy/slurm_test.sh BIN_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:?usage: slurm_test.sh BIN_DIR}
-fake=$(mktemp -d)
+# Under the build directory, not /tmp: the stand-ins must be executable (/tmp may be noexec).
+fake=$(mktemp -d "$bin/slurm-test.XXXXXX")
 trap 'rm -rf "$fake"' EXIT
 
 cat >"$fake/scontrol" <<'FAKE'
 #!/usr/bin/env bash
 [[ "$1 $2" == "show hostnames" ]] || exit 2
-for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do echo localhost; done
+# An address, not "localhost": a sandbox may have no /etc/hosts entry for it.
+for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do echo 127.0.0.1; done
 FAKE
 cat >"$fake/srun" <<'FAKE'
 #!/usr/bin/env bash
