@@ -44,6 +44,18 @@ wire::JobRecord Client::cancel(uint64_t job_id, Deadline deadline) {
   return response.cancelled();
 }
 
+wire::JobRecord Client::job(uint64_t job_id, bool with_trace, Deadline deadline) {
+  wire::ClientRequest request;
+  request.mutable_job()->set_job_id(job_id);
+  request.mutable_job()->set_trace(with_trace);
+  channel_->write(request, deadline);
+  wire::ClientResponse response;
+  channel_->read(response, deadline);
+  if (response.has_error()) throw InvalidArgument(response.error());
+  if (!response.has_job()) throw PeerError("the daemon answered job with something else");
+  return response.job();
+}
+
 wire::JobResult Client::submit(const wire::JobSpec& spec,
                                const std::function<void(const wire::JobEvent&)>& on_event,
                                Deadline deadline) {

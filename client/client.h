@@ -20,6 +20,9 @@ class Client {
   wire::StatusReply status(Deadline deadline);
   // Cancels a queued or running job at the root; throws Error with the root's reason.
   wire::JobRecord cancel(uint64_t job_id, Deadline deadline);
+  // One job's record at the root, with its trace when `with_trace`; throws InvalidArgument
+  // with the root's reason (an unknown job, a job not traced).
+  wire::JobRecord job(uint64_t job_id, bool with_trace, Deadline deadline);
   // Submits a job and waits for its result; `on_event` sees its events (running, ...).
   // A refused job comes back as a result with ok=false.
   wire::JobResult submit(const wire::JobSpec& spec,

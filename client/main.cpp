@@ -8,6 +8,7 @@
 
 #include "client/client.h"
 #include "client/output.h"
+#include "client/progress_line.h"
 #include "common/units.h"
 #include "transport/auth.h"
 #include "transport/errors.h"
@@ -48,6 +49,10 @@ int main(int argc, char** argv) {
   uint64_t job_id = 0;
   auto* job_cmd = app.add_subcommand("job", "one job: its state, times and result");
   job_cmd->add_option("ID", job_id, "the job id (symmesh jobs lists them)")->required();
+  std::string trace_file;
+  job_cmd->add_option("--trace", trace_file,
+                      "write the job's timeline (submitted with --trace) to FILE as Chrome "
+                      "trace-event JSON, for Perfetto or chrome://tracing");
   job_cmd->add_flag("--json", json, "print one JSON object");
   auto* cancel_cmd =
       app.add_subcommand("cancel", "cancel a queued job, or abort a running one on every node");
@@ -57,6 +62,13 @@ int main(int argc, char** argv) {
   auto* submit_cmd = app.add_subcommand("submit", "run a job on the whole cluster");
   submit_cmd->require_subcommand(1);
   wire::JobSpec spec;
+  bool trace = false;
+  // Options every kind of job takes.
+  auto add_common = [&](CLI::App* cmd) {
+    cmd->add_flag("--trace", trace,
+                  "record every PE's timeline (then: symmesh job ID --trace FILE)");
+    cmd->add_flag("--json", json, "print one JSON object");
+  };
 
   auto* barrier_cmd = submit_cmd->add_subcommand("barrier", "barrier latency");
   std::string barrier_algo;  // empty: the cluster's default (symmeshd --barrier-algo)
@@ -71,7 +83,7 @@ int main(int argc, char** argv) {
   barrier_cmd->add_option("--iters", barrier_iters, "timed barriers (1..100000)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  barrier_cmd->add_flag("--json", json, "print one JSON object");
+  add_common(barrier_cmd);
 
   auto* collective_cmd =
       submit_cmd->add_subcommand("collective", "a collective's time and bandwidth");
@@ -96,7 +108,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   collective_cmd->add_flag("--verify", verify, "check every PE's output against the reference");
-  collective_cmd->add_flag("--json", json, "print one JSON object");
+  add_common(collective_cmd);
 
   auto* transport_cmd = submit_cmd->add_subcommand(
       "transport", "put bandwidth or put_signal latency between PE 0 and node 1's first PE");
@@ -113,7 +125,7 @@ int main(int argc, char** argv) {
   transport_cmd->add_option("--iters", transport_iters, "timed iterations (1..100000)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  transport_cmd->add_flag("--json", json, "print one JSON object");
+  add_common(transport_cmd);
 
   auto* matmul_cmd = submit_cmd->add_subcommand(
       "matmul", "a fused matmul + collective operator against its sequential baseline");
@@ -178,7 +190,7 @@ int main(int argc, char** argv) {
                          "directory of A_<pe>.npy and B.npy, read by every daemon on its host");
   matmul_cmd->add_option("--output", output,
                          "directory each daemon writes C_<pe>.npy (gather_out_<pe>.npy) into");
-  matmul_cmd->add_flag("--json", json, "print one JSON object");
+  add_common(matmul_cmd);
 
   // dispatch and combine take the same options; combine runs its own dispatch first, untimed.
   wire::MoeJob moe;
@@ -235,7 +247,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--inputs", moe_inputs,
                     "directory of x_<pe>.npy (and bias_<i>_<pe>.npy), read by every daemon");
     cmd->add_option("--output", moe_output, "combine: directory for combined_x_<pe>.npy");
-    cmd->add_flag("--json", json, "print one JSON object");
+    add_common(cmd);
     moe_cmds.push_back(cmd);
   }
 
@@ -288,13 +300,9 @@ int main(int argc, char** argv) {
         print_job(client->cancel(job_id, deadline), json);
         return 0;
       }
-      for (const auto& job : status.jobs()) {
-        if (job.job_id() != job_id) continue;
-        print_job(job, json);
-        return job.state() == "error" || job.state() == "cancelled" ? 1 : 0;
-      }
-      throw InvalidArgument("no job " + std::to_string(job_id) +
-                            " among the root's queued, running and last 50 jobs (symmesh jobs)");
+      const wire::JobRecord job = client->job(job_id, !trace_file.empty(), deadline);
+      print_job(job, json, trace_file);
+      return job.state() == "error" || job.state() == "cancelled" ? 1 : 0;
     }
     if (barrier_cmd->parsed()) {
       spec.mutable_barrier()->set_algo(barrier_algo);
@@ -359,8 +367,19 @@ int main(int argc, char** argv) {
       job->set_iters(coll_iters);
       job->set_verify(verify);
     }
-    const wire::JobResult result = client->submit(spec, nullptr, deadline);
+    spec.set_trace(trace);
+    ProgressLine progress(
+        (submit_cmd->get_subcommands().front())->get_name(), ProgressLine::wanted(json),
+        parse_duration(env_or("SYMMESH_PROGRESS_AFTER", "1s"), "SYMMESH_PROGRESS_AFTER"));
+    const wire::JobResult result = client->submit(
+        spec, [&](const wire::JobEvent& event) { progress.update(event); }, deadline);
+    progress.clear();
     print_result(result, json);
+    if (trace && result.job_id() && !json) {
+      std::cerr << "symmesh: job " << result.job_id()
+                << " was traced; write its timeline with: symmesh job " << result.job_id()
+                << " --trace job" << result.job_id() << ".json\n";
+    }
     return result.ok() ? 0 : 1;
   } catch (const std::exception& e) {
     if (json) {

@@ -1,13 +1,18 @@
 #include "client/output.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/chrome_trace.h"
 #include "common/units.h"
 #include "common/wire_json.h"
+#include "transport/errors.h"
 
 namespace symmesh {
 
@@ -188,10 +193,28 @@ void print_jobs(const std::vector<wire::JobRecord>& jobs, bool json) {
   }
 }
 
-void print_job(const wire::JobRecord& job, bool json) {
+void print_job(const wire::JobRecord& job, bool json, const std::string& trace_file) {
+  size_t spans = 0;
+  uint64_t dropped = 0;
+  if (!trace_file.empty()) {
+    for (const auto& thread : job.trace().thread()) {
+      spans += size_t(thread.span_size());
+      dropped += thread.dropped();
+    }
+    std::ofstream file(trace_file);
+    file << chrome_trace_json(job).dump() << "\n";
+    if (!file.flush()) {
+      throw Error("cannot write the trace to '" + trace_file + "': " + std::strerror(errno));
+    }
+  }
   if (json) {
     nlohmann::json out = job_record_json(job);
     out["status"] = "ok";
+    if (!trace_file.empty()) {
+      out["trace_file"] = trace_file;
+      out["trace_spans"] = spans;
+      out["trace_dropped_spans"] = dropped;
+    }
     std::cout << out.dump() << "\n";
     return;
   }
@@ -202,6 +225,13 @@ void print_job(const wire::JobRecord& job, bool json) {
   if (job.has_result() && job.result().ok()) print_result(job.result(), false);
   if (job.has_result() && !job.result().ok())
     std::printf("  error: %s\n", job.result().error().c_str());
+  if (!trace_file.empty()) {
+    std::printf(
+        "  trace: %zu spans written to %s (Chrome trace-event JSON: open it in "
+        "https://ui.perfetto.dev or chrome://tracing)%s\n",
+        spans, trace_file.c_str(),
+        dropped ? (", " + std::to_string(dropped) + " spans dropped (buffers full)").c_str() : "");
+  }
 }
 
 }  // namespace symmesh

@@ -89,7 +89,8 @@ nlohmann::json job_record_json(const wire::JobRecord& job) {
                         {"state", job.state()},
                         {"submitted_unix_s", job.submitted_unix_s()},
                         {"started_unix_s", job.started_unix_s()},
-                        {"finished_unix_s", job.finished_unix_s()}};
+                        {"finished_unix_s", job.finished_unix_s()},
+                        {"traced", job.traced()}};
   record["result"] = job.has_result() ? job_result_json(job.result()) : nlohmann::json();
   return record;
 }

@@ -105,9 +105,15 @@ void ControlServer::serve(std::shared_ptr<BlockingChannel> channel) {
       } catch (const std::exception& e) {
         response.set_error(e.what());
       }
+    } else if (request.has_job()) {
+      try {
+        *response.mutable_job() = handlers_.job(request.job().job_id(), request.job().trace());
+      } catch (const std::exception& e) {
+        response.set_error(e.what());
+      }
     } else {
       handlers_.refused("bad_request");
-      response.set_error("unknown request: expected status, submit or cancel");
+      response.set_error("unknown request: expected status, submit, cancel or job");
     }
     try {
       channel->write(response, deadline_after(kReplyTimeout));

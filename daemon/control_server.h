@@ -21,6 +21,8 @@ class ControlServer {
     std::function<void(const wire::JobSpec&, Sink)> submit;
     // Cancels a queued or running job (the root only); throws naming what was wrong.
     std::function<wire::JobRecord(uint64_t job_id)> cancel;
+    // One job's record, with its trace if asked (the root only); throws saying why not.
+    std::function<wire::JobRecord(uint64_t job_id, bool trace)> job;
     // Counts a refused client: "auth" (a wrong secret) or "bad_request".
     std::function<void(const std::string& kind)> refused;
   };

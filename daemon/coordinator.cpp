@@ -17,8 +17,11 @@ double unix_seconds() {
 
 }  // namespace
 
-Coordinator::Coordinator(int nodes, int ranks_per_node, Sender sender)
-    : nodes_(nodes), ranks_per_node_(ranks_per_node), sender_(std::move(sender)) {
+Coordinator::Coordinator(int nodes, int ranks_per_node, Sender sender, ProgressReader progress)
+    : nodes_(nodes),
+      ranks_per_node_(ranks_per_node),
+      sender_(std::move(sender)),
+      progress_(std::move(progress)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -54,6 +57,7 @@ void Coordinator::submit(const wire::JobSpec& spec, Sink sink) {
   record.set_kind(job_kind(spec));
   record.set_state("queued");
   record.set_submitted_unix_s(unix_seconds());
+  record.set_traced(spec.trace());
   queue_.push_back(Pending{spec, std::move(sink), std::move(record)});
   changed_.notify_all();
 }
@@ -104,6 +108,37 @@ std::vector<wire::JobRecord> Coordinator::jobs() const {
   if (running_) out.push_back(*running_);
   out.insert(out.end(), finished_.begin(), finished_.end());
   return out;
+}
+
+wire::JobRecord Coordinator::job(uint64_t job_id, bool with_trace) const {
+  const std::string name = "job " + std::to_string(job_id);
+  std::lock_guard lock(mutex_);
+  std::optional<wire::JobRecord> found;
+  for (const Pending& pending : queue_) {
+    if (pending.record.job_id() == job_id) found = pending.record;
+  }
+  if (running_ && running_->job_id() == job_id) found = *running_;
+  for (const auto& done : finished_) {
+    if (done.job_id() == job_id) found = done;
+  }
+  if (!found) {
+    throw InvalidArgument("no " + name + " among the root's queued, running and last " +
+                          std::to_string(kHistory) + " jobs (symmesh jobs lists them)");
+  }
+  if (!with_trace) return *found;
+  if (!found->traced()) {
+    throw InvalidArgument(name + " was not traced: submit it with --trace to record its timeline");
+  }
+  if (found->finished_unix_s() == 0) {
+    throw InvalidArgument(name + " is " + found->state() + ": its trace exists once it finished");
+  }
+  for (const auto& [id, trace] : traces_) {
+    if (id != job_id) continue;
+    *found->mutable_trace() = trace;
+    return *found;
+  }
+  throw InvalidArgument(name + "'s trace is gone: the root keeps the traces of the last " +
+                        std::to_string(kTracesKept) + " traced jobs");
 }
 
 void Coordinator::on_report(const wire::NodeJobReport& report) {
@@ -157,15 +192,22 @@ void Coordinator::loop() {
       pending.record.set_state("running");
       pending.record.set_started_unix_s(unix_seconds());
       running_ = pending.record;
+      running_sink_ = pending.sink;
     }
     wire::ClientResponse event;
     event.mutable_event()->set_job_id(job_id);
     event.mutable_event()->set_state("running");
     pending.sink(event);
-    wire::JobResult result = run(job_id, pending.spec);
+    wire::JobTrace trace;
+    wire::JobResult result = run(job_id, pending.spec, trace);
     result.set_job_id(job_id);
     {
       std::lock_guard lock(mutex_);
+      running_sink_ = nullptr;
+      if (pending.spec.trace()) {
+        traces_.emplace_front(job_id, std::move(trace));
+        if (traces_.size() > kTracesKept) traces_.pop_back();
+      }
       ++jobs_run_;
       if (!result.ok()) ++jobs_failed_;
       pending.record.set_state(result.ok()               ? "ok"
@@ -241,7 +283,11 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
       if (!down_.count(node) && !reports_.count(node)) complete = false;
     }
     if (complete || (!stopping_.empty() && phase != wire::RUN)) break;
-    changed_.wait(lock);
+    if (phase != wire::RUN) {
+      changed_.wait(lock);
+    } else if (changed_.wait_for(lock, kProgressEvery) == std::cv_status::timeout) {
+      send_progress(lock, job_id);
+    }
   }
   // The cause, not the aborts it triggered elsewhere.
   for (const auto& [node, report] : reports_) {
@@ -267,7 +313,24 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
   return reports;
 }
 
-wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec) {
+void Coordinator::send_progress(std::unique_lock<std::mutex>& lock, uint64_t job_id) {
+  if (!running_sink_ || !running_ || !progress_) return;
+  wire::ClientResponse response;
+  wire::JobEvent& event = *response.mutable_event();
+  event.set_job_id(job_id);
+  event.set_state(running_->state());
+  const auto [done, total] = progress_();
+  event.set_iteration(done);
+  event.set_iterations(total);
+  event.set_elapsed_s(unix_seconds() - running_->started_unix_s());
+  Sink sink = running_sink_;
+  lock.unlock();  // a slow client must not hold up reports and cancels
+  sink(response);
+  lock.lock();
+}
+
+wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec,
+                                 wire::JobTrace& trace) {
   wire::JobResult result;
   result.set_verify_requested((spec.has_collective() && spec.collective().verify()) ||
                               (spec.has_matmul() && spec.matmul().verify()) ||
@@ -290,6 +353,9 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec) {
     }
   }
   const auto reports = phase(job_id, wire::RUN, spec, error);
+  for (const auto& report : reports) {  // a failed job's timeline shows where it stopped
+    for (const auto& thread : report.trace().thread()) *trace.add_thread() = thread;
+  }
   if (!error.empty()) {
     result.set_ok(false);
     result.set_error(error);

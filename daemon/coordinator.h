@@ -1,8 +1,10 @@
 // The root's job coordinator: jobs run one at a time in submission order, each on all nodes
 // in the phases QUIESCE, RESET, RUN. A failed node fails the job and aborts it everywhere; a
-// node that is down fails every job until the cluster is restarted.
+// node that is down fails every job until the cluster is restarted. While a job runs its
+// client gets a progress event (PE 0's iterations done) every kProgressEvery.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -20,8 +22,10 @@ class Coordinator {
   // Receives the job's events (JobEvent) and, last, its JobResult.
   using Sink = std::function<void(const wire::ClientResponse&)>;
   using Sender = std::function<void(int node, const wire::ControlMessage&)>;
+  // The running job's iterations done and their total (0: not known), as PE 0 counts them.
+  using ProgressReader = std::function<std::pair<uint32_t, uint32_t>()>;
 
-  Coordinator(int nodes, int ranks_per_node, Sender sender);
+  Coordinator(int nodes, int ranks_per_node, Sender sender, ProgressReader progress = {});
   ~Coordinator();
 
   void submit(const wire::JobSpec& spec, Sink sink);
@@ -37,7 +41,12 @@ class Coordinator {
   uint32_t jobs_queued() const;
   // Queued jobs, the running one, then the last kHistory finished, newest first.
   std::vector<wire::JobRecord> jobs() const;
+  // One of those jobs, with its trace when `with_trace` (throws InvalidArgument, saying why,
+  // for an unknown job or a trace that is not there).
+  wire::JobRecord job(uint64_t job_id, bool with_trace) const;
   static constexpr size_t kHistory = 50;
+  static constexpr size_t kTracesKept = 8;  // the traces of the last 8 traced jobs
+  static constexpr std::chrono::milliseconds kProgressEvery{250};
 
  private:
   struct Pending {
@@ -46,16 +55,19 @@ class Coordinator {
     wire::JobRecord record;
   };
   void loop();
-  wire::JobResult run(uint64_t job_id, const wire::JobSpec& spec);
+  wire::JobResult run(uint64_t job_id, const wire::JobSpec& spec, wire::JobTrace& trace);
   // Sends the phase to every node and waits for every report of it; returns them.
   std::vector<wire::NodeJobReport> phase(uint64_t job_id, wire::JobPhase phase,
                                          const wire::JobSpec& spec, std::string& error);
   void broadcast(const wire::JobCommand& command);
+  // Tells the running job's client how far it is; called with the lock held, drops it.
+  void send_progress(std::unique_lock<std::mutex>& lock, uint64_t job_id);
   std::string down_nodes_locked() const;
 
   const int nodes_;
   const int ranks_per_node_;
   Sender sender_;
+  ProgressReader progress_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Pending> queue_;
@@ -68,8 +80,10 @@ class Coordinator {
   uint64_t jobs_run_ = 0;
   uint64_t jobs_failed_ = 0;
   std::optional<wire::JobRecord> running_;
+  Sink running_sink_;
   std::string cancel_reason_;             // set while the running job is being cancelled
   std::deque<wire::JobRecord> finished_;  // newest first, at most kHistory
+  std::deque<std::pair<uint64_t, wire::JobTrace>> traces_;  // newest first, at most kTracesKept
   std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/chrome_trace.h"
 #include "common/units.h"
 #include "common/wire_json.h"
 #include "daemon/bootstrap.h"
@@ -81,9 +82,10 @@ int Daemon::run() {
   if (config_.status_addr) {
     status_server_ = std::make_unique<StatusServer>(
         *config_.status_addr,
-        StatusServer::Handlers{[this] { return health(); },
-                               [this] { return status_json(status()).dump(); },
-                               [this] { return metrics_text(); }});
+        StatusServer::Handlers{
+            [this] { return health(); }, [this] { return status_json(status()).dump(); },
+            [this] { return metrics_text(); },
+            [this](uint64_t job_id) { return chrome_trace_json(job(job_id, true)).dump(); }});
   }
 
   wire::NodeHello hello;
@@ -120,6 +122,7 @@ int Daemon::run() {
                                 submit(spec, std::move(sink));
                               },
                               [this](uint64_t job_id) { return cancel(job_id); },
+                              [this](uint64_t job_id, bool trace) { return job(job_id, trace); },
                               [this](const std::string& kind) { metrics_.error(kind); }});
 
   const Deadline deadline = deadline_after(config_.bootstrap_timeout);
@@ -161,9 +164,14 @@ int Daemon::run() {
 
   if (is_root()) {
     coordinator_ = std::make_unique<Coordinator>(
-        config_.nodes, config_.ranks_per_node, [this](int n, const wire::ControlMessage& message) {
+        config_.nodes, config_.ranks_per_node,
+        [this](int n, const wire::ControlMessage& message) {
           if (n == 0) return agent_->handle(message.command());
           links_.at(n)->send(message);
+        },
+        [this] {  // PE 0 runs here, on node 0
+          const progress::JobProgress& now = agent_->progress();
+          return std::pair{now.done.load(), now.total.load()};
         });
     agent_ = std::make_unique<NodeAgent>(
         *node_, metrics_, [this](Deadline deadline) { flush_all(deadline); },
@@ -373,6 +381,7 @@ void Daemon::read_from_node(Link& link) {
                                if (response.has_event()) {
                                  reply.mutable_started()->set_request_id(request);
                                  reply.mutable_started()->set_job_id(response.event().job_id());
+                                 *reply.mutable_started()->mutable_event() = response.event();
                                } else {
                                  reply.mutable_finished()->set_request_id(request);
                                  *reply.mutable_finished()->mutable_result() = response.result();
@@ -427,8 +436,8 @@ void Daemon::read_from_root(Link& link) {
         }
         wire::ClientResponse response;
         if (message.has_started()) {
+          *response.mutable_event() = message.started().event();
           response.mutable_event()->set_job_id(message.started().job_id());
-          response.mutable_event()->set_state("running");
         } else {
           *response.mutable_result() = message.finished().result();
         }
@@ -496,6 +505,13 @@ void Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
   forward.mutable_forward()->set_request_id(request);
   *forward.mutable_forward()->mutable_spec() = spec;
   links_[0]->send(forward);
+}
+
+wire::JobRecord Daemon::job(uint64_t job_id, bool trace) {
+  if (!is_root() || !coordinator_) {
+    throw InvalidArgument("jobs live at the root, node 0 (its control port is in symmesh status)");
+  }
+  return coordinator_->job(job_id, trace);
 }
 
 wire::JobRecord Daemon::cancel(uint64_t job_id) {

@@ -42,6 +42,7 @@ class Daemon {
   wire::JobSpec with_defaults(wire::JobSpec spec) const;
   wire::StatusReply status();
   wire::JobRecord cancel(uint64_t job_id);
+  wire::JobRecord job(uint64_t job_id, bool trace);
   StatusServer::Health health();
   std::string metrics_text();
   void mark_root_down(const std::string& why);

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
+#include "common/job_trace.h"
 #include "daemon/jobs/job.h"
 #include "runtime/pe.h"
 
@@ -70,6 +73,8 @@ wire::NodeJobReport NodeAgent::execute(const wire::JobCommand& command) {
         break;
       case wire::RESET:
         node_.reset_between_jobs();
+        progress_.done.store(0);  // before RUN, so nobody reads the last job's count
+        progress_.total.store(0);
         break;
       case wire::RUN:
         run_job(command.spec(), report);
@@ -98,10 +103,14 @@ void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) 
   std::mutex error_mutex;
   std::string first_error;
   bool first_was_abort = true;
+  std::optional<trace::Recorder> recorder;
+  if (spec.trace()) recorder.emplace();
   std::vector<std::thread> threads;
   for (int local = 0; local < ranks; ++local) {
     threads.emplace_back([&, local] {
       const int global = node_.rank() * ranks + local;
+      const trace::ThreadBinding traced({recorder ? &*recorder : nullptr, global}, "main");
+      const progress::Binding counted(global == 0 ? &progress_ : nullptr);
       try {
         Pe pe(node_, local);
         outcomes[local] = run_job_on_pe(pe, spec);
@@ -132,6 +141,10 @@ void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) 
   }
   for (auto& thread : threads) thread.join();
   running_job_.store(0);
+  if (recorder) {
+    *report.mutable_trace() =
+        job_trace_to_wire(*recorder, node_.rank(), kTraceSpansPerJob / size_t(node_.nodes()));
+  }
   ++jobs_run_;
   metrics_.job_ran(job_kind(spec), first_error.empty(),
                    std::chrono::duration<double>(Clock::now() - started).count());

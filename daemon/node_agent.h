@@ -1,6 +1,7 @@
 // Runs the root's job commands on this node. QUIESCE flushes every data connection, RESET
 // clears the sync pools and frees the heap, RUN starts one thread per local rank running the
-// job (SPMD) and reports the slowest PE per iteration; ABORT wakes every waiting PE at once.
+// job (SPMD) and reports the slowest PE per iteration (and, for a traced job, every thread's
+// spans); ABORT wakes every waiting PE at once.
 #pragma once
 
 #include <condition_variable>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/progress.h"
 #include "control.pb.h"
 #include "daemon/status/metrics.h"
 #include "runtime/node.h"
@@ -29,6 +31,8 @@ class NodeAgent {
 
   uint64_t jobs_run() const { return jobs_run_.load(); }
   uint64_t jobs_failed() const { return jobs_failed_.load(); }
+  // The running job's progress as PE 0 counts it (on node 0; zero elsewhere).
+  const progress::JobProgress& progress() const { return progress_; }
 
  private:
   void loop();
@@ -46,6 +50,7 @@ class NodeAgent {
   std::atomic<uint64_t> running_job_{0};
   std::atomic<uint64_t> jobs_run_{0};
   std::atomic<uint64_t> jobs_failed_{0};
+  progress::JobProgress progress_;
   std::thread thread_;
 };
 

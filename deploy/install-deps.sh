@@ -22,7 +22,8 @@ build_packages=(
   libibverbs-dev
   libdnnl-dev
   iproute2 procps
-  python3-yaml
+  python3 python3-yaml
+  chromium  # the dashboard test loads the page in headless Chromium
 )
 bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin perftest)
 softroce_packages=(rdma-core ibverbs-providers ibverbs-utils perftest

@@ -94,8 +94,9 @@ case "$cmd" in
         sleep 0.2
       done
     done
+    # Node 0's own endpoint: the top-level status_url of its reply, read by a JSON parser.
     status_url=$("$bin/symmesh" --daemon "127.0.0.1:$base_port" --secret-file "$secret" \
-      --timeout 5s status --json | grep -o '"status_url":"[^"]*"' | head -n 1 | cut -d'"' -f4)
+      --timeout 5s status --json | python3 -c 'import json, sys; print(json.load(sys.stdin).get("status_url", ""))')
     echo "export SYMMESH_DAEMON=127.0.0.1:$base_port"
     echo "export SYMMESH_SECRET_FILE=$secret"
     echo "export SYMMESH_CLUSTER_DIR=$dir"

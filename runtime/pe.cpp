@@ -1,5 +1,7 @@
 #include "runtime/pe.h"
 
+#include "common/trace.h"
+
 #include "runtime/barrier.h"
 
 namespace symmesh {
@@ -111,6 +113,7 @@ void* Pe::ptr(const void* address, int pe) const {
 }
 
 void Pe::put(void* dest, const void* source, size_t bytes, int pe) {
+  const trace::Scope span("put", "comm");
   transport(pe).put(my_pe_, node_of(pe), segment_offset(dest, pe), source, bytes, nullptr);
 }
 
@@ -120,6 +123,7 @@ void Pe::put_nbi(void* dest, const void* source, size_t bytes, int pe) {
 }
 
 void Pe::get(void* dest, const void* source, size_t bytes, int pe) {
+  const trace::Scope span("get", "comm");
   transport(pe).get(my_pe_, node_of(pe), segment_offset(source, pe), dest, bytes);
 }
 
@@ -133,6 +137,7 @@ uint64_t Pe::atomic_fetch_add(uint64_t* dest, uint64_t value, int pe) {
 
 void Pe::put_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
                     uint64_t signal_value, SignalOp op, int pe) {
+  const trace::Scope span("put_signal", "comm");
   const SignalUpdate update{segment_offset(signal, pe), signal_value, op};
   transport(pe).put(my_pe_, node_of(pe), bytes ? segment_offset(dest, pe) : 0, source, bytes,
                     &update);
@@ -178,6 +183,7 @@ void Pe::fence() {
 }
 
 void Pe::quiet() {
+  const trace::Scope span("quiet", "comm");
   for (int node = 0; node < node_.nodes(); ++node) node_.transport_to(node).quiet(my_pe_);
 }
 

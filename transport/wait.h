@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "common/trace.h"
 #include "transport/errors.h"
 
 namespace symmesh {
@@ -70,6 +71,7 @@ void wait_until(Doorbell& bell, Deadline deadline, Ready&& ready, Describe&& des
     if (ready()) return;
     cpu_relax();
   }
+  const trace::Scope waited("wait", "wait");  // only waits that outlast the spin
   for (const auto yield_until = Clock::now() + policy.yield_for; Clock::now() < yield_until;) {
     if (ready()) return;
     std::this_thread::yield();

@@ -1,3 +1,4 @@
+#include "common/progress.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
 
@@ -11,10 +12,12 @@ PeJobOutcome run_barrier_job(Pe& pe, const wire::BarrierJob& job) {
   PeJobOutcome outcome;
   for (int i = 0; i < 10; ++i) barrier_all(pe, options);  // warm up connections and caches
   outcome.iteration_s.reserve(job.iters());
+  progress::set_total(job.iters());
   for (uint32_t i = 0; i < job.iters(); ++i) {
     const auto start = Clock::now();
     barrier_all(pe, options);
     outcome.iteration_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    progress::step();
   }
   return outcome;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/progress.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
@@ -64,11 +65,13 @@ PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job) {
   };
   PeJobOutcome outcome;
   call();  // warm-up
+  progress::set_total(job.iters());
   for (uint32_t i = 0; i < job.iters(); ++i) {
     barrier_all(pe);
     const auto start = Clock::now();
     call();
     outcome.iteration_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    progress::step();
   }
   if (job.verify()) {
     // Expected values, element by element, for this PE's output.

@@ -1,6 +1,7 @@
 // Point-to-point transport figures between PE 0 and its partner: the first PE of node 1
 // (PE 1 on a single node). Every other PE only joins the barriers, and reports zero time,
 // so the slowest-PE aggregation yields the active pair's figures.
+#include "common/progress.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
 
@@ -39,6 +40,7 @@ PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job) {
   std::vector<std::byte> local(bytes, std::byte{0x5a});
   PeJobOutcome outcome;
   outcome.iteration_s.assign(job.iters(), 0.0);
+  progress::set_total(job.iters());
   barrier_all(pe);
   if (job.op() == "put-bw") {
     const uint32_t window = job.window() ? job.window() : 64;
@@ -46,6 +48,7 @@ PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job) {
       for (int i = 0; i < kWarmup; ++i) put_window(pe, buffer, local.data(), bytes, 1, partner);
       for (auto& seconds : outcome.iteration_s) {
         seconds = put_window(pe, buffer, local.data(), bytes, window, partner);
+        progress::step();
       }
     }
   } else {  // put-signal-lat: the signal value is the round number, so no reset is needed
@@ -60,7 +63,10 @@ PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job) {
         pe.put_signal(buffer, local.data(), bytes, signal, round, SignalOp::kSet, 0);
       }
       const double half_trip = std::chrono::duration<double>(Clock::now() - start).count() / 2;
-      if (sender && round > kWarmup) outcome.iteration_s[round - kWarmup - 1] = half_trip;
+      if (sender && round > kWarmup) {
+        outcome.iteration_s[round - kWarmup - 1] = half_trip;
+        progress::step();
+      }
     }
     pe.quiet();
   }

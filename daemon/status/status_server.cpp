@@ -9,7 +9,8 @@
 namespace symmesh {
 namespace {
 
-constexpr const char* kPaths = "/ (the dashboard), /health, /status, /metrics";
+constexpr const char* kPaths =
+    "/ (the dashboard), /health, /status, /metrics, /jobs/ID/trace (at the root)";
 
 }  // namespace
 
@@ -38,8 +39,17 @@ StatusServer::StatusServer(const HostPort& address, Handlers handlers)
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(handlers_.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
   });
+  s.Get(R"(/jobs/(\d{1,19})/trace)", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      res.set_content(handlers_.job_trace_json(std::stoull(req.matches[1].str())),
+                      "application/json");
+    } catch (const std::exception& e) {
+      res.status = 404;
+      res.set_content(std::string(e.what()) + "\n", "text/plain; charset=utf-8");
+    }
+  });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status != 404) return;
+    if (res.status != 404 || !res.body.empty()) return;  // a 404 that already says why
     res.set_content("no such page: " + req.method + " " + req.path + " (this endpoint serves GET " +
                         kPaths + ")\n",
                     "text/plain; charset=utf-8");

@@ -4,6 +4,8 @@
 //   GET /status   the daemon's status as JSON (common/wire_json: what `symmesh status --json`
 //                 prints), with its jobs
 //   GET /metrics  Prometheus text format 0.0.4
+//   GET /jobs/ID/trace  a traced job's timeline as Chrome trace-event JSON (the root only;
+//                 404 and why for any other job)
 // Anything else is 404 with the paths that exist. Nothing secret is ever in a response: the
 // handlers only see the status and the metrics.
 #pragma once
@@ -31,6 +33,8 @@ class StatusServer {
     std::function<Health()> health;
     std::function<std::string()> status_json;
     std::function<std::string()> metrics_text;
+    // Throws InvalidArgument saying why there is no trace (no such job, not traced, ...).
+    std::function<std::string(uint64_t job_id)> job_trace_json;
   };
 
   // Binds `address` (port 0: a free port) and serves until destroyed. Throws InvalidArgument

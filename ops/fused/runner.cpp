@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/progress.h"
+#include "common/trace.h"
 #include "ops/fused/reference.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
@@ -13,6 +15,7 @@ namespace {
 
 // One mode's operator, tensors and samples. Each figure of an iteration is the slowest PE's.
 struct ModeRun {
+  const char* name;  // of its spans in a job trace
   std::unique_ptr<FusedOperator> op;
   FusedTensors tensors;
   std::vector<float> first;  // the warm-up's output, which every iteration must equal bitwise
@@ -21,16 +24,19 @@ struct ModeRun {
   double flops = 0;
   bool deterministic = true;
 
-  ModeRun(std::unique_ptr<FusedOperator> mode, const FusedJob& job, const Pe& pe,
-          FusedTensors inputs)
-      : op(std::move(mode)), tensors(std::move(inputs)) {
+  ModeRun(const char* mode_name, std::unique_ptr<FusedOperator> mode, const FusedJob& job,
+          const Pe& pe, FusedTensors inputs)
+      : name(mode_name), op(std::move(mode)), tensors(std::move(inputs)) {
     shape_tensors(job.options, pe, tensors);
     op->run(tensors);  // the warm-up: primitives created, pages touched
     first = tensors.c;
   }
 
   void measure(Pe& pe) {
-    const RunFigures f = op->run(tensors);
+    const RunFigures f = [&] {
+      const trace::Scope span(name, "iteration");
+      return op->run(tensors);
+    }();
     total.push_back(max_over_pes(pe, f.total_s));
     compute.push_back(max_over_pes(pe, f.compute_s));
     comm.push_back(max_over_pes(pe, f.comm_s));
@@ -100,12 +106,19 @@ FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
 
   // The sequential baseline always runs: its phases are compute-only and comm-only. The
   // modes take turns, iteration by iteration, so a slow spell of a noisy machine falls on both.
-  ModeRun sequential(make_sequential(pe, gemm, o), job, pe, inputs);
+  ModeRun sequential("sequential run", make_sequential(pe, gemm, o), job, pe, inputs);
   std::optional<ModeRun> fused;
-  if (job.mode != FusedMode::kSequential) fused.emplace(make_fused(pe, gemm, o), job, pe, inputs);
+  if (job.mode != FusedMode::kSequential) {
+    fused.emplace("fused run", make_fused(pe, gemm, o), job, pe, inputs);
+  }
+  progress::set_total(uint32_t(job.iters) * (fused ? 2 : 1));
   for (int i = 0; i < job.iters; ++i) {
     sequential.measure(pe);
-    if (fused) fused->measure(pe);
+    progress::step();
+    if (fused) {
+      fused->measure(pe);
+      progress::step();
+    }
   }
   const ModeRun& chosen = fused ? *fused : sequential;
 

@@ -1,9 +1,11 @@
 #include "ops/fused/tiles.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "common/trace.h"
 #include "ops/fused/workers.h"
 
 namespace symmesh {
@@ -33,6 +35,7 @@ Tile TileGrid::tile(int64_t index) const {
 void compute_tile(Gemm& gemm, const GemmOperands& op, const Tile& tile, int64_t a_row0, float* c,
                   int64_t ldc) {
   if (tile.rows == 0 || tile.cols == 0) return;
+  const trace::Scope span("gemm tile", "compute");
   const size_t element = dtype_size(op.dtype);
   const int64_t step = op.tile_k > 0 ? std::min(op.tile_k, op.k) : op.k;
   for (int64_t k0 = 0; k0 < op.k; k0 += step) {
@@ -46,7 +49,10 @@ void compute_tile(Gemm& gemm, const GemmOperands& op, const Tile& tile, int64_t 
 void multiply_tiled(Gemm& gemm, const GemmOperands& operands, int64_t m, int64_t n, int64_t tile_m,
                     int64_t tile_n, float* c, int threads) {
   const TileGrid grid(0, m, m, n, tile_m, tile_n);
+  const trace::Context trace_context = trace::current();
   auto work = [&](int thread) {
+    std::optional<trace::ThreadBinding> traced;  // the caller's own thread is bound already
+    if (thread > 0) traced.emplace(trace_context, "gemm " + std::to_string(thread));
     set_gemm_threads(1);
     for (int64_t i = thread; i < grid.count(); i += threads) {
       const Tile tile = grid.tile(i);

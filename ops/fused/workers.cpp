@@ -7,16 +7,23 @@
 #include <thread>
 #include <vector>
 
+#include "common/trace.h"
 #include "runtime/barrier.h"
 
 namespace symmesh {
 
 void run_roles(Pe& pe, int compute_threads, const std::function<void(int)>& compute,
-               int comm_threads, const std::function<void(int)>& comm) {
+               int comm_threads, const std::function<void(int)>& comm,
+               const std::function<std::string(int)>& comm_thread_name) {
   std::mutex error_mutex;
   std::exception_ptr first_error;
+  const trace::Context trace_context = trace::current();
   auto guarded = [&](const std::function<void(int)>& body, int index, bool computes) {
     return [&, index, computes] {
+      const trace::ThreadBinding traced(trace_context, computes ? "compute " + std::to_string(index)
+                                                       : comm_thread_name
+                                                           ? comm_thread_name(index)
+                                                           : "comm " + std::to_string(index));
       try {
         if (computes) set_gemm_threads(1);
         body(index);

@@ -17,9 +17,11 @@ namespace symmesh {
 
 // Runs compute(i) for i < compute_threads and comm(j) for j < comm_threads, each on its own
 // thread, and returns when all are done. The first exception aborts the node's doorbell (so
-// every other wait ends at once) and is rethrown after all threads joined.
+// every other wait ends at once) and is rethrown after all threads joined. The threads record
+// into the caller's job trace as "compute i" and comm_thread_name(j) (default "comm j").
 void run_roles(Pe& pe, int compute_threads, const std::function<void(int)>& compute,
-               int comm_threads, const std::function<void(int)>& comm);
+               int comm_threads, const std::function<void(int)>& comm,
+               const std::function<std::string(int)>& comm_thread_name = {});
 
 class CommPort;
 

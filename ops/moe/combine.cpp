@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "common/trace.h"
 #include "ops/fused/operator.h"
 #include "ops/fused/workers.h"
 #include "runtime/barrier.h"
@@ -121,12 +122,17 @@ class HierCombiner final : public Combiner {
 
  private:
   void communicate(CommPort& port) override {
-    run_roles(pe_, 0, {}, 3 * channels_, [&](int role) {
-      const int channel = role / 3;
-      if (role % 3 == 0) send(port, channel);
-      if (role % 3 == 1) forward(port, channel);
-      if (role % 3 == 2) receive(port, channel);
-    });
+    static const char* const kRoles[] = {"send", "forward", "receive"};
+    run_roles(
+        pe_, 0, {}, 3 * channels_,
+        [&](int role) {
+          const int channel = role / 3;
+          const trace::Scope span(kRoles[role % 3], "comm");
+          if (role % 3 == 0) send(port, channel);
+          if (role % 3 == 1) forward(port, channel);
+          if (role % 3 == 2) receive(port, channel);
+        },
+        [](int role) { return std::string(kRoles[role % 3]) + " ch" + std::to_string(role / 3); });
   }
 
   // Ring (channel, sender j) in forwarder memory: slot s.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/trace.h"
 #include "ops/fused/operator.h"
 #include "ops/fused/workers.h"
 #include "ops/pe_stats.h"
@@ -56,15 +57,26 @@ class Dispatcher {
         layout_(dispatch_layout(routing, o, shape_)) {}
 
   DispatchResult run() {
-    notify();
+    {
+      const trace::Scope span("notify", "comm");
+      notify();
+    }
     allocate();
     CommPort port(pe_);
     result_.handle.rdma_slot.assign(size_t(tokens_) * nodes_, -1);
     result_.handle.nvl_slot.assign(size_t(forwarded_) * ranks_, -1);
-    run_roles(pe_, 0, {}, channels_, [&](int channel) {
-      send(port, channel);
-      forward(port, channel);
-    });
+    run_roles(
+        pe_, 0, {}, channels_,
+        [&](int channel) {
+          {
+            const trace::Scope span("send", "comm");
+            send(port, channel);
+          }
+          const trace::Scope span("forward", "comm");
+          forward(port, channel);
+        },
+        [](int channel) { return "channel " + std::to_string(channel); });
+    const trace::Scope span("receive", "comm");
     receive();
     barrier_all(pe_);  // no PE frees a region a forwarder may still write
     release();

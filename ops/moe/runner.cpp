@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/progress.h"
+#include "common/trace.h"
 #include "ops/fused/workers.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
@@ -49,7 +51,9 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   DispatchResult dispatched;
   int64_t inter = 0, intra = 0;
   if (job.op == MoeOp::kCombine) dispatched = dispatch(pe, o, x, routing);  // the handle
-  for (int i = -1; i < job.iters; ++i) {                                    // -1: the warm-up
+  progress::set_total(uint32_t(job.iters));
+  for (int i = -1; i < job.iters; ++i) {  // -1: the warm-up
+    const trace::Scope span(job.op == MoeOp::kCombine ? "combine" : "dispatch", "iteration");
     double seconds = 0;
     if (job.op == MoeOp::kCombine) {
       CombineResult r = combine(pe, o, dispatched, routing, biases);
@@ -68,6 +72,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
       continue;
     }
     times.push_back(max_over_pes(pe, seconds));
+    progress::step();
     report.deterministic = report.deterministic && last == first;
   }
   report.deterministic = max_over_pes(pe, report.deterministic ? 0.0 : 1.0) == 0.0;

@@ -1,5 +1,6 @@
 #include "runtime/barrier.h"
 
+#include "common/trace.h"
 #include "runtime/barrier/inter_node.h"
 
 namespace symmesh {
@@ -29,6 +30,7 @@ void barrier(Pe& pe, Team& team) {
 }
 
 void barrier(Pe& pe, Team& team, const BarrierOptions& options) {
+  const trace::Scope span("barrier", "barrier");
   if (team.my_index() < 0) {
     throw InvalidArgument("PE " + std::to_string(pe.my_pe()) + " is not a member of team '" +
                           team.name() + "'");

@@ -7,6 +7,7 @@
 //   Network bytes per node: (K-1)/K of the result over L parallel rings.
 #include <cstring>
 
+#include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 #include "runtime/collectives/hierarchy.h"
@@ -57,6 +58,7 @@ void hier_allgather(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
 
 void allgather(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
                CollAlgo algo) {
+  const trace::Scope span("allgather", "collective");
   check_member(pe, team, "allgather");
   auto* out = static_cast<std::byte*>(dst);
   const size_t bytes = count * dtype_size(dtype);

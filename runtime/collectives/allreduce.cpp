@@ -8,6 +8,7 @@
 //   2(K-1)/K of the vector, split over L parallel rings.
 #include <cstring>
 
+#include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 #include "runtime/collectives/hierarchy.h"
@@ -80,6 +81,7 @@ void hier_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
 
 void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
                ReduceOp op, CollAlgo algo) {
+  const trace::Scope span("allreduce", "collective");
   check_member(pe, team, "allreduce");
   auto* out = static_cast<std::byte*>(dst);
   switch (algo) {

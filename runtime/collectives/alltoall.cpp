@@ -4,6 +4,7 @@
 // member after them so that no PE is everybody's first target.
 #include <cstring>
 
+#include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 #include "runtime/collectives/hierarchy.h"
@@ -62,6 +63,7 @@ std::vector<uint64_t> alltoall_values(Pe& pe, Team& team, const std::vector<uint
 }  // namespace
 
 void alltoall(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype) {
+  const trace::Scope span("alltoall", "collective");
   check_member(pe, team, "alltoall");
   const uint64_t sequence = team.next_collective();
   announce_entered(pe, team, sequence, everyone_but(team));

@@ -4,6 +4,7 @@
 //   every node's l-th member; (2) those K blocks are reduce-scattered around the ring of the
 //   members with local place l, so each ends with its own block. Network bytes per node:
 //   (K-1)/K of the vector over L parallel rings.
+#include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 #include "runtime/collectives/hierarchy.h"
@@ -59,6 +60,7 @@ void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, si
 
 void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
                     ReduceOp op, CollAlgo algo) {
+  const trace::Scope span("reduce-scatter", "collective");
   check_member(pe, team, "reduce_scatter");
   auto* out = static_cast<std::byte*>(dst);
   switch (algo) {

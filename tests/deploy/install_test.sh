@@ -10,8 +10,11 @@ trap 'rm -rf "$prefix"' EXIT
 fail() { echo "install_test: $*" >&2; exit 1; }
 
 "$root/deploy/install.sh" --prefix "$prefix" --build "$build" >/dev/null
-"$prefix/bin/symmeshd" --help | grep -q -- "--status-addr" || fail "installed symmeshd --help"
-"$prefix/bin/symmesh" --help | grep -q "jobs" || fail "installed symmesh --help"
+# Whole outputs first: `| grep -q` may exit early and fail the writer with SIGPIPE.
+daemon_help=$("$prefix/bin/symmeshd" --help)
+[[ "$daemon_help" == *--status-addr* ]] || fail "installed symmeshd --help"
+cli_help=$("$prefix/bin/symmesh" --help)
+[[ "$cli_help" == *jobs* ]] || fail "installed symmesh --help"
 unit="$prefix/lib/systemd/system/symmeshd.service"
 grep -q "^ExecStart=$prefix/bin/symmeshd --config /etc/symmesh/symmeshd.toml$" "$unit" ||
   fail "the unit does not start $prefix/bin/symmeshd"

@@ -1,0 +1,56 @@
+#include "common/chrome_trace.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace symmesh {
+namespace {
+
+nlohmann::json metadata(const char* what, uint32_t pid, uint32_t tid, const nlohmann::json& args) {
+  return {{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", args}};
+}
+
+}  // namespace
+
+nlohmann::json chrome_trace_json(const wire::JobRecord& job) {
+  int64_t origin = std::numeric_limits<int64_t>::max();
+  uint64_t dropped = 0;
+  for (const auto& thread : job.trace().thread()) {
+    for (const auto& span : thread.span()) origin = std::min(origin, span.start_unix_ns());
+    dropped += thread.dropped();
+  }
+  nlohmann::json events = nlohmann::json::array();
+  std::map<uint32_t, uint32_t> tracks_of_pe;
+  for (const auto& thread : job.trace().thread()) {
+    const uint32_t pid = thread.pe();
+    const uint32_t tid = tracks_of_pe[pid]++;
+    if (tid == 0) {
+      events.push_back(metadata("process_name", pid, 0,
+                                {{"name", "PE " + std::to_string(pid) + " (node " +
+                                              std::to_string(thread.node_rank()) + ")"}}));
+      events.push_back(metadata("process_sort_index", pid, 0, {{"sort_index", pid}}));
+    }
+    events.push_back(metadata("thread_name", pid, tid, {{"name", thread.name()}}));
+    events.push_back(metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
+    for (const auto& span : thread.span()) {
+      events.push_back({{"name", span.name()},
+                        {"cat", span.category()},
+                        {"ph", "X"},
+                        {"ts", double(span.start_unix_ns() - origin) / 1e3},
+                        {"dur", double(span.duration_ns()) / 1e3},
+                        {"pid", pid},
+                        {"tid", tid}});
+    }
+  }
+  return {{"traceEvents", std::move(events)},
+          {"displayTimeUnit", "ms"},
+          {"otherData",
+           {{"job_id", job.job_id()},
+            {"kind", job.kind()},
+            {"state", job.state()},
+            {"start_unix_ns", origin == std::numeric_limits<int64_t>::max() ? 0 : origin},
+            {"dropped_spans", dropped}}}};
+}
+
+}  // namespace symmesh
