@@ -9,8 +9,13 @@
 #     SYMMESH_DAEMON=..., SYMMESH_SECRET_FILE=..., SYMMESH_CLUSTER_DIR=... and
 #     SYMMESH_STATUS_URL=... (node 0's HTTP status endpoint) as export lines to eval.
 #     Flags after `--` go to every symmeshd as they are (for example -- --verbs-progress thread).
+#     --netns (root only): each daemon in its own network namespace, so the nodes are separate
+#     hosts to the kernel: node i is 10.213.S.(i+1) on a bridge that lives in a namespace of
+#     its own, and this host reaches them as 10.213.S.254 through one more veth pair (S: the
+#     first subnet no interface here uses). The CLI works from this host as usual.
 #   deploy/local-cluster.sh down [--dir D]
-#     Stops that cluster (D defaults to $SYMMESH_CLUSTER_DIR) and waits until it is gone.
+#     Stops that cluster (D defaults to $SYMMESH_CLUSTER_DIR) and waits until it is gone, with
+#     its namespaces, veth pairs and addresses.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +26,7 @@ die() { echo "local-cluster.sh: $*" >&2; exit 2; }
 cmd=${1:-}
 [[ -n "$cmd" ]] || die "usage: local-cluster.sh up|down [options]"
 shift
-nodes=2 ranks=2 transport=tcp base_port=7400 heap_size=256MiB dir="" ready_timeout=60
+nodes=2 ranks=2 transport=tcp base_port=7400 heap_size=256MiB dir="" ready_timeout=60 netns=0
 daemon_flags=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -33,7 +38,8 @@ while [[ $# -gt 0 ]]; do
     --heap-size) heap_size=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --ready-timeout) ready_timeout=$2; shift 2 ;;
-    *) die "unknown option '$1' (allowed: --nodes --ranks-per-node --transport --base-port --heap-size --dir --ready-timeout, then -- SYMMESHD_FLAGS)" ;;
+    --netns) netns=1; shift ;;
+    *) die "unknown option '$1' (allowed: --nodes --ranks-per-node --transport --base-port --heap-size --dir --ready-timeout --netns, then -- SYMMESHD_FLAGS)" ;;
   esac
 done
 
@@ -54,7 +60,52 @@ stop_cluster() {
   done
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   rm -f "$d"/node-*.pid
+  [[ -e "$d/netns" ]] && netns_down "$d"
+  return 0
 }
+
+# --netns: namespaces symmesh-S-0.. (the nodes) and symmesh-S-br (the bridge), and the
+# interface symh<S> here; $d/netns remembers S and the node count for `down`.
+netns_up() {
+  local d=$1 s
+  for ((s = 0; s < 256; s++)); do  # a subnet no interface of this host is on
+    [[ -z "$(ip -4 -o addr show to "10.213.$s.0/24")" ]] && ! ip link show "symh$s" &>/dev/null &&
+      [[ "$(ip netns list)" != *"symmesh-$s-"* ]] && break
+  done
+  ((s < 256)) || die "--netns: no free subnet in 10.213.0.0/16"
+  subnet=10.213.$s
+  echo "$s $nodes" >"$d/netns"
+  local br=symmesh-$s-br
+  ip netns add "$br" || die "--netns: cannot create network namespaces (needs root and ip netns)"
+  ip -n "$br" link add br0 type bridge
+  ip -n "$br" link set br0 up
+  ip link add "symh$s" type veth peer name host netns "$br"
+  ip -n "$br" link set host master br0 up
+  ip addr add "$subnet.254/24" dev "symh$s"
+  ip link set "symh$s" up
+  for ((i = 0; i < nodes; i++)); do
+    local ns=symmesh-$s-$i
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link add eth0 type veth peer name "node$i" netns "$br"
+    ip -n "$br" link set "node$i" master br0 up
+    ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+  done
+}
+
+netns_down() {
+  local d=$1 s n
+  read -r s n <"$d/netns"
+  for ((i = 0; i < n; i++)); do ip netns del "symmesh-$s-$i" 2>/dev/null || true; done
+  ip netns del "symmesh-$s-br" 2>/dev/null || true  # takes symh<S>'s peer, so symh<S> too
+  ip link del "symh$s" 2>/dev/null || true
+  rm -f "$d/netns"
+}
+
+# Where node i listens, and the command prefix that starts it there.
+address_of() { [[ $netns == 1 ]] && echo "$subnet.$(($1 + 1))" || echo 127.0.0.1; }
+runner_of() { [[ $netns == 1 ]] && echo "ip netns exec symmesh-${subnet##*.}-$1" || true; }
 
 case "$cmd" in
   up)
@@ -66,18 +117,28 @@ case "$cmd" in
     chmod 700 "$dir"
     secret="$dir/secret"
     (umask 077; head -c 32 /dev/urandom | base64 > "$secret")
-    bootstrap="127.0.0.1:$((base_port + nodes))"
+    subnet=""
+    if [[ $netns == 1 ]]; then
+      # Whatever stops `up` half way (a failed ip command under set -e included) removes them.
+      trap '[[ -e "$dir/netns" ]] && netns_down "$dir"' EXIT
+      netns_up "$dir"
+    fi
+    bootstrap="$(address_of 0):$((base_port + nodes))"
     for ((i = 0; i < nodes; i++)); do
-      "$bin/symmeshd" --node-rank "$i" --nodes "$nodes" --ranks-per-node "$ranks" \
-        --bootstrap "$bootstrap" --listen 127.0.0.1 --control-port "$((base_port + i))" \
+      status_flags=()  # reachable from this host, not only inside the namespace
+      [[ $netns == 1 ]] && status_flags=(--status-addr "$(address_of "$i"):0")
+      # `ip netns exec` execs the daemon, so $! is the daemon's pid.
+      $(runner_of "$i") "$bin/symmeshd" --node-rank "$i" --nodes "$nodes" --ranks-per-node "$ranks" \
+        --bootstrap "$bootstrap" --listen "$(address_of "$i")" --control-port "$((base_port + i))" \
         --transport "$transport" --heap-size "$heap_size" --secret-file "$secret" \
-        --bootstrap-timeout "${ready_timeout}s" "${daemon_flags[@]}" >"$dir/node-$i.log" 2>&1 &
+        --bootstrap-timeout "${ready_timeout}s" "${status_flags[@]}" "${daemon_flags[@]}" \
+        >"$dir/node-$i.log" 2>&1 &
       echo $! >"$dir/node-$i.pid"
     done
     # Wait until every node reports "ready" (polled, bounded by --ready-timeout).
     deadline=$((SECONDS + ready_timeout))
     for ((i = 0; i < nodes; i++)); do
-      until "$bin/symmesh" --daemon "127.0.0.1:$((base_port + i))" --secret-file "$secret" \
+      until "$bin/symmesh" --daemon "$(address_of "$i"):$((base_port + i))" --secret-file "$secret" \
           --timeout 2s status --json 2>/dev/null | grep -q '"state":"ready"'; do
         if ! kill -0 "$(cat "$dir/node-$i.pid")" 2>/dev/null; then
           echo "local-cluster.sh: node $i exited; its log ($dir/node-$i.log) ends:" >&2
@@ -95,12 +156,13 @@ case "$cmd" in
       done
     done
     # Node 0's own endpoint: the top-level status_url of its reply, read by a JSON parser.
-    status_url=$("$bin/symmesh" --daemon "127.0.0.1:$base_port" --secret-file "$secret" \
+    status_url=$("$bin/symmesh" --daemon "$(address_of 0):$base_port" --secret-file "$secret" \
       --timeout 5s status --json | python3 -c 'import json, sys; print(json.load(sys.stdin).get("status_url", ""))')
-    echo "export SYMMESH_DAEMON=127.0.0.1:$base_port"
+    echo "export SYMMESH_DAEMON=$(address_of 0):$base_port"
     echo "export SYMMESH_SECRET_FILE=$secret"
     echo "export SYMMESH_CLUSTER_DIR=$dir"
     [[ -z "$status_url" ]] || echo "export SYMMESH_STATUS_URL=$status_url"
+    trap - EXIT  # up: the namespaces stay until `down`
     ;;
   down)
     [[ -n "$dir" ]] || dir=${SYMMESH_CLUSTER_DIR:-}
