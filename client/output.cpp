@@ -58,10 +58,11 @@ void print_status(const wire::StatusReply& status, bool json) {
     return;
   }
   std::printf(
-      "node %u of %u: %s, %u ranks per node, heap %s used of %s, jobs run %llu "
-      "(%llu failed, %u queued)\n",
+      "node %u of %u: %s, %u ranks per node, heap %s used of %s (last job's peak %s), jobs run "
+      "%llu (%llu failed, %u queued)\n",
       status.node_rank(), status.nodes(), status.state().c_str(), status.ranks_per_node(),
       format_bytes(status.heap_used()).c_str(), format_bytes(status.heap_size()).c_str(),
+      format_bytes(status.heap_job_peak()).c_str(),
       static_cast<unsigned long long>(status.jobs_run()),
       static_cast<unsigned long long>(status.jobs_failed()), status.jobs_queued());
   std::printf("%-5s %-20s %-22s %-6s %s\n", "NODE", "HOST", "CONTROL", "RANKS", "STATUS");

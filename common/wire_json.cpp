@@ -103,6 +103,7 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                      {"state", status.state()},
                      {"heap_size", status.heap_size()},
                      {"heap_used", status.heap_used()},
+                     {"heap_job_peak", status.heap_job_peak()},
                      {"jobs_run", status.jobs_run()},
                      {"jobs_failed", status.jobs_failed()},
                      {"jobs_queued", status.jobs_queued()},

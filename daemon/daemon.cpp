@@ -534,6 +534,7 @@ wire::StatusReply Daemon::status() {
   if (node_) {
     reply.set_heap_size(node_->heap_capacity());
     reply.set_heap_used(node_->heap_used());
+    reply.set_heap_job_peak(node_->heap_job_peak());
   }
   std::lock_guard lock(mutex_);
   reply.set_state(state_);
@@ -605,6 +606,11 @@ std::string Daemon::metrics_text() {
                     "Symmetric heap in use on this node.",
                     {},
                     double(now.heap_used())});
+  gauges.push_back({"symmesh_heap_job_peak_bytes",
+                    "Highest symmetric heap use of the running job, or of the last one "
+                    "(its rings, workspaces and buffers).",
+                    {},
+                    double(now.heap_job_peak())});
   for (const auto& peer : now.peer()) {
     gauges.push_back({"symmesh_peer_up",
                       "1 when the link to the peer node is up, by transport.",

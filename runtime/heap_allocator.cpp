@@ -14,6 +14,7 @@ void HeapAllocator::reset() {
   free_.clear();
   allocated_.clear();
   used_ = 0;
+  peak_ = 0;
   if (end_ > begin_) free_[begin_] = end_ - begin_;
 }
 
@@ -40,6 +41,7 @@ uint64_t HeapAllocator::allocate(size_t bytes, size_t alignment) {
     if (carved_end < start + size) free_[carved_end] = start + size - carved_end;
     allocated_[aligned] = Block{start, carved_end - start};
     used_ += carved_end - start;
+    peak_ = std::max(peak_.load(std::memory_order_relaxed), used());
     return aligned;
   }
   throw HeapExhausted("symmetric heap exhausted: asked " + format_bytes(bytes) + ", " +

@@ -32,13 +32,16 @@ class HeapAllocator {
 
   size_t capacity() const { return end_ - begin_; }
   size_t used() const { return used_.load(std::memory_order_relaxed); }
+  // The most in use at once since the last reset(): what a job's rings and workspaces took.
+  size_t peak() const { return peak_.load(std::memory_order_relaxed); }
   size_t largest_free_block() const;
   bool owns(uint64_t offset) const { return allocated_.count(offset) != 0; }
 
  private:
   uint64_t begin_;
   uint64_t end_;
-  std::atomic<size_t> used_{0};        // read by the status thread
+  std::atomic<size_t> used_{0};  // read by the status thread
+  std::atomic<size_t> peak_{0};
   std::map<uint64_t, uint64_t> free_;  // offset -> size
   struct Block {
     uint64_t start;  // start of the carved block (before alignment)

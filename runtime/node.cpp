@@ -83,6 +83,12 @@ size_t Node::heap_used() const {
   return used;
 }
 
+size_t Node::heap_job_peak() const {
+  size_t peak = 0;
+  for (const auto& allocator : allocators_) peak += allocator->peak();
+  return peak;
+}
+
 size_t Node::heap_capacity() const {
   size_t capacity = 0;
   for (const auto& allocator : allocators_) capacity += allocator->capacity();

@@ -57,6 +57,9 @@ class Node {
   // symmetric allocation, clear an abort.
   void reset_between_jobs();
   size_t heap_used() const;
+  // The running job's highest heap use (its rings, workspaces and buffers), or the last job's
+  // once it ended: allocators are reset only when the next job starts.
+  size_t heap_job_peak() const;
   size_t heap_capacity() const;
 
  private:

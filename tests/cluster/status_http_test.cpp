@@ -47,8 +47,8 @@ TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
   EXPECT_EQ(fetched.content_type, "application/json");
   const auto json = nlohmann::json::parse(fetched.body);
   for (const char* key : {"node_rank", "nodes", "ranks_per_node", "state", "heap_size", "heap_used",
-                          "jobs_run", "jobs_failed", "jobs_queued", "version", "uptime_s",
-                          "status_url", "cluster", "peers", "jobs"}) {
+                          "heap_job_peak", "jobs_run", "jobs_failed", "jobs_queued", "version",
+                          "uptime_s", "status_url", "cluster", "peers", "jobs"}) {
     EXPECT_TRUE(json.contains(key)) << key << ": " << fetched.body;
   }
   EXPECT_EQ(json["state"], "ready");
@@ -68,6 +68,12 @@ TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
   EXPECT_GE(newest["finished_unix_s"].get<double>(), newest["started_unix_s"].get<double>());
   EXPECT_EQ(newest["result"]["status"], "ok");
   EXPECT_EQ(newest["result"]["iters"], 5);
+
+  // A job's buffers show in the heap's job peak: 2 ranks x (1 MiB in + 1 MiB out) here.
+  ASSERT_EQ(cli(target(cluster) + " submit collective --op allreduce --bytes 1MiB").exit_code, 0);
+  const auto after = nlohmann::json::parse(get(url, "/status").body);
+  EXPECT_GE(after["heap_job_peak"].get<uint64_t>(), 4u << 20) << after;
+  EXPECT_LE(after["heap_job_peak"].get<uint64_t>(), after["heap_size"].get<uint64_t>());
 
   // The other node answers too, without the root's job list.
   const auto other = nlohmann::json::parse(get(status_url(cluster, 1), "/status").body);

@@ -31,6 +31,19 @@ TEST(HeapAllocator, FreeCoalescesSoTheWholeRangeIsUsableAgain) {
   EXPECT_EQ(heap.allocate((1 << 16) - 8, 8), 0u);
 }
 
+TEST(HeapAllocator, PeakIsTheMostInUseAtOnceUntilTheNextReset) {
+  HeapAllocator heap(0, 1 << 16);
+  const uint64_t a = heap.allocate(4096, 8);
+  const uint64_t b = heap.allocate(8192, 8);
+  heap.release(a);
+  heap.allocate(1024, 8);
+  EXPECT_EQ(heap.peak(), 4096u + 8192u);
+  heap.release(b);
+  EXPECT_EQ(heap.peak(), 4096u + 8192u);  // freeing keeps the job's peak
+  heap.reset();
+  EXPECT_EQ(heap.peak(), 0u);
+}
+
 TEST(HeapAllocator, ExhaustionNamesSizeAskedAndSizeFree) {
   HeapAllocator heap(0, 1 << 20);
   heap.allocate(512 << 10);
