@@ -22,38 +22,35 @@ std::unique_ptr<Client> Client::connect(const HostPort& daemon, const std::strin
   return std::unique_ptr<Client>(new Client(std::move(channel)));
 }
 
-wire::StatusReply Client::status(Deadline deadline) {
-  wire::ClientRequest request;
-  request.mutable_status();
+wire::ClientResponse Client::ask(const wire::ClientRequest& request,
+                                 wire::ClientResponse::BodyCase expected, Deadline deadline) {
   channel_->write(request, deadline);
   wire::ClientResponse response;
   channel_->read(response, deadline);
-  if (response.has_error()) throw Error(response.error());
-  if (!response.has_status()) throw PeerError("the daemon answered status with something else");
-  return response.status();
+  if (response.has_error()) throw InvalidArgument(response.error());
+  if (response.body_case() != expected) {
+    throw PeerError("the daemon answered a request with something else (a version mismatch?)");
+  }
+  return response;
+}
+
+wire::StatusReply Client::status(Deadline deadline) {
+  wire::ClientRequest request;
+  request.mutable_status();
+  return ask(request, wire::ClientResponse::kStatus, deadline).status();
 }
 
 wire::JobRecord Client::cancel(uint64_t job_id, Deadline deadline) {
   wire::ClientRequest request;
   request.mutable_cancel()->set_job_id(job_id);
-  channel_->write(request, deadline);
-  wire::ClientResponse response;
-  channel_->read(response, deadline);
-  if (response.has_error()) throw InvalidArgument(response.error());
-  if (!response.has_cancelled()) throw PeerError("the daemon answered cancel with something else");
-  return response.cancelled();
+  return ask(request, wire::ClientResponse::kCancelled, deadline).cancelled();
 }
 
 wire::JobRecord Client::job(uint64_t job_id, bool with_trace, Deadline deadline) {
   wire::ClientRequest request;
   request.mutable_job()->set_job_id(job_id);
   request.mutable_job()->set_trace(with_trace);
-  channel_->write(request, deadline);
-  wire::ClientResponse response;
-  channel_->read(response, deadline);
-  if (response.has_error()) throw InvalidArgument(response.error());
-  if (!response.has_job()) throw PeerError("the daemon answered job with something else");
-  return response.job();
+  return ask(request, wire::ClientResponse::kJob, deadline).job();
 }
 
 wire::JobResult Client::submit(const wire::JobSpec& spec,

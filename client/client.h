@@ -31,6 +31,10 @@ class Client {
 
  private:
   explicit Client(std::unique_ptr<BlockingChannel> channel) : channel_(std::move(channel)) {}
+  // One request and its answer, which must be `expected`; the daemon's error is thrown as
+  // InvalidArgument (it names what was wrong with the request).
+  wire::ClientResponse ask(const wire::ClientRequest& request,
+                           wire::ClientResponse::BodyCase expected, Deadline deadline);
   std::unique_ptr<BlockingChannel> channel_;
 };
 

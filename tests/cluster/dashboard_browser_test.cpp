@@ -38,11 +38,10 @@ TEST(Dashboard, HeadlessChromiumDrawsTheClusterTheJobsAndATracedJobsTimeline) {
     GTEST_SKIP() << kChromium << " is not installed (deploy/install-deps.sh installs it)";
   }
   TestCluster cluster(shape(2, 2));
-  CliRun job = cli(target(cluster) +
-                   " submit matmul --op allgather-matmul --m 256 --n 256 --k 256 --tile-m 64 "
-                   "--tile-n 64 --iters 2 --trace --json");
-  ASSERT_EQ(job.exit_code, 0) << job.out;
-  const uint64_t id = nlohmann::json::parse(job.out)["job_id"];
+  const uint64_t id = submit_job(cluster,
+                                 "matmul --op allgather-matmul --m 256 --n 256 --k 256 "
+                                 "--tile-m 64 --tile-n 64 --iters 2 --trace");
+  ASSERT_NE(id, 0u);
   const std::string url =
       nlohmann::json::parse(cli(target(cluster) + " status --json").out)["status_url"];
   const std::string page = url + "/#job=" + std::to_string(id);

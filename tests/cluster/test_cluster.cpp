@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -42,6 +43,16 @@ CliRun cli(const std::string& args) {
 
 std::string target(TestCluster& cluster, int node) {
   return "--daemon " + cluster.control(node).str() + " --secret-file " + cluster.secret_file();
+}
+
+uint64_t submit_job(TestCluster& cluster, const std::string& submit_args) {
+  const CliRun run = cli(target(cluster) + " submit " + submit_args + " --json");
+  const auto json = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+  if (run.exit_code != 0 || !json.contains("job_id")) {
+    ADD_FAILURE() << "submit " << submit_args << ": " << run.out;
+    return 0;
+  }
+  return json["job_id"].get<uint64_t>();
 }
 
 DaemonProcess::DaemonProcess(const std::vector<std::string>& args, const std::string& log_path)

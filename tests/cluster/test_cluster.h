@@ -84,6 +84,9 @@ struct CliRun {
 CliRun cli(const std::string& args);
 // "--daemon HOST:PORT --secret-file F" for `node` of `cluster`.
 std::string target(TestCluster& cluster, int node = 0);
+// Submits `submit_args` (after "submit", with --json added) through the CLI and returns the
+// job id; a failed submission fails the test and returns 0.
+uint64_t submit_job(TestCluster& cluster, const std::string& submit_args);
 
 wire::JobSpec barrier_job(const std::string& algo, uint32_t iters);
 wire::JobSpec collective_job(const std::string& op, uint64_t bytes, const std::string& dtype,

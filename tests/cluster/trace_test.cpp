@@ -31,11 +31,10 @@ nlohmann::json read_json(const std::string& path) {
 
 TEST(Trace, ATracedMatmulJobHasEveryPesComputeAndCommSpansAsValidChromeJson) {
   TestCluster cluster(shape(2, 2));
-  CliRun submitted = cli(target(cluster) +
-                         " submit matmul --op matmul-reduce-scatter --m 256 --n 256 --k 256 "
-                         "--tile-m 64 --tile-n 64 --iters 2 --trace --json");
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.out;
-  const uint64_t id = nlohmann::json::parse(submitted.out)["job_id"];
+  const uint64_t id = submit_job(cluster,
+                                 "matmul --op matmul-reduce-scatter --m 256 --n 256 --k 256 "
+                                 "--tile-m 64 --tile-n 64 --iters 2 --trace");
+  ASSERT_NE(id, 0u);
   const std::string file = cluster.dir() + "/trace.json";
   CliRun written =
       cli(target(cluster) + " job " + std::to_string(id) + " --trace " + file + " --json");
