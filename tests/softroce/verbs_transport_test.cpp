@@ -3,6 +3,8 @@
 // ring far smaller than the traffic, bounds errors, and a failed work completion.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
 
 #include "runtime/barrier.h"
@@ -142,9 +144,14 @@ TEST(Verbs, AFailedCompletionNamesItselfAndTheQueuePairIsNeverReused) {
   stale.set_rkey(stale.rkey() ^ 0x5a5a00);
   verbs0.connect(1, stale);
   verbs1.connect(0, verbs0.local_info());
+  // The callback may run on the notifier thread: the report is handed over under a lock.
+  std::mutex report_mutex;
+  std::condition_variable report_arrived;
   std::string reported;
   verbs0.on_peer_down([&](int node, const std::string& why) {
+    std::lock_guard lock(report_mutex);
     if (node == 1) reported = why;
+    report_arrived.notify_all();
   });
   const uint64_t value = 5;
   try {
@@ -163,7 +170,12 @@ TEST(Verbs, AFailedCompletionNamesItselfAndTheQueuePairIsNeverReused) {
   EXPECT_NE(verbs0.peer_down_reason(1).find("remote access error"), std::string::npos);
   // The callback fires once, with whichever side saw the QP fail first (the notifier may see
   // its receives flushed before the sender sees the cause); the reason kept is the cause.
-  EXPECT_NE(reported.find("QP "), std::string::npos) << reported;
+  {
+    std::unique_lock lock(report_mutex);
+    ASSERT_TRUE(
+        report_arrived.wait_for(lock, std::chrono::seconds(60), [&] { return !reported.empty(); }));
+    EXPECT_NE(reported.find("QP "), std::string::npos) << reported;
+  }
   // Later operations fail at once, naming the first failure: the QP is not reused.
   try {
     verbs0.put(0, 1, 4096, &value, 8, nullptr);

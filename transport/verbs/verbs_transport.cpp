@@ -276,14 +276,15 @@ VerbsTransport::PeState& VerbsTransport::pe_state(int src_pe) {
   return *pes_[local_rank_of(src_pe)];
 }
 
-void VerbsTransport::check_peer(int node) const {
+void VerbsTransport::check_peer(int node, const QpState* draining) const {
   if (node < 0 || node >= nodes_ || !remotes_[node].connected) {
     throw InvalidArgument("verbs: node " + std::to_string(node_) + " has no queue pairs to node " +
                           std::to_string(node));
   }
   std::lock_guard lock(down_mutex_);
-  if (!down_[node].empty())
-    throw PeerError("verbs: node " + std::to_string(node) + " is down: " + down_[node]);
+  if (down_[node].empty()) return;
+  if (draining && draining->qp && errored_qps_.count(draining->qp->qpn())) return;
+  throw PeerError("verbs: node " + std::to_string(node) + " is down: " + down_[node]);
 }
 
 void VerbsTransport::check_range(int node, uint64_t offset, uint64_t length, bool word) const {
@@ -292,6 +293,34 @@ void VerbsTransport::check_range(int node, uint64_t offset, uint64_t length, boo
       !problem.empty()) {
     throw InvalidArgument("verbs: node " + std::to_string(node) + ": " + problem);
   }
+}
+
+void VerbsTransport::check_access(PeState& pe, int node, uint64_t offset, uint64_t length,
+                                  bool word) {
+  try {
+    check_range(node, offset, length, word);
+  } catch (const PeerError&) {
+    std::lock_guard lock(pe.mutex);
+    settle(pe, node, deadline_after(options_.op_timeout));
+    check_peer(node);  // names the cause if settling found it
+    throw;
+  }
+}
+
+bool VerbsTransport::in_error(const QpState& qp) const {
+  std::lock_guard lock(down_mutex_);
+  return qp.qp && errored_qps_.count(qp.qp->qpn()) != 0;
+}
+
+void VerbsTransport::settle(PeState& pe, int node, Deadline deadline) {
+  QpState& qp = pe.qps[node];
+  if (!in_error(qp)) return;
+  spin_until([&] { return poll(pe) == 0 && qp.completed == qp.posted; }, deadline,
+             [&] {
+               return "verbs: " + std::to_string(qp.posted - qp.completed) + " requests to node " +
+                      std::to_string(node) + " (QP " + std::to_string(qp.qp->qpn()) +
+                      ") never completed after it failed";
+             });
 }
 
 std::byte* VerbsTransport::bounce_at(PeState& pe, uint64_t position) const {
@@ -477,8 +506,8 @@ void VerbsTransport::attach(PeState& pe, int node, Request& request, const void*
 void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
                          const SignalUpdate* signal) {
   PeState& pe = pe_state(src_pe);
-  check_range(node, offset, length, false);
-  if (signal) check_range(node, signal->offset, 8, true);
+  check_access(pe, node, offset, length, false);
+  if (signal) check_access(pe, node, signal->offset, 8, true);
   traffic_.sent(node, length);
   std::lock_guard lock(pe.mutex);
   const auto* bytes = static_cast<const std::byte*>(data);
@@ -503,7 +532,7 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
 
 void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
   PeState& pe = pe_state(src_pe);
-  check_range(node, offset, length, false);
+  check_access(pe, node, offset, length, false);
   if (length == 8 && offset % 8 == 0) {  // a word: atomic, as the interface promises
     const uint64_t value = atomic_fetch_add(src_pe, node, offset, 0);
     std::memcpy(out, &value, 8);
@@ -539,7 +568,7 @@ VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uin
 
 void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
-  check_range(node, offset, 8, true);
+  check_access(pe, node, offset, 8, true);
   traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
   post_fetch_add(pe, node, offset, value, false);
@@ -547,7 +576,7 @@ void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t 
 
 uint64_t VerbsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
-  check_range(node, offset, 8, true);
+  check_access(pe, node, offset, 8, true);
   traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
   const auto [seq, position] = post_fetch_add(pe, node, offset, value, true);
@@ -585,6 +614,7 @@ void VerbsTransport::quiet_locked(PeState& pe, Deadline deadline) {
   for (int peer = 0; peer < nodes_; ++peer) {
     QpState& qp = pe.qps[peer];
     if (!qp.qp || qp.completed == qp.posted) continue;
+    settle(pe, peer, deadline);
     check_peer(peer);
     if (qp.signaled_upto < qp.posted) {
       post(pe, peer, completion_marker());
@@ -592,7 +622,9 @@ void VerbsTransport::quiet_locked(PeState& pe, Deadline deadline) {
     spin_until(
         [&] {
           poll(pe);
-          check_peer(peer);
+          // A queue pair the notifier saw fail is waited out: its failed request, the cause,
+          // may complete after the notifier's news, and the error should name it.
+          check_peer(peer, &qp);
           return qp.completed == qp.posted;
         },
         deadline,
@@ -601,6 +633,7 @@ void VerbsTransport::quiet_locked(PeState& pe, Deadline deadline) {
                  " requests to node " + std::to_string(peer) + " (QP " +
                  std::to_string(qp.qp->qpn()) + ") still outstanding at the deadline";
         });
+    check_peer(peer);
   }
 }
 
@@ -655,6 +688,10 @@ void VerbsTransport::notifier_loop() {
             mark_down(peer, e.what(), false);
           }
         } else {
+          {
+            std::lock_guard lock(down_mutex_);
+            errored_qps_.insert(wcs[i].qp_num);
+          }
           mark_down(peer,
                     "the queue pair to node " + std::to_string(peer) + " (QP " +
                         std::to_string(wcs[i].qp_num) + ") went into the error state (" +

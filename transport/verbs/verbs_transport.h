@@ -36,6 +36,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bootstrap.pb.h"
@@ -159,8 +160,18 @@ class VerbsTransport final : public NetworkTransport {
   void connect_loop(PeState& pe, const QpLimits& limits);
   int local_rank_of(int src_pe) const;
   PeState& pe_state(int src_pe);
-  void check_peer(int node) const;
+  // Throws PeerError when `node` is down, unless `draining` is a queue pair the notifier saw
+  // fail (its requests all complete, the failed one first: worth waiting for).
+  void check_peer(int node, const QpState* draining = nullptr) const;
   void check_range(int node, uint64_t offset, uint64_t length, bool word) const;
+  // check_range at an operation's start, from `pe` (whose mutex the caller does not hold).
+  void check_access(PeState& pe, int node, uint64_t offset, uint64_t length, bool word);
+  // True once the notifier saw `qp` go into the error state: every request still on it will
+  // complete (the failed one first, with the cause, then the rest flushed).
+  bool in_error(const QpState& qp) const;
+  // With pe.mutex held, for a peer that is down: when pe's queue pair to it is in the error
+  // state, polls until its requests have all completed, so the reason kept is the cause.
+  void settle(PeState& pe, int node, Deadline deadline);
   uint64_t post(PeState& pe, int peer, Request request);
   // Drains up to one batch of `pe`'s send completions; returns how many there were.
   int poll(PeState& pe);
@@ -203,6 +214,7 @@ class VerbsTransport final : public NetworkTransport {
   mutable std::mutex down_mutex_;
   std::vector<std::string> down_;  // reason per peer, empty while up
   std::vector<bool> down_is_cause_;
+  std::unordered_set<uint32_t> errored_qps_;  // queue pair numbers the notifier saw fail
   std::function<void(int, const std::string&)> down_callback_;
 
   int stop_fd_ = -1;
