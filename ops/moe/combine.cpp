@@ -127,7 +127,7 @@ class HierCombiner final : public Combiner {
         pe_, 0, {}, 3 * channels_,
         [&](int role) {
           const int channel = role / 3;
-          const trace::Scope span(kRoles[role % 3], "comm");
+          const trace::Scope span(kRoles[role % 3], "role");
           if (role % 3 == 0) send(port, channel);
           if (role % 3 == 1) forward(port, channel);
           if (role % 3 == 2) receive(port, channel);

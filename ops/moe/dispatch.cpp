@@ -58,7 +58,7 @@ class Dispatcher {
 
   DispatchResult run() {
     {
-      const trace::Scope span("notify", "comm");
+      const trace::Scope span("notify", "role");
       notify();
     }
     allocate();
@@ -69,14 +69,14 @@ class Dispatcher {
         pe_, 0, {}, channels_,
         [&](int channel) {
           {
-            const trace::Scope span("send", "comm");
+            const trace::Scope span("send", "role");
             send(port, channel);
           }
-          const trace::Scope span("forward", "comm");
+          const trace::Scope span("forward", "role");
           forward(port, channel);
         },
         [](int channel) { return "channel " + std::to_string(channel); });
-    const trace::Scope span("receive", "comm");
+    const trace::Scope span("receive", "role");
     receive();
     barrier_all(pe_);  // no PE frees a region a forwarder may still write
     release();
