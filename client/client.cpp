@@ -4,6 +4,18 @@
 #include "transport/errors.h"
 
 namespace symmesh {
+namespace {
+
+// Passes every event on and never stops early.
+std::function<bool(const wire::JobEvent&)> every_event(
+    const std::function<void(const wire::JobEvent&)>& on_event) {
+  return [&on_event](const wire::JobEvent& event) {
+    if (on_event) on_event(event);
+    return true;
+  };
+}
+
+}  // namespace
 
 std::unique_ptr<Client> Client::connect(const HostPort& daemon, const std::string& secret,
                                         const std::string& secret_source, Deadline deadline) {
@@ -15,7 +27,7 @@ std::unique_ptr<Client> Client::connect(const HostPort& daemon, const std::strin
                     "); set --daemon HOST:PORT or SYMMESH_DAEMON");
   }
   try {
-    authenticate(*channel, secret, AuthIdentity{"control", 0, 0}, deadline);
+    authenticate_client(*channel, secret, AuthIdentity{wire::ROLE_CONTROL, 0, 0, 0}, deadline);
   } catch (const AuthError& e) {
     throw AuthError(std::string(e.what()) + " (secret from " + secret_source + ")");
   }
@@ -27,7 +39,10 @@ wire::ClientResponse Client::ask(const wire::ClientRequest& request,
   channel_->write(request, deadline);
   wire::ClientResponse response;
   channel_->read(response, deadline);
-  if (response.has_error()) throw InvalidArgument(response.error());
+  if (response.has_error()) {
+    if (response.refusal() == wire::REFUSAL_UNAVAILABLE) throw PeerError(response.error());
+    throw InvalidArgument(response.error());
+  }
   if (response.body_case() != expected) {
     throw PeerError("the daemon answered a request with something else (a version mismatch?)");
   }
@@ -58,19 +73,48 @@ wire::JobResult Client::submit(const wire::JobSpec& spec,
                                Deadline deadline) {
   wire::ClientRequest request;
   *request.mutable_submit() = spec;
+  return *follow(request, every_event(on_event), deadline);
+}
+
+uint64_t Client::submit_detached(const wire::JobSpec& spec, Deadline deadline) {
+  wire::ClientRequest request;
+  *request.mutable_submit() = spec;
+  request.set_detach(true);
+  uint64_t job_id = 0;
+  const auto queued = [&](const wire::JobEvent& event) {
+    job_id = event.job_id();
+    return false;  // the first event says it is queued: that is all a detached client waits for
+  };
+  const auto result = follow(request, queued, deadline);
+  return result ? result->job_id() : job_id;
+}
+
+wire::JobResult Client::wait(uint64_t job_id,
+                             const std::function<void(const wire::JobEvent&)>& on_event,
+                             Deadline deadline) {
+  wire::ClientRequest request;
+  request.mutable_wait()->set_job_id(job_id);
+  return *follow(request, every_event(on_event), deadline);
+}
+
+std::optional<wire::JobResult> Client::follow(
+    const wire::ClientRequest& request, const std::function<bool(const wire::JobEvent&)>& on_event,
+    Deadline deadline) {
   channel_->write(request, deadline);
   for (;;) {
     wire::ClientResponse response;
     channel_->read(response, deadline);
     if (response.has_event()) {
-      if (on_event) on_event(response.event());
+      if (on_event && !on_event(response.event())) return std::nullopt;
       continue;
     }
     if (response.has_result()) return response.result();
-    wire::JobResult refused;
-    refused.set_ok(false);
-    refused.set_error(response.has_error() ? response.error() : "unexpected answer");
-    return refused;
+    if (!response.has_error()) {
+      throw PeerError("the daemon answered a job with something else (a version mismatch?)");
+    }
+    // Refused before it ran: the request's fault, or the cluster cannot take it now.
+    if (response.refusal() == wire::REFUSAL_UNAVAILABLE) throw PeerError(response.error());
+    throw InvalidArgument(response.error());
   }
 }
 

@@ -10,14 +10,19 @@
 #include "client/output.h"
 #include "client/progress_line.h"
 #include "common/units.h"
-#include "transport/auth.h"
 #include "transport/errors.h"
+#include "transport/secret_file.h"
 
 namespace {
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value && *value ? value : fallback;
+}
+
+// How long a job runs before the progress line appears (tests set it).
+std::chrono::milliseconds progress_after() {
+  return symmesh::parse_duration(env_or("SYMMESH_PROGRESS_AFTER", "1s"), "SYMMESH_PROGRESS_AFTER");
 }
 
 }  // namespace
@@ -59,14 +64,27 @@ int main(int argc, char** argv) {
   cancel_cmd->add_option("ID", job_id, "the job id")->required();
   cancel_cmd->add_flag("--json", json, "print one JSON object");
 
-  auto* submit_cmd = app.add_subcommand("submit", "run a job on the whole cluster");
+  auto* wait_cmd = app.add_subcommand(
+      "wait",
+      "follow a job (one submitted with --detach, say) to its result; leaving does not "
+      "cancel it");
+  wait_cmd->add_option("ID", job_id, "the job id")->required();
+  wait_cmd->add_flag("--json", json, "print one JSON object");
+
+  auto* submit_cmd = app.add_subcommand(
+      "submit",
+      "run a job on the whole cluster and wait for its result; interrupting the CLI cancels it");
   submit_cmd->require_subcommand(1);
   wire::JobSpec spec;
   bool trace = false;
+  bool detach = false;
   // Options every kind of job takes.
   auto add_common = [&](CLI::App* cmd) {
     cmd->add_flag("--trace", trace,
                   "record every PE's timeline (then: symmesh job ID --trace FILE)");
+    cmd->add_flag("--detach", detach,
+                  "print the job's id once it is queued and return; the job runs on (then: "
+                  "symmesh wait ID, symmesh job ID)");
     cmd->add_flag("--json", json, "print one JSON object");
   };
 
@@ -205,8 +223,8 @@ int main(int argc, char** argv) {
     auto* cmd = submit_cmd->add_subcommand(
         name, std::string(name) == "dispatch"
                   ? "MoE dispatch: every token to the PEs of its experts, one copy per node"
-                  : "MoE combine (seed 002): expert outputs back home, reduced per node, then "
-                    "across nodes");
+                  : "MoE combine (DeepEP's hierarchical combine): expert outputs back home, "
+                    "reduced per node, then across nodes");
     cmd->add_option("--tokens", moe_tokens, "tokens per PE (0..1048576)")
         ->required()
         ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20));
@@ -282,7 +300,7 @@ int main(int argc, char** argv) {
       print_status(client->status(deadline), json);
       return 0;
     }
-    if (jobs_cmd->parsed() || job_cmd->parsed() || cancel_cmd->parsed()) {
+    if (jobs_cmd->parsed() || job_cmd->parsed() || cancel_cmd->parsed() || wait_cmd->parsed()) {
       // Jobs live at the root: any daemon names it in its status.
       wire::StatusReply status = client->status(deadline);
       if (status.node_rank() != 0) {
@@ -299,6 +317,15 @@ int main(int argc, char** argv) {
       if (cancel_cmd->parsed()) {
         print_job(client->cancel(job_id, deadline), json);
         return 0;
+      }
+      if (wait_cmd->parsed()) {
+        ProgressLine progress("job " + std::to_string(job_id), ProgressLine::wanted(json),
+                              progress_after());
+        const wire::JobResult result = client->wait(
+            job_id, [&](const wire::JobEvent& event) { progress.update(event); }, deadline);
+        progress.clear();
+        print_result(result, json);
+        return result.ok() ? 0 : 1;
       }
       const wire::JobRecord job = client->job(job_id, !trace_file.empty(), deadline);
       print_job(job, json, trace_file);
@@ -368,9 +395,17 @@ int main(int argc, char** argv) {
       job->set_verify(verify);
     }
     spec.set_trace(trace);
-    ProgressLine progress(
-        (submit_cmd->get_subcommands().front())->get_name(), ProgressLine::wanted(json),
-        parse_duration(env_or("SYMMESH_PROGRESS_AFTER", "1s"), "SYMMESH_PROGRESS_AFTER"));
+    if (detach) {
+      const uint64_t id = client->submit_detached(spec, deadline);
+      if (json) {
+        std::cout << nlohmann::json{{"job_id", id}, {"state", "queued"}}.dump() << "\n";
+      } else {
+        std::cout << "job " << id << " queued (detached): symmesh wait " << id << "\n";
+      }
+      return 0;
+    }
+    ProgressLine progress((submit_cmd->get_subcommands().front())->get_name(),
+                          ProgressLine::wanted(json), progress_after());
     const wire::JobResult result = client->submit(
         spec, [&](const wire::JobEvent& event) { progress.update(event); }, deadline);
     progress.clear();

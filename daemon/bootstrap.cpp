@@ -8,13 +8,12 @@
 namespace symmesh {
 namespace {
 
-constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-
 wire::NodeInfo info_of(const wire::NodeHello& hello) {
   wire::NodeInfo info;
   info.set_node_rank(hello.node_rank());
   info.set_hostname(hello.hostname());
   info.set_status_url(hello.status_url());
+  info.set_incarnation(hello.incarnation());
   *info.mutable_data_endpoint() = hello.data_endpoint();
   *info.mutable_control_endpoint() = hello.control_endpoint();
   *info.mutable_transports() = hello.transports();
@@ -79,11 +78,17 @@ wire::ClusterView bootstrap_root(Listener& listener, const wire::NodeHello& mine
     auto channel = listener.accept(deadline);
     if (!channel) break;  // deadline
     try {
-      authenticate(*channel, secret, AuthIdentity{"bootstrap", 0, 0},
-                   std::min(deadline, deadline_after(kHandshakeTimeout)));
+      const auto identity = authenticate_server(
+          *channel, secret, AuthIdentity{wire::ROLE_BOOTSTRAP, 0, mine.incarnation(), 0},
+          std::min(deadline, deadline_after(kHandshakeTimeout)));
       wire::NodeHello hello;
       channel->read(hello, deadline_after(kHandshakeTimeout));
       std::string problem = check_hello(mine, hello);
+      if (problem.empty() && (hello.node_rank() != identity.node_rank() ||
+                              hello.incarnation() != identity.incarnation())) {
+        problem = "the hello claims node " + std::to_string(hello.node_rank()) +
+                  ", the handshake proved node " + std::to_string(identity.node_rank());
+      }
       if (problem.empty() && links[hello.node_rank()]) {
         problem = "node_rank " + std::to_string(hello.node_rank()) + " is taken already by " +
                   links[hello.node_rank()]->peer_name();
@@ -130,7 +135,13 @@ wire::ClusterView bootstrap_join(const HostPort& root, const wire::NodeHello& mi
                                  const std::string& secret, Deadline deadline,
                                  std::unique_ptr<BlockingChannel>& link) {
   link = BlockingChannel::connect(root, deadline);
-  authenticate(*link, secret, AuthIdentity{"bootstrap", mine.node_rank(), 0}, deadline);
+  const auto root_identity = authenticate_client(
+      *link, secret, AuthIdentity{wire::ROLE_BOOTSTRAP, mine.node_rank(), mine.incarnation(), 0},
+      deadline);
+  if (root_identity.node_rank() != 0) {
+    throw PeerError("the bootstrap address " + root.str() + " answered as node " +
+                    std::to_string(root_identity.node_rank()) + ", not the root (node 0)");
+  }
   link->write(mine, deadline);
   wire::BootstrapReply reply;
   // The root answers once every node has come: wait as long as it waits.

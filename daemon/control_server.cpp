@@ -2,125 +2,110 @@
 
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
-
-#include "transport/auth.h"
+#include "daemon/control_session.h"
 #include "transport/errors.h"
 
 namespace symmesh {
 namespace {
-constexpr auto kReplyTimeout = std::chrono::seconds(30);
-}
 
-ControlServer::ControlServer(std::unique_ptr<Listener> listener, std::string secret,
-                             Handlers handlers)
-    : listener_(std::move(listener)), secret_(std::move(secret)), handlers_(std::move(handlers)) {
-  accept_thread_ = std::thread([this] { accept_loop(); });
+// How long accepting pauses when the process is out of file descriptors: the connection
+// waits in the backlog meanwhile instead of spinning the accept loop.
+constexpr auto kFdExhaustedBackoff = std::chrono::milliseconds(100);
+
+}  // namespace
+
+ControlServer::ControlServer(const HostPort& at, std::string secret, Limits limits)
+    : acceptor_(io_), backoff_(io_), secret_(std::move(secret)), limits_(limits) {
+  asio::error_code ec;
+  const asio::ip::tcp::endpoint endpoint(resolve_address(at.host), at.port);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw InvalidArgument("cannot listen on " + at.str() + ": " + ec.message());
+  const auto local = acceptor_.local_endpoint();
+  bound_ = HostPort{local.address().to_string(), local.port()};
 }
 
 ControlServer::~ControlServer() {
   stop();
 }
 
+void ControlServer::start(Handlers handlers) {
+  handlers_ = std::move(handlers);
+  work_.emplace(io_.get_executor());
+  accept_next();
+  for (int i = 0; i < std::max(1, limits_.threads); ++i) {
+    threads_.emplace_back([this] { io_.run(); });
+  }
+}
+
 void ControlServer::stop() {
   if (stopping_.exchange(true)) return;
-  listener_->stop();
-  if (accept_thread_.joinable()) accept_thread_.join();
-  std::list<std::thread> threads;
+  asio::post(io_, [this] {
+    asio::error_code ignored;
+    acceptor_.close(ignored);
+    backoff_.cancel();
+  });
+  std::vector<std::shared_ptr<ControlSession>> live;
   {
     std::lock_guard lock(mutex_);
-    for (auto& client : clients_) client->stop();
-    threads.swap(threads_);
+    for (auto& [id, weak] : live_) {
+      if (auto session = weak.lock()) live.push_back(std::move(session));
+    }
+    live_.clear();
   }
-  for (auto& thread : threads) thread.join();
+  for (auto& session : live) session->shut();
+  live.clear();
+  // With the acceptor and every connection closed, the pool runs out of work and returns.
+  work_.reset();
+  for (auto& thread : threads_) thread.join();
+  threads_.clear();
 }
 
-void ControlServer::accept_loop() {
-  while (!stopping_.load()) {
-    auto accepted = listener_->accept(deadline_after(std::chrono::milliseconds(200)));
-    if (!accepted) continue;
-    std::shared_ptr<BlockingChannel> channel(std::move(accepted));
-    std::lock_guard lock(mutex_);
-    clients_.push_back(channel);
-    threads_.emplace_back([this, channel] {
-      serve(channel);
-      std::lock_guard lock(mutex_);
-      clients_.remove(channel);
-    });
-  }
+void ControlServer::accept_next() {
+  acceptor_.async_accept(
+      asio::make_strand(io_), [this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+        if (stopping_.load()) return;
+        if (ec) return on_accept_error(ec);
+        if (handshaking_.load() >= limits_.max_handshaking) {
+          // Too many unauthenticated connections at once: this one is closed unread.
+          handlers_.refused("overload");
+          asio::error_code ignored;
+          socket.close(ignored);
+        } else {
+          auto session = std::make_shared<ControlSession>(*this, std::move(socket));
+          {
+            std::lock_guard lock(mutex_);
+            std::erase_if(live_, [](const auto& entry) { return entry.second.expired(); });
+            live_.emplace(next_id_++, session);
+          }
+          session->start();
+        }
+        accept_next();
+      });
 }
 
-void ControlServer::serve(std::shared_ptr<BlockingChannel> channel) {
-  try {
-    authenticate(*channel, secret_, AuthIdentity{"control", 0, 0},
-                 deadline_after(std::chrono::seconds(10)));
-  } catch (const std::exception& e) {
-    spdlog::warn("control port: refused {}: {}", channel->peer_name(), e.what());
-    handlers_.refused("auth");
-    return;
+void ControlServer::on_accept_error(const asio::error_code& ec) {
+  if (ec == asio::error::operation_aborted) return;  // closed by stop()
+  const bool fds =
+      ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system;
+  if (fds) {
+    handlers_.refused("fd_exhausted");
+    if (!fd_exhaustion_logged_) {
+      fd_exhaustion_logged_ = true;
+      spdlog::error(
+          "control port: out of file descriptors ({}); pausing accepts {} ms at a time (logged "
+          "once; counted as symmesh_errors_total{{kind=\"fd_exhausted\"}})",
+          ec.message(), kFdExhaustedBackoff.count());
+    }
+  } else {
+    spdlog::warn("control port: accept failed: {}", ec.message());
   }
-  for (;;) {
-    wire::ClientRequest request;
-    try {
-      channel->read(request, no_deadline());
-    } catch (const std::exception&) {
-      return;  // the client left (or the daemon stops)
-    }
-    wire::ClientResponse response;
-    if (request.has_status()) {
-      *response.mutable_status() = handlers_.status();
-    } else if (request.has_submit()) {
-      // Events and the result arrive from other threads; the last one ends the request.
-      std::mutex mutex;
-      std::condition_variable finished;
-      bool done = false;
-      auto sink = [&](const wire::ClientResponse& message) {
-        std::lock_guard lock(mutex);
-        if (done) return;
-        try {
-          channel->write(message, deadline_after(kReplyTimeout));
-        } catch (const std::exception& e) {
-          spdlog::info("control port: {} left before its job ended: {}", channel->peer_name(),
-                       e.what());
-        }
-        if (message.has_result() || message.has_error()) {
-          done = true;
-          finished.notify_all();
-        }
-      };
-      try {
-        handlers_.submit(request.submit(), sink);
-      } catch (const std::exception& e) {
-        handlers_.refused("bad_request");
-        wire::ClientResponse error;
-        error.set_error(e.what());
-        sink(error);
-      }
-      std::unique_lock lock(mutex);
-      finished.wait(lock, [&] { return done; });
-      continue;
-    } else if (request.has_cancel()) {
-      try {
-        *response.mutable_cancelled() = handlers_.cancel(request.cancel().job_id());
-      } catch (const std::exception& e) {
-        response.set_error(e.what());
-      }
-    } else if (request.has_job()) {
-      try {
-        *response.mutable_job() = handlers_.job(request.job().job_id(), request.job().trace());
-      } catch (const std::exception& e) {
-        response.set_error(e.what());
-      }
-    } else {
-      handlers_.refused("bad_request");
-      response.set_error("unknown request: expected status, submit, cancel or job");
-    }
-    try {
-      channel->write(response, deadline_after(kReplyTimeout));
-    } catch (const std::exception&) {
-      return;
-    }
-  }
+  backoff_.expires_after(kFdExhaustedBackoff);
+  backoff_.async_wait([this](const asio::error_code& wait_ec) {
+    if (!wait_ec && !stopping_.load()) accept_next();
+  });
 }
 
 }  // namespace symmesh

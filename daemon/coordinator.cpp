@@ -7,6 +7,7 @@
 
 #include "daemon/jobs/job.h"
 #include "transport/errors.h"
+#include "transport/wait.h"
 
 namespace symmesh {
 namespace {
@@ -17,9 +18,11 @@ double unix_seconds() {
 
 }  // namespace
 
-Coordinator::Coordinator(int nodes, int ranks_per_node, Sender sender, ProgressReader progress)
+Coordinator::Coordinator(int nodes, int ranks_per_node, std::chrono::milliseconds wait_timeout,
+                         Sender sender, ProgressReader progress)
     : nodes_(nodes),
       ranks_per_node_(ranks_per_node),
+      wait_timeout_(wait_timeout),
       sender_(std::move(sender)),
       progress_(std::move(progress)) {
   thread_ = std::thread([this] { loop(); });
@@ -36,34 +39,63 @@ void Coordinator::stop(const std::string& why) {
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
-  // Whatever is still queued fails with the reason.
+  // Whatever is still queued fails with the reason, and so does every wait.
   std::deque<Pending> left;
+  std::multimap<uint64_t, Sink> watchers;
   {
     std::lock_guard lock(mutex_);
     left.swap(queue_);
+    watchers.swap(watchers_);
   }
-  for (auto& pending : left) {
+  wire::ClientResponse response;
+  response.mutable_result()->set_ok(false);
+  response.mutable_result()->set_error(why);
+  for (auto& pending : left) pending.sink(response);
+  for (auto& [job_id, watcher] : watchers) watcher(response);
+}
+
+uint64_t Coordinator::submit(const wire::JobSpec& spec, Sink sink) {
+  wire::ClientResponse queued;
+  {
+    std::lock_guard lock(mutex_);
+    wire::JobRecord record;
+    record.set_job_id(next_job_id_++);
+    record.set_kind(job_kind(spec));
+    record.set_state("queued");
+    record.set_submitted_unix_s(unix_seconds());
+    record.set_traced(spec.trace());
+    queued.mutable_event()->set_job_id(record.job_id());
+    queued.mutable_event()->set_state("queued");
+    // Under the lock, so "queued" comes before anything the job's run sends (sinks never
+    // block and never call back in here).
+    sink(queued);
+    queue_.push_back(Pending{spec, std::move(sink), std::move(record)});
+    changed_.notify_all();
+  }
+  return queued.event().job_id();
+}
+
+void Coordinator::watch(uint64_t job_id, Sink sink) {
+  std::unique_lock lock(mutex_);
+  for (const auto& done : finished_) {
+    if (done.job_id() != job_id) continue;
     wire::ClientResponse response;
-    response.mutable_result()->set_ok(false);
-    response.mutable_result()->set_error(why);
-    pending.sink(response);
+    *response.mutable_result() = done.result();
+    lock.unlock();
+    return sink(response);
   }
+  const bool queued = std::any_of(queue_.begin(), queue_.end(),
+                                  [&](const Pending& p) { return p.record.job_id() == job_id; });
+  if (!queued && !(running_ && running_->job_id() == job_id)) {
+    throw InvalidArgument("no job " + std::to_string(job_id) +
+                          " among the root's queued, running and last " + std::to_string(kHistory) +
+                          " jobs (symmesh jobs lists them)");
+  }
+  watchers_.emplace(job_id, std::move(sink));
 }
 
-void Coordinator::submit(const wire::JobSpec& spec, Sink sink) {
-  std::lock_guard lock(mutex_);
-  wire::JobRecord record;
-  record.set_job_id(next_job_id_++);
-  record.set_kind(job_kind(spec));
-  record.set_state("queued");
-  record.set_submitted_unix_s(unix_seconds());
-  record.set_traced(spec.trace());
-  queue_.push_back(Pending{spec, std::move(sink), std::move(record)});
-  changed_.notify_all();
-}
-
-wire::JobRecord Coordinator::cancel(uint64_t job_id) {
-  const std::string reason = "job " + std::to_string(job_id) + " cancelled (symmesh cancel)";
+wire::JobRecord Coordinator::cancel(uint64_t job_id, const std::string& why) {
+  const std::string reason = "job " + std::to_string(job_id) + " cancelled (" + why + ")";
   Pending cancelled;
   {
     std::lock_guard lock(mutex_);
@@ -98,7 +130,17 @@ wire::JobRecord Coordinator::cancel(uint64_t job_id) {
   wire::ClientResponse response;
   *response.mutable_result() = cancelled.record.result();
   cancelled.sink(response);
+  for (auto& watcher : take_watchers(job_id)) watcher(response);
   return cancelled.record;
+}
+
+std::vector<Coordinator::Sink> Coordinator::take_watchers(uint64_t job_id) {
+  std::lock_guard lock(mutex_);
+  std::vector<Sink> out;
+  auto [first, last] = watchers_.equal_range(job_id);
+  for (auto it = first; it != last; ++it) out.push_back(std::move(it->second));
+  watchers_.erase(first, last);
+  return out;
 }
 
 std::vector<wire::JobRecord> Coordinator::jobs() const {
@@ -224,6 +266,7 @@ void Coordinator::loop() {
     wire::ClientResponse response;
     *response.mutable_result() = result;
     pending.sink(response);
+    for (auto& watcher : take_watchers(job_id)) watcher(response);
   }
 }
 
@@ -259,6 +302,11 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
 
   std::unique_lock lock(mutex_);
   bool aborted = false;
+  // QUIESCE and RESET are bounded by the nodes' wait deadline; RUN by the PEs' own waits
+  // and, once aborted, by the same deadline again.
+  const auto bound = wait_timeout_ + kReportGrace;
+  auto deadline = phase == wire::RUN ? Clock::time_point::max() : Clock::now() + bound;
+  std::string late;
   for (;;) {
     // A failure (or a node going down) aborts the job on every node at once.
     std::string failure;
@@ -268,8 +316,10 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
     if (failure.empty() && !down_.empty()) failure = down_nodes_locked();
     if (failure.empty()) failure = cancel_reason_;
     if (failure.empty() && !stopping_.empty()) failure = stopping_;
-    if (!failure.empty() && !aborted && phase == wire::RUN) {
+    if (!failure.empty() && phase != wire::RUN) break;  // the job ends before it ran
+    if (!failure.empty() && !aborted) {
       aborted = true;
+      deadline = Clock::now() + bound;
       wire::JobCommand abort;
       abort.set_job_id(job_id);
       abort.set_phase(wire::ABORT);
@@ -278,14 +328,26 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
       broadcast(abort);
       lock.lock();
     }
-    bool complete = true;
+    std::string missing;
     for (int node = 0; node < nodes_; ++node) {
-      if (!down_.count(node) && !reports_.count(node)) complete = false;
+      if (!down_.count(node) && !reports_.count(node)) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(node);
+      }
     }
-    if (complete || (!stopping_.empty() && phase != wire::RUN)) break;
-    if (phase != wire::RUN) {
-      changed_.wait(lock);
-    } else if (changed_.wait_for(lock, kProgressEvery) == std::cv_status::timeout) {
+    if (missing.empty()) break;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      late =
+          "node(s) " + missing + " did not report " + wire::JobPhase_Name(phase) + " within " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(bound).count()) +
+          " s (the wait timeout and " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kReportGrace).count()) +
+          " s of grace)";
+      break;
+    }
+    if (changed_.wait_until(lock, std::min(deadline, now + kProgressEvery)) ==
+            std::cv_status::timeout &&
+        phase == wire::RUN) {
       send_progress(lock, job_id);
     }
   }
@@ -307,6 +369,7 @@ std::vector<wire::NodeJobReport> Coordinator::phase(uint64_t job_id, wire::JobPh
     }
   }
   if (error.empty() && !stopping_.empty()) error = stopping_;
+  if (error.empty()) error = late;
   std::vector<wire::NodeJobReport> reports;
   for (const auto& [node, report] : reports_) reports.push_back(report);
   current_job_ = 0;

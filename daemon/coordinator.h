@@ -25,15 +25,22 @@ class Coordinator {
   // The running job's iterations done and their total (0: not known), as PE 0 counts them.
   using ProgressReader = std::function<std::pair<uint32_t, uint32_t>()>;
 
-  Coordinator(int nodes, int ranks_per_node, Sender sender, ProgressReader progress = {});
+  // `wait_timeout` is the nodes' own: a node that has not reported QUIESCE or RESET within
+  // it (plus kReportGrace), or a RUN within it after the ABORT, fails the job, named.
+  Coordinator(int nodes, int ranks_per_node, std::chrono::milliseconds wait_timeout, Sender sender,
+              ProgressReader progress = {});
   ~Coordinator();
 
-  void submit(const wire::JobSpec& spec, Sink sink);
+  // Queues the job and tells its sink ("queued", with the job's id); returns the id.
+  uint64_t submit(const wire::JobSpec& spec, Sink sink);
+  // Sends a queued or running job's result to `sink` when it ends (at once for a finished
+  // one); throws InvalidArgument for a job the root does not know.
+  void watch(uint64_t job_id, Sink sink);
   void on_report(const wire::NodeJobReport& report);
   void on_node_down(int node, const std::string& why);
   // A queued job leaves the queue (its client gets the error); a running one is aborted on
   // every node. Returns the job's record; throws InvalidArgument for a job that is neither.
-  wire::JobRecord cancel(uint64_t job_id);
+  wire::JobRecord cancel(uint64_t job_id, const std::string& why = "symmesh cancel");
   void stop(const std::string& why);
 
   uint64_t jobs_run() const;
@@ -47,6 +54,7 @@ class Coordinator {
   static constexpr size_t kHistory = 50;
   static constexpr size_t kTracesKept = 8;  // the traces of the last 8 traced jobs
   static constexpr std::chrono::milliseconds kProgressEvery{250};
+  static constexpr std::chrono::milliseconds kReportGrace{5000};
 
  private:
   struct Pending {
@@ -63,9 +71,11 @@ class Coordinator {
   // Tells the running job's client how far it is; called with the lock held, drops it.
   void send_progress(std::unique_lock<std::mutex>& lock, uint64_t job_id);
   std::string down_nodes_locked() const;
+  std::vector<Sink> take_watchers(uint64_t job_id);
 
   const int nodes_;
   const int ranks_per_node_;
+  const std::chrono::milliseconds wait_timeout_;
   Sender sender_;
   ProgressReader progress_;
   mutable std::mutex mutex_;
@@ -84,6 +94,7 @@ class Coordinator {
   std::string cancel_reason_;             // set while the running job is being cancelled
   std::deque<wire::JobRecord> finished_;  // newest first, at most kHistory
   std::deque<std::pair<uint64_t, wire::JobTrace>> traces_;  // newest first, at most kTracesKept
+  std::multimap<uint64_t, Sink> watchers_;  // symmesh wait: by job id, until it ends
   std::thread thread_;
 };
 

@@ -12,6 +12,7 @@
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
 #include "transport/auth.h"
+#include "transport/secret_file.h"
 
 namespace symmesh {
 namespace {
@@ -40,7 +41,10 @@ Daemon::Daemon(DaemonConfig config)
       started_(Clock::now()),
       started_unix_s_(
           std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-              .count()) {}
+              .count()),
+      incarnation_(uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count())) {}
 
 Daemon::~Daemon() {
   shutdown();
@@ -64,8 +68,8 @@ int Daemon::run() {
   node_ = std::make_unique<Node>(node_config);
 
   // Bind everything first, so a port in use fails now with its address.
-  auto control_listener =
-      std::make_unique<Listener>(HostPort{config_.listen, config_.control_port});
+  control_ =
+      std::make_unique<ControlServer>(HostPort{config_.listen, config_.control_port}, secret_);
   std::unique_ptr<Listener> bootstrap_listener;
   if (is_root()) bootstrap_listener = std::make_unique<Listener>(config_.bootstrap);
   HostPort data_at{config_.listen, 0};
@@ -73,8 +77,10 @@ int Daemon::run() {
     TcpOptions tcp;
     tcp.connections_per_peer = config_.tcp_connections;
     tcp.op_timeout = config_.wait_timeout;
+    tcp.incarnation = incarnation_;
     tcp_ = std::make_unique<TcpTransport>(config_.node_rank, config_.nodes, config_.ranks_per_node,
                                           node_->segment(), node_->doorbell(), secret_, tcp);
+    tcp_->on_refused([this](const std::string& kind) { metrics_.error(kind); });
     data_at = tcp_->listen(HostPort{config_.listen, 0});
   }
 
@@ -91,6 +97,7 @@ int Daemon::run() {
   wire::NodeHello hello;
   hello.set_protocol_version(kProtocolVersion);
   hello.set_node_rank(config_.node_rank);
+  hello.set_incarnation(incarnation_);
   hello.set_nodes(config_.nodes);
   hello.set_ranks_per_node(config_.ranks_per_node);
   hello.set_heap_size(config_.heap_size);
@@ -102,7 +109,7 @@ int Daemon::run() {
     hello.set_verbs_absent(verbs_absent_);
   }
   *hello.mutable_data_endpoint() = endpoint(data_at);
-  *hello.mutable_control_endpoint() = endpoint(control_listener->local_endpoint());
+  *hello.mutable_control_endpoint() = endpoint(control_->local_endpoint());
   hello.set_hostname(hostname());
   hello.set_tcp_connections(config_.tcp_connections);
   hello.set_transport_request(config_.transport);
@@ -111,19 +118,19 @@ int Daemon::run() {
   if (status_server_) hello.set_status_url(status_server_->url());
   spdlog::info("node {} of {}: {} ranks, heap {}, control {}, data {}, status {}",
                config_.node_rank, config_.nodes, config_.ranks_per_node,
-               format_bytes(config_.heap_size), control_listener->local_endpoint().str(),
-               data_at.str(), status_server_ ? status_server_->url() : "off");
+               format_bytes(config_.heap_size), control_->local_endpoint().str(), data_at.str(),
+               status_server_ ? status_server_->url() : "off");
 
   // Status and the control port serve during bootstrap too (state: bootstrapping).
-  control_ = std::make_unique<ControlServer>(
-      std::move(control_listener), secret_,
-      ControlServer::Handlers{[this] { return status(); },
-                              [this](const wire::JobSpec& spec, ControlServer::Sink sink) {
-                                submit(spec, std::move(sink));
-                              },
-                              [this](uint64_t job_id) { return cancel(job_id); },
-                              [this](uint64_t job_id, bool trace) { return job(job_id, trace); },
-                              [this](const std::string& kind) { metrics_.error(kind); }});
+  control_->start(ControlServer::Handlers{
+      [this] { return status(); },
+      [this](const wire::JobSpec& spec, ControlServer::Sink sink) {
+        return submit(spec, std::move(sink));
+      },
+      [this](uint64_t job_id) { return cancel(job_id); },
+      [this](uint64_t job_id, bool trace) { return job(job_id, trace); },
+      [this](uint64_t job_id, ControlServer::Sink sink) { wait(job_id, std::move(sink)); },
+      [this](const std::string& kind) { metrics_.error(kind); }});
 
   const Deadline deadline = deadline_after(config_.bootstrap_timeout);
   if (is_root()) {
@@ -164,7 +171,7 @@ int Daemon::run() {
 
   if (is_root()) {
     coordinator_ = std::make_unique<Coordinator>(
-        config_.nodes, config_.ranks_per_node,
+        config_.nodes, config_.ranks_per_node, config_.wait_timeout,
         [this](int n, const wire::ControlMessage& message) {
           if (n == 0) return agent_->handle(message.command());
           links_.at(n)->send(message);
@@ -373,11 +380,21 @@ void Daemon::read_from_node(Link& link) {
         std::lock_guard lock(mutex_);
         ++ready_nodes_;
         changed_.notify_all();
+      } else if (message.has_abandon()) {
+        abandon_forwarded(n, message.abandon().request_id());
       } else if (message.has_forward()) {
         const uint64_t request = message.forward().request_id();
         coordinator_->submit(with_defaults(message.forward().spec()),
-                             [&link, request](const wire::ClientResponse& response) {
+                             [this, &link, n, request](const wire::ClientResponse& response) {
                                wire::ControlMessage reply;
+                               {
+                                 std::lock_guard lock(forward_mutex_);
+                                 if (response.has_event() && response.event().state() == "queued") {
+                                   forwarded_jobs_[{n, request}] = response.event().job_id();
+                                 } else if (!response.has_event()) {
+                                   forwarded_jobs_.erase({n, request});
+                                 }
+                               }
                                if (response.has_event()) {
                                  reply.mutable_started()->set_request_id(request);
                                  reply.mutable_started()->set_job_id(response.event().job_id());
@@ -386,11 +403,7 @@ void Daemon::read_from_node(Link& link) {
                                  reply.mutable_finished()->set_request_id(request);
                                  *reply.mutable_finished()->mutable_result() = response.result();
                                }
-                               try {
-                                 link.send(reply);
-                               } catch (const std::exception&) {
-                                 // The node is gone; it fails its client itself.
-                               }
+                               link.send(reply);  // queued: never blocks the coordinator
                              });
       } else if (message.has_shutdown()) {
         spdlog::info("node {} is leaving: {}", n, message.shutdown().reason());
@@ -482,15 +495,24 @@ wire::JobSpec Daemon::with_defaults(wire::JobSpec spec) const {
   return spec;
 }
 
-void Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
+ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
   {
     std::lock_guard lock(mutex_);
     if (state_ != "ready" && state_ != "degraded") {
-      throw InvalidArgument("the cluster is not ready yet (state: " + state_ + ")");
+      throw PeerError("the cluster is not ready yet (state: " + state_ + ")");
     }
   }
   check_job_spec(spec, config_.nodes, config_.ranks_per_node);
-  if (is_root()) return coordinator_->submit(with_defaults(spec), std::move(sink));
+  if (is_root()) {
+    const uint64_t job_id = coordinator_->submit(with_defaults(spec), std::move(sink));
+    return [this, job_id] {
+      try {
+        coordinator_->cancel(job_id, "its client left");
+      } catch (const InvalidArgument&) {
+        // It ended meanwhile.
+      }
+    };
+  }
   uint64_t request = 0;
   {
     std::lock_guard lock(mutex_);
@@ -505,6 +527,38 @@ void Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
   forward.mutable_forward()->set_request_id(request);
   *forward.mutable_forward()->mutable_spec() = spec;
   links_[0]->send(forward);
+  return [this, request] {
+    {
+      std::lock_guard lock(mutex_);
+      if (!forwarded_.erase(request)) return;  // it ended meanwhile
+    }
+    wire::ControlMessage abandon;
+    abandon.mutable_abandon()->set_request_id(request);
+    links_[0]->send(abandon);
+  };
+}
+
+void Daemon::abandon_forwarded(int node, uint64_t request) {
+  uint64_t job_id = 0;
+  {
+    std::lock_guard lock(forward_mutex_);
+    auto it = forwarded_jobs_.find({node, request});
+    if (it == forwarded_jobs_.end()) return;  // it ended meanwhile
+    job_id = it->second;
+  }
+  spdlog::info("job {}: its client (at node {}) left: cancelling it", job_id, node);
+  try {
+    coordinator_->cancel(job_id, "its client left");
+  } catch (const InvalidArgument&) {
+    // It ended meanwhile.
+  }
+}
+
+void Daemon::wait(uint64_t job_id, ControlServer::Sink sink) {
+  if (!is_root() || !coordinator_) {
+    throw InvalidArgument("jobs live at the root, node 0 (its control port is in symmesh status)");
+  }
+  coordinator_->watch(job_id, std::move(sink));
 }
 
 wire::JobRecord Daemon::job(uint64_t job_id, bool trace) {

@@ -37,7 +37,11 @@ class Daemon {
   bool is_root() const { return config_.node_rank == 0; }
   void read_from_node(Link& link);
   void read_from_root(Link& link);
-  void submit(const wire::JobSpec& spec, ControlServer::Sink sink);
+  // Returns what cancels the job should its client leave before the result.
+  ControlServer::Abandon submit(const wire::JobSpec& spec, ControlServer::Sink sink);
+  void wait(uint64_t job_id, ControlServer::Sink sink);
+  // The root: a job forwarded by `node` as `request` whose client left.
+  void abandon_forwarded(int node, uint64_t request);
   // The root fills what a job left to the cluster's configuration (the barrier algorithm).
   wire::JobSpec with_defaults(wire::JobSpec spec) const;
   wire::StatusReply status();
@@ -59,6 +63,8 @@ class Daemon {
   bool peer_transport_up(int node) const;
   Clock::time_point started_;
   double started_unix_s_;
+  // Grows with every start (the start time in microseconds): peers fence an old one by it.
+  uint64_t incarnation_;
   Metrics metrics_;
   std::unique_ptr<StatusServer> status_server_;  // absent with --status-addr off
   std::unique_ptr<Node> node_;
@@ -84,6 +90,10 @@ class Daemon {
   std::map<int, std::string> nodes_down_;
   uint64_t next_request_ = 1;
   std::map<uint64_t, ControlServer::Sink> forwarded_;  // non-root: submissions at the root
+  // Root: (node, request) -> job id of forwarded jobs not finished. Its own lock: the
+  // coordinator's sinks take it under the coordinator's lock.
+  std::mutex forward_mutex_;
+  std::map<std::pair<int, uint64_t>, uint64_t> forwarded_jobs_;
 };
 
 }  // namespace symmesh

@@ -132,7 +132,7 @@ void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) 
         std::lock_guard lock(error_mutex);
         // Keep the cause rather than the aborts it triggered.
         if (first_error.empty() || (first_was_abort && !aborted)) {
-          first_error = "PE " + std::to_string(global) + ": " + e.what();
+          first_error = pe_error(global, e.what());
           first_was_abort = aborted;
         }
         if (!aborted) node_.doorbell().abort("PE " + std::to_string(global) + " failed");

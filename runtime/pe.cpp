@@ -37,6 +37,10 @@ const char* cmp_name(Cmp cmp) {
   return "?";
 }
 
+std::string pe_error(int pe, const std::string& what) {
+  return what.starts_with("PE ") ? what : "PE " + std::to_string(pe) + ": " + what;
+}
+
 bool compare(uint64_t seen, Cmp cmp, uint64_t value) {
   switch (cmp) {
     case Cmp::kEq:

@@ -16,6 +16,9 @@ namespace symmesh {
 enum class Cmp { kEq, kNe, kGt, kGe, kLt, kLe };
 const char* cmp_name(Cmp cmp);
 bool compare(uint64_t seen, Cmp cmp, uint64_t value);
+// An error as PE `pe` reports it: "PE <pe>: <what>", unless `what` names a PE already (most
+// wait errors do), so no message reads "PE 0: PE 0:".
+std::string pe_error(int pe, const std::string& what);
 
 class Pe {
  public:

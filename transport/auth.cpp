@@ -5,15 +5,14 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "transport/errors.h"
 
 namespace symmesh {
 namespace {
 
 constexpr size_t kNonceBytes = 32;
+constexpr char kClientLabel[] = "symmesh-auth client->server";
+constexpr char kServerLabel[] = "symmesh-auth server->client";
 
 std::string random_nonce() {
   std::string nonce(kNonceBytes, '\0');
@@ -23,90 +22,204 @@ std::string random_nonce() {
   return nonce;
 }
 
-// What a side proves: the role, then the prover's nonce, then the verifier's nonce, so a
-// proof can never be replayed in the other direction or on another connection.
-std::string proof_input(const std::string& role, const std::string& prover_nonce,
-                        const std::string& verifier_nonce) {
-  return "symmesh-auth-v1\n" + role + "\n" + prover_nonce + verifier_nonce;
+void append_u64(std::string& out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
+}
+
+// One side's part of the transcript: fixed-width fields, then the fixed-size nonce, so two
+// different hellos can never encode to the same bytes.
+void append_hello(std::string& out, const wire::AuthHello& hello) {
+  append_u64(out, hello.protocol_version());
+  append_u64(out, static_cast<uint64_t>(hello.role()));
+  append_u64(out, hello.node_rank());
+  append_u64(out, hello.incarnation());
+  append_u64(out, hello.connection_index());
+  out += hello.nonce();
+}
+
+std::string transcript(const wire::AuthHello& client, const wire::AuthHello& server) {
+  std::string out;
+  append_hello(out, client);
+  append_hello(out, server);
+  return out;
+}
+
+std::string mac(const std::string& secret, const char* label, const std::string& transcript,
+                const std::string& extra = {}) {
+  return hmac_sha256(secret, std::string(label) + '\0' + transcript + extra);
+}
+
+bool same_mac(const std::string& got, const std::string& expected) {
+  return got.size() == expected.size() &&
+         CRYPTO_memcmp(got.data(), expected.data(), expected.size()) == 0;
+}
+
+wire::AuthHello hello_of(const AuthIdentity& me) {
+  wire::AuthHello hello;
+  hello.set_protocol_version(kProtocolVersion);
+  hello.set_nonce(random_nonce());
+  hello.set_role(me.role);
+  hello.set_node_rank(me.node_rank);
+  hello.set_incarnation(me.incarnation);
+  hello.set_connection_index(me.connection_index);
+  return hello;
+}
+
+std::string version_skew(uint32_t theirs) {
+  return "protocol version mismatch: this side speaks " + std::to_string(kProtocolVersion) +
+         ", the peer " + std::to_string(theirs) + " (run the same symmesh version everywhere)";
+}
+
+// Tells the client why before closing; a client already gone changes nothing.
+void write_refusal(BlockingChannel& channel, const google::protobuf::MessageLite& refusal,
+                   Deadline deadline) {
+  try {
+    channel.write(refusal, deadline);
+  } catch (const Error&) {
+  }
 }
 
 }  // namespace
 
+std::string role_name(wire::AuthRole role) {
+  switch (role) {
+    case wire::ROLE_BOOTSTRAP:
+      return "bootstrap";
+    case wire::ROLE_CONTROL:
+      return "control";
+    case wire::ROLE_DATA:
+      return "data";
+    default:
+      return "unknown (" + std::to_string(static_cast<int>(role)) + ")";
+  }
+}
+
 std::string hmac_sha256(const std::string& key, const std::string& data) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_length = 0;
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int out_length = 0;
   if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac,
-           &mac_length) == nullptr) {
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out,
+           &out_length) == nullptr) {
     throw Error("HMAC-SHA256 failed");
   }
-  return std::string(reinterpret_cast<char*>(mac), mac_length);
+  return std::string(reinterpret_cast<char*>(out), out_length);
 }
 
-std::string read_secret_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument("cannot read secret file '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string secret = buffer.str();
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  if (secret.empty()) throw InvalidArgument("secret file '" + path + "' is empty");
-  return secret;
-}
+ClientHandshake::ClientHandshake(const std::string& secret, const AuthIdentity& me)
+    : secret_(secret), mine_(hello_of(me)) {}
 
-wire::AuthHello authenticate(BlockingChannel& channel, const std::string& secret,
-                             const AuthIdentity& me, Deadline deadline) {
-  wire::AuthHello mine;
-  mine.set_protocol_version(kProtocolVersion);
-  mine.set_nonce(random_nonce());
-  mine.set_role(me.role);
-  mine.set_node_rank(me.node_rank);
-  mine.set_connection_index(me.connection_index);
-  channel.write(mine, deadline);
-
-  wire::AuthHello theirs;
-  channel.read(theirs, deadline);
-
-  std::string problem;
+wire::AuthProof ClientHandshake::on_server_hello(const wire::AuthHello& theirs) {
+  if (!theirs.refusal().empty()) {
+    throw AuthError("the server refused the handshake: " + theirs.refusal(), "bad_request");
+  }
   if (theirs.protocol_version() != kProtocolVersion) {
-    problem = "protocol_version mismatch: ours is " + std::to_string(kProtocolVersion) +
-              ", the peer's is " + std::to_string(theirs.protocol_version());
-  } else if (theirs.role() != me.role) {
-    problem = "role mismatch: this endpoint serves '" + me.role + "' connections, the peer is '" +
-              theirs.role() + "'";
-  } else if (theirs.nonce().size() != kNonceBytes) {
-    problem = "nonce of " + std::to_string(theirs.nonce().size()) + " bytes (expected " +
-              std::to_string(kNonceBytes) + ")";
+    throw AuthError(version_skew(theirs.protocol_version()), "bad_request");
   }
-
+  if (theirs.nonce().size() != kNonceBytes) {
+    throw AuthError("the server's nonce has " + std::to_string(theirs.nonce().size()) +
+                        " bytes (expected " + std::to_string(kNonceBytes) + ")",
+                    "bad_request");
+  }
+  theirs_ = theirs;
+  transcript_ = transcript(mine_, theirs_);
+  client_mac_ = mac(secret_, kClientLabel, transcript_);
   wire::AuthProof proof;
-  proof.set_mac(hmac_sha256(secret, proof_input(me.role, mine.nonce(), theirs.nonce())));
-  channel.write(proof, deadline);
-  wire::AuthProof their_proof;
-  channel.read(their_proof, deadline);
-  if (problem.empty()) {
-    const std::string expected =
-        hmac_sha256(secret, proof_input(me.role, theirs.nonce(), mine.nonce()));
-    if (their_proof.mac().size() != expected.size() ||
-        CRYPTO_memcmp(their_proof.mac().data(), expected.data(), expected.size()) != 0) {
-      problem = "secret mismatch: the peer's proof does not match this node's cluster secret";
-    }
-  }
+  proof.set_mac(client_mac_);
+  return proof;
+}
 
-  wire::AuthResult result;
-  result.set_ok(problem.empty());
-  result.set_error(problem);
-  channel.write(result, deadline);
-  wire::AuthResult their_result;
-  channel.read(their_result, deadline);
-  if (!problem.empty()) {
-    throw AuthError("authentication with " + channel.peer_name() + " failed: " + problem);
+const wire::AuthHello& ClientHandshake::on_result(const wire::AuthResult& result) {
+  if (!result.ok()) throw AuthError("refused by the server: " + result.error());
+  if (!same_mac(result.mac(), mac(secret_, kServerLabel, transcript_, client_mac_))) {
+    throw AuthError(
+        "secret mismatch: the server's proof does not match this side's cluster secret");
   }
-  if (!their_result.ok()) {
-    throw AuthError("authentication with " + channel.peer_name() +
-                    " refused by the peer: " + their_result.error());
+  return theirs_;
+}
+
+ServerHandshake::ServerHandshake(const std::string& secret, const AuthIdentity& me)
+    : secret_(secret), mine_(hello_of(me)) {}
+
+ServerHandshake::Step<wire::AuthHello> ServerHandshake::on_client_hello(
+    const wire::AuthHello& theirs) {
+  Step<wire::AuthHello> step;
+  if (theirs.protocol_version() != kProtocolVersion) {
+    step.refused = version_skew(theirs.protocol_version());
+  } else if (theirs.role() != mine_.role()) {
+    step.refused = "role mismatch: this port serves " + role_name(mine_.role()) +
+                   " connections, the client is " + role_name(theirs.role());
+  } else if (theirs.nonce().size() != kNonceBytes) {
+    step.refused = "nonce of " + std::to_string(theirs.nonce().size()) + " bytes (expected " +
+                   std::to_string(kNonceBytes) + ")";
   }
-  return theirs;
+  if (!step.refused.empty()) {
+    // A refusal carries the version and the reason, nothing random or derived from the secret.
+    step.kind = "bad_request";
+    step.reply.set_protocol_version(kProtocolVersion);
+    step.reply.set_refusal(step.refused);
+    return step;
+  }
+  theirs_ = theirs;
+  transcript_ = transcript(theirs_, mine_);
+  step.reply = mine_;
+  return step;
+}
+
+ServerHandshake::Step<wire::AuthResult> ServerHandshake::on_client_proof(
+    const wire::AuthProof& proof) {
+  Step<wire::AuthResult> step;
+  const std::string expected = mac(secret_, kClientLabel, transcript_);
+  if (transcript_.empty() || !same_mac(proof.mac(), expected)) {
+    step.refused = "secret mismatch: the client's proof does not match the cluster secret";
+    step.kind = "auth";
+    step.reply.set_ok(false);
+    step.reply.set_error(step.refused);
+    return step;
+  }
+  step.reply.set_ok(true);
+  step.reply.set_mac(mac(secret_, kServerLabel, transcript_, proof.mac()));
+  return step;
+}
+
+wire::AuthHello authenticate_client(BlockingChannel& channel, const std::string& secret,
+                                    const AuthIdentity& me, Deadline deadline) {
+  deadline = std::min(deadline, deadline_after(kHandshakeTimeout));
+  ClientHandshake handshake(secret, me);
+  try {
+    channel.write(handshake.hello(), deadline);
+    wire::AuthHello theirs;
+    channel.read(theirs, deadline, kMaxHandshakeFrame);
+    channel.write(handshake.on_server_hello(theirs), deadline);
+    wire::AuthResult result;
+    channel.read(result, deadline, kMaxHandshakeFrame);
+    return handshake.on_result(result);
+  } catch (const AuthError& e) {
+    throw AuthError("authentication with " + channel.peer_name() + " failed: " + e.what(),
+                    e.kind());
+  }
+}
+
+wire::AuthHello authenticate_server(BlockingChannel& channel, const std::string& secret,
+                                    const AuthIdentity& me, Deadline deadline) {
+  deadline = std::min(deadline, deadline_after(kHandshakeTimeout));
+  ServerHandshake handshake(secret, me);
+  wire::AuthHello theirs;
+  channel.read(theirs, deadline, kMaxHandshakeFrame);
+  auto hello = handshake.on_client_hello(theirs);
+  if (!hello.refused.empty()) {
+    write_refusal(channel, hello.reply, deadline);
+    throw AuthError("refused " + channel.peer_name() + ": " + hello.refused, hello.kind);
+  }
+  channel.write(hello.reply, deadline);
+  wire::AuthProof proof;
+  channel.read(proof, deadline, kMaxHandshakeFrame);
+  auto result = handshake.on_client_proof(proof);
+  if (!result.refused.empty()) {
+    write_refusal(channel, result.reply, deadline);
+    throw AuthError("refused " + channel.peer_name() + ": " + result.refused, result.kind);
+  }
+  channel.write(result.reply, deadline);
+  return handshake.client();
 }
 
 }  // namespace symmesh

@@ -13,6 +13,8 @@ namespace {
 
 constexpr auto kRunSlice = std::chrono::milliseconds(50);
 
+}  // namespace
+
 asio::ip::address resolve_address(const std::string& host) {
   asio::error_code ec;
   auto address = asio::ip::make_address(host, ec);
@@ -25,8 +27,6 @@ asio::ip::address resolve_address(const std::string& host) {
   }
   return results.begin()->endpoint().address();
 }
-
-}  // namespace
 
 Deadline no_deadline() {
   return Deadline::max();
@@ -170,7 +170,8 @@ void BlockingChannel::write_raw(std::string_view bytes, Deadline deadline) {
   if (result) throw PeerError("writing to " + peer_name_ + ": " + result.message());
 }
 
-void BlockingChannel::read(google::protobuf::MessageLite& message, Deadline deadline) {
+void BlockingChannel::read(google::protobuf::MessageLite& message, Deadline deadline,
+                           uint32_t cap) {
   char prefix[kLengthPrefixBytes];
   std::string body;
   bool done = false;
@@ -183,7 +184,7 @@ void BlockingChannel::read(google::protobuf::MessageLite& message, Deadline dead
   if (result == asio::error::eof) throw PeerError("connection closed by " + peer_name_);
   if (result) throw PeerError("reading from " + peer_name_ + ": " + result.message());
   const uint32_t length = read_length_prefix(prefix);
-  check_frame_length(length, kMaxMessageFrame, message.GetTypeName(), peer_name_);
+  check_frame_length(length, cap, message.GetTypeName(), peer_name_);
   body.resize(length);
   done = false;
   asio::async_read(socket_, asio::buffer(body), [&](const asio::error_code& ec, size_t) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "transport/frame.h"
 #include "transport/wait.h"
 
 namespace symmesh {
@@ -19,6 +20,9 @@ struct HostPort {
   uint16_t port = 0;
   std::string str() const { return host + ":" + std::to_string(port); }
 };
+
+// An IP address as it is, or the first address `host` resolves to; throws InvalidArgument.
+asio::ip::address resolve_address(const std::string& host);
 
 // Parses "HOST:PORT" (IPv6 as "[::1]:PORT"); throws InvalidArgument naming `what`.
 HostPort parse_host_port(const std::string& text, std::string_view what);
@@ -38,9 +42,10 @@ class BlockingChannel {
   void write(const google::protobuf::MessageLite& message, Deadline deadline);
   // Writes bytes as they are (tests send malformed frames with it).
   void write_raw(std::string_view bytes, Deadline deadline);
-  // Reads one frame into `message`. Throws PeerError on close, oversize or malformed frames,
-  // TimeoutError at the deadline.
-  void read(google::protobuf::MessageLite& message, Deadline deadline);
+  // Reads one frame of at most `cap` bytes into `message`. Throws PeerError on close,
+  // oversize or malformed frames, TimeoutError at the deadline.
+  void read(google::protobuf::MessageLite& message, Deadline deadline,
+            uint32_t cap = kMaxMessageFrame);
 
   // Makes a blocked read/write fail soon (from any thread).
   void stop() { stopped_.store(true); }

@@ -35,10 +35,16 @@ class PeerError : public Error {
   using Error::Error;
 };
 
-// The cluster secret or protocol version did not match.
+// A handshake failed. kind() says how a server counts it: "auth" (a proof that does not
+// match the cluster secret) or "bad_request" (a wrong version, role or malformed hello).
 class AuthError : public Error {
  public:
-  using Error::Error;
+  explicit AuthError(const std::string& what, std::string kind = "auth")
+      : Error(what), kind_(std::move(kind)) {}
+  const std::string& kind() const { return kind_; }
+
+ private:
+  std::string kind_;
 };
 
 }  // namespace symmesh

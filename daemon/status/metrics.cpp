@@ -125,8 +125,10 @@ std::string Metrics::render(const std::vector<Sample>& gauges) const {
     if (barrier.bounds.empty()) barrier.bounds = kBarrierBounds;
     if (barrier.counts.empty()) barrier.counts.assign(barrier.bounds.size() + 1, 0);
     w.histogram("symmesh_barrier_latency_seconds", {}, barrier);
-    w.family("symmesh_errors_total", "counter",
-             "Errors by kind: job (a job failed here), peer_down, auth, bad_request.");
+    w.family(
+        "symmesh_errors_total", "counter",
+        "Errors by kind: job (a job failed here), peer_down, auth (a wrong proof of the secret), "
+        "bad_request (garbage, a wrong version or role), timeout (a handshake past its deadline).");
     for (const auto& [kind, count] : errors_) {
       w.sample("symmesh_errors_total", {{"kind", kind}}, double(count));
     }

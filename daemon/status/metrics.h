@@ -26,7 +26,7 @@ class Metrics {
   void job_ran(const std::string& kind, bool ok, double seconds);
   // The iteration times of a barrier job (the slowest local PE per iteration).
   void barrier_latencies(const std::vector<double>& seconds);
-  // kind: job, peer_down, auth, bad_request.
+  // kind: job, peer_down, auth, bad_request, timeout.
   void error(const std::string& kind);
 
   std::string render(const std::vector<Sample>& gauges) const;

@@ -31,9 +31,7 @@ void run_roles(Pe& pe, int compute_threads, const std::function<void(int)>& comp
         std::lock_guard lock(error_mutex);
         if (!first_error) {
           first_error = std::current_exception();
-          const std::string what = error.what();  // most wait errors already name the PE
-          pe.node().doorbell().abort(
-              what.starts_with("PE ") ? what : "PE " + std::to_string(pe.my_pe()) + ": " + what);
+          pe.node().doorbell().abort(pe_error(pe.my_pe(), error.what()));
         }
       }
     };

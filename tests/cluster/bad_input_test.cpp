@@ -53,7 +53,8 @@ TEST(BadInput, WrongSecretAtBootstrapIsRefusedOnBothSides) {
   char pattern[] = "/tmp/symmesh-secret.XXXXXX";
   const int fd = mkstemp(pattern);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, "other\n", 6), 6);
+  const std::string other = "another-secret-of-enough-bytes\n";
+  ASSERT_EQ(write(fd, other.data(), other.size()), ssize_t(other.size()));
   close(fd);
   TestCluster cluster(refused_node({"--secret-file", pattern}));
   EXPECT_NE(exit_status(cluster.daemon(1), std::chrono::seconds(30)), 0);
@@ -70,7 +71,8 @@ TEST(BadInput, MalformedAndOversizedControlFramesCloseOnlyThatConnection) {
   const auto deadline = deadline_after(std::chrono::seconds(10));
   {
     auto channel = BlockingChannel::connect(cluster.control(0), deadline);
-    authenticate(*channel, cluster.secret(), AuthIdentity{"control", 0, 0}, deadline);
+    authenticate_client(*channel, cluster.secret(), AuthIdentity{wire::ROLE_CONTROL, 0, 0, 0},
+                        deadline);
     char prefix[4];
     write_length_prefix(5, prefix);
     channel->write_raw(std::string(prefix, 4) + "\xff\xff\xff\xff\xff", deadline);
@@ -79,7 +81,8 @@ TEST(BadInput, MalformedAndOversizedControlFramesCloseOnlyThatConnection) {
   }
   {
     auto channel = BlockingChannel::connect(cluster.control(0), deadline);
-    authenticate(*channel, cluster.secret(), AuthIdentity{"control", 0, 0}, deadline);
+    authenticate_client(*channel, cluster.secret(), AuthIdentity{wire::ROLE_CONTROL, 0, 0, 0},
+                        deadline);
     char prefix[4];
     write_length_prefix(kMaxMessageFrame + 1, prefix);
     channel->write_raw(std::string(prefix, 4), deadline);
@@ -96,7 +99,7 @@ TEST(BadInput, PutOutsideTheHeapFromAPeerIsRefusedAndLogged) {
   const HostPort data = parse_host_port(status.peer(0).data_endpoint(), "data endpoint");
   const auto deadline = deadline_after(std::chrono::seconds(10));
   auto channel = BlockingChannel::connect(data, deadline);
-  authenticate(*channel, cluster.secret(), AuthIdentity{"data", 0, 9}, deadline);
+  authenticate_client(*channel, cluster.secret(), AuthIdentity{wire::ROLE_DATA, 0, 0, 9}, deadline);
   wire::DataHeader header;
   header.set_kind(wire::PUT);
   header.set_offset(uint64_t{1} << 40);
@@ -114,12 +117,19 @@ TEST(BadInput, PutOutsideTheHeapFromAPeerIsRefusedAndLogged) {
 
 TEST(BadInput, InvalidAndOversizedJobsFailAndTheNextJobRuns) {
   TestCluster cluster(shape(2, 2));
-  auto bad = cluster.run(collective_job("allreduce", 4003, "f32", "ring"));
-  EXPECT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().find("--bytes 4003"), std::string::npos) << bad.error();
-  auto unknown = cluster.run(collective_job("allreduce", 4096, "f32", "tree"));
-  EXPECT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.error().find("ring, hier"), std::string::npos) << unknown.error();
+  // Refused before they run, as the request's fault (InvalidArgument: the CLI exits 2).
+  const auto refusal = [&](const wire::JobSpec& spec, int via_node) -> std::string {
+    try {
+      cluster.run(spec, via_node);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "not refused";
+  };
+  const std::string bad = refusal(collective_job("allreduce", 4003, "f32", "ring"), 0);
+  EXPECT_NE(bad.find("--bytes 4003"), std::string::npos) << bad;
+  const std::string unknown = refusal(collective_job("allreduce", 4096, "f32", "tree"), 1);
+  EXPECT_NE(unknown.find("ring, hier"), std::string::npos) << unknown;
   // Larger than the heap: refused by the symmetric allocator with sizes, on every PE.
   auto huge = cluster.run(collective_job("allreduce", uint64_t{1} << 30, "f32", "hier"));
   EXPECT_FALSE(huge.ok());

@@ -1,6 +1,7 @@
 // The real symmesh CLI against real daemons: --json output, human output, exit codes, the
 // errors that tell the user what to do, and the job list, one job, and cancelling.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -76,14 +77,17 @@ TEST(Cli, ErrorsSayWhatWasWrongAndExitNonZero) {
   EXPECT_NE(unreachable.out.find("Connection refused"), std::string::npos) << unreachable.out;
 
   const std::string wrong_secret = cluster.dir() + "/wrong";
-  FILE* file = fopen(wrong_secret.c_str(), "w");
-  fputs("not-the-secret\n", file);
-  fclose(file);
+  write_secret_file(wrong_secret, "not-the-secret-but-long-enough");
   CliRun auth =
       cli("--daemon " + cluster.control(0).str() + " --secret-file " + wrong_secret + " status");
   EXPECT_NE(auth.exit_code, 0);
-  EXPECT_NE(auth.out.find("secret"), std::string::npos) << auth.out;
+  EXPECT_NE(auth.out.find("secret mismatch"), std::string::npos) << auth.out;
   EXPECT_NE(auth.out.find(wrong_secret), std::string::npos) << auth.out;
+  chmod(wrong_secret.c_str(), 0644);  // readable by others: refused before any connection
+  CliRun exposed =
+      cli("--daemon " + cluster.control(0).str() + " --secret-file " + wrong_secret + " status");
+  EXPECT_NE(exposed.exit_code, 0);
+  EXPECT_NE(exposed.out.find("chmod 600"), std::string::npos) << exposed.out;
 
   // And the daemon still serves.
   EXPECT_EQ(cli(target(cluster) + " submit barrier --iters 5").exit_code, 0);

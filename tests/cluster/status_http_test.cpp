@@ -2,40 +2,18 @@
 // with its schema and jobs, /metrics through a strict Prometheus text reader (itself shown to
 // reject malformed text), /health turning 503 when a peer stops, 404 and no secrets anywhere,
 // --status-addr off and a port in use.
-#include <httplib.h>
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/cluster/http_get.h"
 #include "tests/cluster/prometheus_text.h"
 #include "tests/cluster/test_cluster.h"
 
 namespace symmesh::testing {
 namespace {
-
-struct Fetched {
-  int status = 0;
-  std::string body;
-  std::string content_type;
-};
-
-Fetched get(const std::string& url, const std::string& path) {
-  httplib::Client client(url);
-  client.set_connection_timeout(5);
-  client.set_read_timeout(10);
-  auto res = client.Get(path);
-  if (!res) return {};
-  return {res->status, res->body, res->get_header_value("Content-Type")};
-}
-
-std::string status_url(TestCluster& cluster, int node) {
-  CliRun run = cli(target(cluster, node) + " status --json");
-  EXPECT_EQ(run.exit_code, 0) << run.out;
-  return nlohmann::json::parse(run.out)["status_url"].get<std::string>();
-}
 
 TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
   TestCluster cluster(shape(2, 2));
@@ -92,9 +70,7 @@ TEST(StatusHttp, MetricsAreStrictPrometheusText) {
                       "--k 8 --tile-m 4096 --tile-n 4096 --json");
   EXPECT_NE(failed.exit_code, 0);  // a workspace too big for the heap: an error to count
   const std::string wrong = cluster.dir() + "/wrong-secret";
-  FILE* file = fopen(wrong.c_str(), "w");
-  fputs("not-the-secret\n", file);
-  fclose(file);
+  write_secret_file(wrong, "not-the-secret-but-long-enough");
   EXPECT_NE(
       cli("--daemon " + cluster.control(0).str() + " --secret-file " + wrong + " status").exit_code,
       0);

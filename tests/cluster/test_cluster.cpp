@@ -41,6 +41,11 @@ CliRun cli(const std::string& args) {
   return {WEXITSTATUS(status), out};
 }
 
+void write_secret_file(const std::string& path, const std::string& secret) {
+  std::ofstream(path) << secret << "\n";
+  chmod(path.c_str(), 0600);
+}
+
 std::string target(TestCluster& cluster, int node) {
   return "--daemon " + cluster.control(node).str() + " --secret-file " + cluster.secret_file();
 }
@@ -116,7 +121,7 @@ TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) 
   std::random_device random;
   secret_ = "secret-" + std::to_string(random()) + std::to_string(random());
   secret_file_ = dir_ + "/secret";
-  std::ofstream(secret_file_) << secret_ << "\n";
+  write_secret_file(secret_file_, secret_);
   const uint16_t bootstrap = free_port();
   for (int n = 0; n < options_.nodes; ++n) control_ports_.push_back(free_port());
   for (int n = 0; n < options_.nodes; ++n) {

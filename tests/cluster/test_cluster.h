@@ -82,6 +82,8 @@ struct CliRun {
   std::string out;
 };
 CliRun cli(const std::string& args);
+// Writes `secret` (and a newline) to `path` with mode 0600, as symmeshd and the CLI demand.
+void write_secret_file(const std::string& path, const std::string& secret);
 // "--daemon HOST:PORT --secret-file F" for `node` of `cluster`.
 std::string target(TestCluster& cluster, int node = 0);
 // Submits `submit_args` (after "submit", with --json added) through the CLI and returns the

@@ -71,6 +71,9 @@ secret_file = re.search(r"--secret-file (\S+)", command)
 secret_volumes = [n for n, v in volumes.items()
                   if v.get("secret", {}).get("secretName") == secret["metadata"]["name"]]
 need(len(secret_volumes) == 1, "the Secret is not mounted")
+# symmeshd refuses a secret file that group or others may read (Kubernetes' default is 0644).
+need(all(volumes[n]["secret"].get("defaultMode", 0o644) & 0o066 == 0 for n in secret_volumes),
+     "the Secret's defaultMode lets group or others read it: symmeshd refuses that (use 0400)")
 need(secret_file and secret_volumes and secret_file.group(1).rsplit("/", 1)[0] ==
      mounts.get(secret_volumes[0]), "--secret-file is not in the Secret's mount")
 need(secret_file and secret_file.group(1).rsplit("/", 1)[1] in secret.get("stringData", {}),

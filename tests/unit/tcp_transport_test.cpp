@@ -24,8 +24,8 @@ LocalClusterOptions two_nodes() {
 std::unique_ptr<BlockingChannel> rogue_connection(LocalCluster& cluster, int node) {
   auto channel = BlockingChannel::connect(cluster.tcp(node).listening_on(),
                                           deadline_after(std::chrono::seconds(10)));
-  authenticate(*channel, "local-cluster", AuthIdentity{"data", 0, 7},
-               deadline_after(std::chrono::seconds(10)));
+  authenticate_client(*channel, "local-cluster", AuthIdentity{wire::ROLE_DATA, 0, 0, 7},
+                      deadline_after(std::chrono::seconds(10)));
   return channel;
 }
 
@@ -111,9 +111,10 @@ TEST(TcpTransport, WrongSecretNeverGetsADataConnection) {
   LocalCluster cluster(two_nodes());
   auto channel = BlockingChannel::connect(cluster.tcp(1).listening_on(),
                                           deadline_after(std::chrono::seconds(10)));
-  EXPECT_THROW(authenticate(*channel, "not-the-secret", AuthIdentity{"data", 0, 0},
-                            deadline_after(std::chrono::seconds(10))),
-               AuthError);
+  EXPECT_THROW(
+      authenticate_client(*channel, "not-the-secret", AuthIdentity{wire::ROLE_DATA, 0, 0, 0},
+                          deadline_after(std::chrono::seconds(10))),
+      AuthError);
   cluster_still_works(cluster);
 }
 

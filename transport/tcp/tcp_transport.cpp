@@ -11,7 +11,6 @@
 namespace symmesh {
 namespace {
 
-constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 constexpr uint32_t kMaxStripes = 64;
 constexpr size_t kStripeAlignment = 4096;
 
@@ -85,8 +84,10 @@ void TcpTransport::accept_loop() {
     auto channel = listener_->accept(deadline_after(std::chrono::milliseconds(200)));
     if (!channel) continue;
     try {
-      const auto hello = authenticate(*channel, secret_, AuthIdentity{"data", uint32_t(node_), 0},
-                                      Clock::now() + kHandshakeTimeout);
+      const auto hello = authenticate_server(
+          *channel, secret_,
+          AuthIdentity{wire::ROLE_DATA, uint32_t(node_), options_.incarnation, 0},
+          Clock::now() + kHandshakeTimeout);
       const int peer = static_cast<int>(hello.node_rank());
       if (peer >= nodes_ || peer == node_) {
         throw PeerError("data connection claims node rank " + std::to_string(peer) +
@@ -97,8 +98,23 @@ void TcpTransport::accept_loop() {
     } catch (const std::exception& e) {
       spdlog::warn("node {} data listener: refused a connection from {}: {}", node_,
                    channel->peer_name(), e.what());
+      const auto* auth = dynamic_cast<const AuthError*>(&e);
+      const std::string kind = auth                                    ? auth->kind()
+                               : dynamic_cast<const TimeoutError*>(&e) ? "timeout"
+                                                                       : "bad_request";
+      std::function<void(const std::string&)> callback;
+      {
+        std::lock_guard lock(mutex_);
+        callback = refused_callback_;
+      }
+      if (callback) callback(kind);
     }
   }
+}
+
+void TcpTransport::on_refused(std::function<void(const std::string&)> callback) {
+  std::lock_guard lock(mutex_);
+  refused_callback_ = std::move(callback);
 }
 
 void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index) {
@@ -129,8 +145,10 @@ void TcpTransport::connect(const std::vector<HostPort>& endpoints, Deadline dead
   for (int peer = node_ + 1; peer < nodes_; ++peer) {
     for (int index = 0; index < options_.connections_per_peer; ++index) {
       auto channel = BlockingChannel::connect(endpoints[peer], deadline);
-      const auto hello = authenticate(
-          *channel, secret_, AuthIdentity{"data", uint32_t(node_), uint32_t(index)}, deadline);
+      const auto hello = authenticate_client(
+          *channel, secret_,
+          AuthIdentity{wire::ROLE_DATA, uint32_t(node_), options_.incarnation, uint32_t(index)},
+          deadline);
       if (static_cast<int>(hello.node_rank()) != peer) {
         throw PeerError("data endpoint " + endpoints[peer].str() + " answered as node " +
                         std::to_string(hello.node_rank()) + ", expected node " +

@@ -33,6 +33,7 @@ struct TcpOptions {
   size_t eager_limit = size_t{64} << 10;  // puts up to this size are copied and return at once
   int io_threads = 2;
   std::chrono::milliseconds op_timeout{60000};
+  uint64_t incarnation = 0;  // this daemon's, proved in every data handshake
 };
 
 class TcpTransport final : public NetworkTransport, private FrameHandler {
@@ -55,6 +56,9 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
 
   bool peer_up(int node) const override;
   std::string peer_down_reason(int node) const override;
+  // Called (on the accept thread) for each data connection refused in its handshake, with
+  // how to count it: "auth", "bad_request" or "timeout".
+  void on_refused(std::function<void(const std::string& kind)> callback);
   // Called (on an io thread) when a connection to a peer is lost.
   void on_peer_down(std::function<void(int node, const std::string& why)> callback) override;
   const PeerTraffic& traffic() const override { return traffic_; }
@@ -114,6 +118,7 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::vector<std::thread> io_threads_;
   std::unique_ptr<Listener> listener_;
+  std::function<void(const std::string&)> refused_callback_;  // under mutex_
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closing_expected_{false};
