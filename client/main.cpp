@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 
 #include "client/client.h"
@@ -205,9 +204,11 @@ int main(int argc, char** argv) {
   matmul_cmd->add_option("--seed", seed, "seed of the generated inputs")->capture_default_str();
   matmul_cmd->add_flag("--verify", verify, "check every PE's output against the f32 reference");
   matmul_cmd->add_option("--inputs", inputs,
-                         "directory of A_<pe>.npy and B.npy, read by every daemon on its host");
+                         "directory of A_<pe>.npy and B.npy, read by every daemon on its host, "
+                         "inside its --data-dir (a relative path is taken from there)");
   matmul_cmd->add_option("--output", output,
-                         "directory each daemon writes C_<pe>.npy (gather_out_<pe>.npy) into");
+                         "directory each daemon writes C_<pe>.npy (gather_out_<pe>.npy) into, "
+                         "inside its --data-dir");
   add_common(matmul_cmd);
 
   // dispatch and combine take the same options; combine runs its own dispatch first, untimed.
@@ -246,9 +247,9 @@ int main(int argc, char** argv) {
     cmd->add_option("--algo", moe_algo, "combine: hier or flat (the baseline)")
         ->check(CLI::IsMember({"hier", "flat"}))
         ->capture_default_str();
-    cmd->add_option(
-           "--routing", routing,
-           "uniform, skewed, or a directory of topk_idx_<pe>.npy and topk_weights_<pe>.npy")
+    cmd->add_option("--routing", routing,
+                    "uniform, skewed, or a directory (inside the daemons' --data-dir) of "
+                    "topk_idx_<pe>.npy and topk_weights_<pe>.npy")
         ->capture_default_str();
     cmd->add_option("--chunk-tokens", chunk, "tokens per published tail (at most half a ring)")
         ->capture_default_str();
@@ -263,8 +264,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     cmd->add_flag("--verify", verify, "check every PE's result against the reference");
     cmd->add_option("--inputs", moe_inputs,
-                    "directory of x_<pe>.npy (and bias_<i>_<pe>.npy), read by every daemon");
-    cmd->add_option("--output", moe_output, "combine: directory for combined_x_<pe>.npy");
+                    "directory of x_<pe>.npy (and bias_<i>_<pe>.npy), read by every daemon, "
+                    "inside its --data-dir");
+    cmd->add_option("--output", moe_output,
+                    "combine: directory for combined_x_<pe>.npy, inside the daemons' --data-dir");
     add_common(cmd);
     moe_cmds.push_back(cmd);
   }
@@ -353,16 +356,15 @@ int main(int argc, char** argv) {
       job->set_partial_dtype(partial);
       job->set_channels(channels);
       job->set_algo(moe_algo);
-      const bool named = routing == "uniform" || routing == "skewed";
-      job->set_routing(named ? routing : std::filesystem::absolute(routing).string());
+      job->set_routing(routing);
       job->set_chunk_tokens(chunk);
       job->set_nvl_ring_tokens(nvl_ring);
       job->set_rdma_ring_tokens(rdma_ring);
       job->set_iters(moe_iters);
       job->set_seed(moe_seed);
       job->set_verify(verify);
-      job->set_inputs(moe_inputs.empty() ? "" : std::filesystem::absolute(moe_inputs).string());
-      job->set_output(moe_output.empty() ? "" : std::filesystem::absolute(moe_output).string());
+      job->set_inputs(moe_inputs);
+      job->set_output(moe_output);
     } else if (matmul_cmd->parsed()) {
       mm->set_op(mm_op);
       mm->set_m(m);
@@ -382,8 +384,8 @@ int main(int argc, char** argv) {
       mm->set_iters(mm_iters);
       mm->set_seed(seed);
       mm->set_verify(verify);
-      mm->set_inputs(inputs.empty() ? "" : std::filesystem::absolute(inputs).string());
-      mm->set_output(output.empty() ? "" : std::filesystem::absolute(output).string());
+      mm->set_inputs(inputs);
+      mm->set_output(output);
     } else {
       auto* job = spec.mutable_collective();
       job->set_op(op);

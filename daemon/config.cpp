@@ -82,6 +82,11 @@ std::map<std::string, Key> keys() {
       {"secret-file",
        {"file holding the cluster secret (required)",
         [](DaemonConfig& c, const std::string& v) { c.secret_file = v; }}},
+      {"data-dir",
+       {"the only directory jobs' --inputs, --output and --routing files may be in (relative "
+        "paths are taken from it; default: $STATE_DIRECTORY/data under systemd, "
+        "/var/lib/symmesh/data for root, ~/.local/state/symmesh/data otherwise)",
+        [](DaemonConfig& c, const std::string& v) { c.data_dir = v; }}},
       {"tcp-connections",
        {"TCP data connections per node pair (1..16)",
         [](DaemonConfig& c, const std::string& v) {

@@ -22,6 +22,7 @@ struct DaemonConfig {
   std::string transport = "auto";
   uint64_t heap_size = uint64_t{256} << 20;
   std::string secret_file;
+  std::string data_dir;  // empty: default_data_dir()
   int tcp_connections = 2;
   std::chrono::milliseconds wait_timeout{60000};
   std::chrono::milliseconds bootstrap_timeout{60000};

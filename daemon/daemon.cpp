@@ -9,6 +9,7 @@
 #include "common/units.h"
 #include "common/wire_json.h"
 #include "daemon/bootstrap.h"
+#include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
 #include "transport/auth.h"
@@ -58,6 +59,7 @@ void Daemon::request_stop(const std::string& why) {
 
 int Daemon::run() {
   secret_ = read_secret_file(config_.secret_file);
+  data_dir_ = prepare_data_dir(config_.data_dir.empty() ? default_data_dir() : config_.data_dir);
   NodeConfig node_config;
   node_config.node_rank = config_.node_rank;
   node_config.nodes = config_.nodes;
@@ -181,7 +183,7 @@ int Daemon::run() {
           return std::pair{now.done.load(), now.total.load()};
         });
     agent_ = std::make_unique<NodeAgent>(
-        *node_, metrics_, [this](Deadline deadline) { flush_all(deadline); },
+        *node_, metrics_, data_dir_, [this](Deadline deadline) { flush_all(deadline); },
         [this](const wire::NodeJobReport& report) { coordinator_->on_report(report); });
     for (int n = 1; n < config_.nodes; ++n) {
       link_threads_.emplace_back([this, n] { read_from_node(*links_[n]); });
@@ -194,7 +196,7 @@ int Daemon::run() {
     if (!all) throw PeerError("bootstrap: not every node connected its data transport in time");
   } else {
     agent_ = std::make_unique<NodeAgent>(
-        *node_, metrics_, [this](Deadline deadline) { flush_all(deadline); },
+        *node_, metrics_, data_dir_, [this](Deadline deadline) { flush_all(deadline); },
         [this](const wire::NodeJobReport& report) {
           wire::ControlMessage message;
           *message.mutable_report() = report;
@@ -502,7 +504,8 @@ ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::
       throw PeerError("the cluster is not ready yet (state: " + state_ + ")");
     }
   }
-  check_job_spec(spec, config_.nodes, config_.ranks_per_node);
+  // Checked here for the client's sake; every node checks its own paths again before it runs.
+  check_job_spec(confine_job_paths(spec, data_dir_), config_.nodes, config_.ranks_per_node);
   if (is_root()) {
     const uint64_t job_id = coordinator_->submit(with_defaults(spec), std::move(sink));
     return [this, job_id] {

@@ -55,6 +55,7 @@ class Daemon {
 
   DaemonConfig config_;
   std::string secret_;
+  std::string data_dir_;  // canonical
   // Opens the verbs transport unless --transport tcp; returns why it is absent otherwise.
   std::string open_verbs();
   // Picks, per peer, verbs (both ends have it) or tcp, and connects the verbs queue pairs.

@@ -5,14 +5,17 @@
 #include <optional>
 
 #include "common/job_trace.h"
+#include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/job.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
 
-NodeAgent::NodeAgent(Node& node, Metrics& metrics, Flush flush, Reporter reporter)
+NodeAgent::NodeAgent(Node& node, Metrics& metrics, std::string data_dir, Flush flush,
+                     Reporter reporter)
     : node_(node),
       metrics_(metrics),
+      data_dir_(std::move(data_dir)),
       flush_(std::move(flush)),
       reporter_(std::move(reporter)),
       thread_([this] { loop(); }) {}
@@ -89,8 +92,10 @@ wire::NodeJobReport NodeAgent::execute(const wire::JobCommand& command) {
   return report;
 }
 
-void NodeAgent::run_job(const wire::JobSpec& spec, wire::NodeJobReport& report) {
+void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& report) {
+  wire::JobSpec spec;
   try {
+    spec = confine_job_paths(requested, data_dir_);
     check_job_spec(spec, node_.nodes(), node_.ranks_per_node());
   } catch (const std::exception&) {
     metrics_.error("bad_request");

@@ -22,7 +22,8 @@ class NodeAgent {
   using Reporter = std::function<void(const wire::NodeJobReport&)>;
   // Ensures everything this node sent, on every transport, has landed.
   using Flush = std::function<void(Deadline)>;
-  NodeAgent(Node& node, Metrics& metrics, Flush flush, Reporter reporter);
+  // `data_dir`: where the files a job names must be (daemon/jobs/data_paths.h).
+  NodeAgent(Node& node, Metrics& metrics, std::string data_dir, Flush flush, Reporter reporter);
   ~NodeAgent();
 
   // Any thread. ABORT acts at once; other phases run in order on the agent's thread.
@@ -37,10 +38,11 @@ class NodeAgent {
  private:
   void loop();
   wire::NodeJobReport execute(const wire::JobCommand& command);
-  void run_job(const wire::JobSpec& spec, wire::NodeJobReport& report);
+  void run_job(const wire::JobSpec& requested, wire::NodeJobReport& report);
 
   Node& node_;
   Metrics& metrics_;
+  const std::string data_dir_;
   Flush flush_;
   Reporter reporter_;
   std::mutex mutex_;

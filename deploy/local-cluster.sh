@@ -7,7 +7,8 @@
 #     the bootstrap root listens on P+K. A fresh secret and every log go to D (default: a new
 #     private temporary directory). Waits until every node reports "ready", then prints
 #     SYMMESH_DAEMON=..., SYMMESH_SECRET_FILE=..., SYMMESH_CLUSTER_DIR=... and
-#     SYMMESH_STATUS_URL=... (node 0's HTTP status endpoint) as export lines to eval.
+#     SYMMESH_STATUS_URL=... (node 0's HTTP status endpoint) and SYMMESH_DATA_DIR=... (where
+#     jobs' --inputs and --output files go) as export lines to eval.
 #     Flags after `--` go to every symmeshd as they are (for example -- --verbs-progress thread).
 #     --netns (root only): each daemon in its own network namespace, so the nodes are separate
 #     hosts to the kernel: node i is 10.213.S.(i+1) on a bridge that lives in a namespace of
@@ -131,7 +132,7 @@ case "$cmd" in
       $(runner_of "$i") "$bin/symmeshd" --node-rank "$i" --nodes "$nodes" --ranks-per-node "$ranks" \
         --bootstrap "$bootstrap" --listen "$(address_of "$i")" --control-port "$((base_port + i))" \
         --transport "$transport" --heap-size "$heap_size" --secret-file "$secret" \
-        --bootstrap-timeout "${ready_timeout}s" "${status_flags[@]}" "${daemon_flags[@]}" \
+        --data-dir "$dir/data" --bootstrap-timeout "${ready_timeout}s" "${status_flags[@]}" "${daemon_flags[@]}" \
         >"$dir/node-$i.log" 2>&1 &
       echo $! >"$dir/node-$i.pid"
     done
@@ -160,6 +161,7 @@ case "$cmd" in
       --timeout 5s status --json | python3 -c 'import json, sys; print(json.load(sys.stdin).get("status_url", ""))')
     echo "export SYMMESH_DAEMON=$(address_of 0):$base_port"
     echo "export SYMMESH_SECRET_FILE=$secret"
+    echo "export SYMMESH_DATA_DIR=$dir/data"
     echo "export SYMMESH_CLUSTER_DIR=$dir"
     [[ -z "$status_url" ]] || echo "export SYMMESH_STATUS_URL=$status_url"
     trap - EXIT  # up: the namespaces stay until `down`

@@ -9,6 +9,8 @@
 namespace symmesh {
 namespace {
 
+constexpr size_t kWorkers = 4;
+constexpr auto kIdleLimit = std::chrono::seconds(1);
 constexpr const char* kPaths =
     "/ (the dashboard), /health, /status, /metrics, /jobs/ID/trace (at the root)";
 
@@ -17,8 +19,15 @@ constexpr const char* kPaths =
 StatusServer::StatusServer(const HostPort& address, Handlers handlers)
     : handlers_(std::move(handlers)), server_(std::make_unique<httplib::Server>()) {
   httplib::Server& s = *server_;
-  // A status page is small and polled: two worker threads, whatever the core count.
-  s.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // A status page is small and polled: a few worker threads, whatever the core count. Each
+  // serves one connection at a time, so an idle or slow client may hold one for at most the
+  // read timeout (or the keep-alive timeout between requests): short, so /health stays quick
+  // however many idle connections are open.
+  s.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
+  s.set_read_timeout(kIdleLimit);
+  s.set_keep_alive_timeout(std::chrono::duration_cast<std::chrono::seconds>(kIdleLimit).count());
+  s.set_write_timeout(std::chrono::seconds(5));
+  s.set_payload_max_length(4096);  // GET only: no request needs a body
   // httplib's default is SO_REUSEPORT, with which a second daemon would silently share the
   // port: only SO_REUSEADDR (a restart may bind over TIME_WAIT), so a port in use fails.
   s.set_socket_options([](int sock) {

@@ -110,6 +110,26 @@ TEST(MatmulJob, NpyInputsAndOutputsMatchAReferenceComputedHere) {
             true);
 }
 
+// Files a job names must be inside the daemons' --data-dir: an absolute path elsewhere, a
+// climb out with "..", and a symlink that points out are refused naming the directory.
+TEST(MatmulJob, PathsOutsideTheDataDirAreRefusedAndRelativeOnesAreTakenFromIt) {
+  TestCluster cluster(shape(2, 1));
+  std::filesystem::create_symlink("/etc", cluster.dir() + "/escape");
+  for (const std::string& path : {std::string("/etc"), std::string("../../etc"),
+                                  std::string("escape"), cluster.dir() + "/escape/out"}) {
+    const CliRun run = cli(target(cluster) +
+                           " submit matmul --op gemm-allreduce --m 8 --n 8 --k 8 --output " + path);
+    EXPECT_EQ(run.exit_code, 2) << path << ": " << run.out;
+    EXPECT_NE(run.out.find("resolves outside this daemon's data directory"), std::string::npos)
+        << run.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/etc/C_0.npy"));
+  const auto json =
+      submit_json(cluster, "--op gemm-allreduce --m 8 --n 8 --k 8 --verify --output relative/out");
+  EXPECT_EQ(json["verified"], true) << json.dump();
+  EXPECT_TRUE(std::filesystem::exists(cluster.dir() + "/relative/out/C_1.npy"));
+}
+
 TEST(MatmulJob, BadJobsGetClearErrorsAndTheClusterGoesOn) {
   TestCluster cluster(shape(2, 1));
   CliRun zero = cli(target(cluster) + " submit matmul --op gemm-allreduce --m 0 --n 4 --k 4");

@@ -180,6 +180,23 @@ TEST(StatusHttp, HealthTurns503WhenAPeerStopsAndNothingSecretIsServed) {
   EXPECT_NE(health.body.find("node 1"), std::string::npos) << health.body;
 }
 
+// Idle connections (opened, never a request) hold a worker for at most the read timeout, so
+// /health still answers at once: a probe must not time out behind a few idle scrapers.
+TEST(StatusHttp, IdleConnectionsDoNotDelayHealth) {
+  TestCluster cluster(shape(1, 1));
+  const std::string url = status_url(cluster, 0);
+  const HostPort endpoint = parse_host_port(url.substr(std::string("http://").size()), "url");
+  std::vector<std::unique_ptr<BlockingChannel>> idle;
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(BlockingChannel::connect(endpoint, deadline_after(std::chrono::seconds(10))));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const Fetched health = get(url, "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4))
+      << "8 idle connections delayed /health";
+}
+
 TEST(StatusHttp, OffMeansNoEndpointAndAPortInUseIsNamed) {
   ClusterOptions off = shape(1, 1);
   off.extra_args = {"--status-addr", "off"};

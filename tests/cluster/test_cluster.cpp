@@ -142,6 +142,8 @@ TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) 
                                      options_.heap_size,
                                      "--secret-file",
                                      secret_file_,
+                                     "--data-dir",
+                                     dir_,
                                      "--wait-timeout",
                                      "20s",
                                      "--bootstrap-timeout",
