@@ -23,16 +23,6 @@ wire::NodeInfo info_of(const wire::NodeHello& hello) {
   return info;
 }
 
-void refuse(BlockingChannel& channel, const std::string& why) {
-  wire::BootstrapReply reply;
-  reply.set_error(why);
-  try {
-    channel.write(reply, deadline_after(kHandshakeTimeout));
-  } catch (const std::exception&) {
-    // The node is gone already; the refusal is logged on this side anyway.
-  }
-}
-
 }  // namespace
 
 std::string check_hello(const wire::NodeHello& root, const wire::NodeHello& theirs) {
@@ -65,87 +55,31 @@ std::string check_hello(const wire::NodeHello& root, const wire::NodeHello& thei
   return {};
 }
 
-wire::ClusterView bootstrap_root(Listener& listener, const wire::NodeHello& mine,
-                                 const std::string& secret, Deadline deadline,
-                                 std::vector<std::unique_ptr<BlockingChannel>>& links) {
-  const int nodes = static_cast<int>(mine.nodes());
-  links.clear();
-  links.resize(nodes);
-  std::vector<wire::NodeHello> hellos(nodes);
-  hellos[0] = mine;
-  int joined = 1;
-  while (joined < nodes) {
-    auto channel = listener.accept(deadline);
-    if (!channel) break;  // deadline
-    try {
-      const auto identity = authenticate_server(
-          *channel, secret, AuthIdentity{wire::ROLE_BOOTSTRAP, 0, mine.incarnation(), 0},
-          std::min(deadline, deadline_after(kHandshakeTimeout)));
-      wire::NodeHello hello;
-      channel->read(hello, deadline_after(kHandshakeTimeout));
-      std::string problem = check_hello(mine, hello);
-      if (problem.empty() && (hello.node_rank() != identity.node_rank() ||
-                              hello.incarnation() != identity.incarnation())) {
-        problem = "the hello claims node " + std::to_string(hello.node_rank()) +
-                  ", the handshake proved node " + std::to_string(identity.node_rank());
-      }
-      if (problem.empty() && links[hello.node_rank()]) {
-        problem = "node_rank " + std::to_string(hello.node_rank()) + " is taken already by " +
-                  links[hello.node_rank()]->peer_name();
-      }
-      if (!problem.empty()) {
-        spdlog::error("bootstrap: refused {}: {}", channel->peer_name(), problem);
-        refuse(*channel, problem);
-        continue;
-      }
-      spdlog::info("bootstrap: node {} joined from {}", hello.node_rank(), channel->peer_name());
-      hellos[hello.node_rank()] = hello;
-      links[hello.node_rank()] = std::move(channel);
-      ++joined;
-    } catch (const std::exception& e) {
-      spdlog::error("bootstrap: refused {}: {}", channel->peer_name(), e.what());
-    }
-  }
-  if (joined < nodes) {
-    std::string missing;
-    for (int node = 1; node < nodes; ++node) {
-      if (!links[node]) missing += (missing.empty() ? "" : ", ") + std::to_string(node);
-    }
-    const std::string why =
-        "bootstrap: node(s) " + missing + " never joined before the bootstrap deadline";
-    for (auto& link : links) {
-      if (link) refuse(*link, why);
-    }
-    throw PeerError(why);
-  }
+wire::ClusterView build_view(const std::vector<wire::NodeHello>& hellos, uint64_t epoch) {
+  const wire::NodeHello& root = hellos.at(0);
   wire::ClusterView view;
-  view.set_nodes(mine.nodes());
-  view.set_ranks_per_node(mine.ranks_per_node());
-  view.set_heap_size(mine.heap_size());
-  view.set_tcp_connections(mine.tcp_connections());
+  view.set_nodes(root.nodes());
+  view.set_ranks_per_node(root.ranks_per_node());
+  view.set_heap_size(root.heap_size());
+  view.set_tcp_connections(root.tcp_connections());
+  view.set_epoch(epoch);
   for (const auto& hello : hellos) *view.add_node() = info_of(hello);
-  wire::BootstrapReply reply;
-  *reply.mutable_view() = view;
-  for (int node = 1; node < nodes; ++node)
-    links[node]->write(reply, deadline_after(kHandshakeTimeout));
   return view;
 }
 
-wire::ClusterView bootstrap_join(const HostPort& root, const wire::NodeHello& mine,
-                                 const std::string& secret, Deadline deadline,
-                                 std::unique_ptr<BlockingChannel>& link) {
-  link = BlockingChannel::connect(root, deadline);
+wire::ClusterView bootstrap_join(BlockingChannel& link, const wire::NodeHello& mine,
+                                 const std::string& secret, Deadline deadline) {
   const auto root_identity = authenticate_client(
-      *link, secret, AuthIdentity{wire::ROLE_BOOTSTRAP, mine.node_rank(), mine.incarnation(), 0},
+      link, secret, AuthIdentity{wire::ROLE_BOOTSTRAP, mine.node_rank(), mine.incarnation(), 0},
       deadline);
   if (root_identity.node_rank() != 0) {
-    throw PeerError("the bootstrap address " + root.str() + " answered as node " +
+    throw PeerError("the bootstrap address " + link.peer_name() + " answered as node " +
                     std::to_string(root_identity.node_rank()) + ", not the root (node 0)");
   }
-  link->write(mine, deadline);
+  link.write(mine, deadline);
   wire::BootstrapReply reply;
   // The root answers once every node has come: wait as long as it waits.
-  link->read(reply, deadline + std::chrono::seconds(10));
+  link.read(reply, deadline + std::chrono::seconds(10));
   if (reply.has_error()) throw InvalidArgument("the root refused this node: " + reply.error());
   return reply.view();
 }

@@ -1,7 +1,8 @@
 // Bootstrap (protobuf over TCP): every node authenticates to the root (node 0) and says
-// Hello; the root checks each Hello against its own, refuses a mismatch on both sides with
-// the field named, and once every node has come answers all of them with the ClusterView.
-// The connection stays open as the node's control link.
+// Hello; the root checks each Hello against its own (daemon/join_listener.h), refuses a
+// mismatch on both sides with the field named, and once every node has come answers all of
+// them with the ClusterView. The connection stays open as the node's control link. The same
+// exchange re-forms the cluster after a node or the root restarts.
 #pragma once
 
 #include <memory>
@@ -12,17 +13,17 @@
 
 namespace symmesh {
 
-// Root: accepts the other nodes' Hellos until all have come or the deadline passes (then
-// throws naming the nodes that never came). `links[n]` is node n's connection (none for 0).
-wire::ClusterView bootstrap_root(Listener& listener, const wire::NodeHello& mine,
-                                 const std::string& secret, Deadline deadline,
-                                 std::vector<std::unique_ptr<BlockingChannel>>& links);
+// A hello (after the handshake, so from a node that proved the secret) is at most this.
+inline constexpr uint32_t kMaxHelloFrame = 1u << 20;
 
-// Any other node: connects to the root (retrying until it listens), says Hello and waits
-// for the ClusterView. Throws with the root's reason when refused.
-wire::ClusterView bootstrap_join(const HostPort& root, const wire::NodeHello& mine,
-                                 const std::string& secret, Deadline deadline,
-                                 std::unique_ptr<BlockingChannel>& link);
+// The root: the view of a formation from every node's hello (index = node rank).
+wire::ClusterView build_view(const std::vector<wire::NodeHello>& hellos, uint64_t epoch);
+
+// Any other node, on a fresh connection to the root: authenticates, says Hello and waits for
+// the ClusterView (the root answers once every node has come). Throws with the root's reason
+// when refused (InvalidArgument), PeerError or TimeoutError otherwise.
+wire::ClusterView bootstrap_join(BlockingChannel& link, const wire::NodeHello& mine,
+                                 const std::string& secret, Deadline deadline);
 
 // Empty when `theirs` may join a cluster whose root said `root`; otherwise the mismatch.
 std::string check_hello(const wire::NodeHello& root, const wire::NodeHello& theirs);

@@ -102,6 +102,20 @@ std::map<std::string, Key> keys() {
         [](DaemonConfig& c, const std::string& v) {
           c.bootstrap_timeout = parse_duration(v, "--bootstrap-timeout");
         }}},
+      {"heartbeat",
+       {"interval of the heartbeats on idle links (for example 1s); a node silent for 2 is "
+        "suspect, for 3 down",
+        [](DaemonConfig& c, const std::string& v) {
+          c.heartbeat = parse_duration(v, "--heartbeat");
+          if (c.heartbeat.count() < 10) {
+            throw InvalidArgument("--heartbeat " + v + " is below the 10ms allowed");
+          }
+        }}},
+      {"rejoin-timeout",
+       {"how long a node retries the root after losing it before it exits (for example 120s)",
+        [](DaemonConfig& c, const std::string& v) {
+          c.rejoin_timeout = parse_duration(v, "--rejoin-timeout");
+        }}},
       {"barrier-algo",
        {"default barrier algorithm: dissemination, kary or pull",
         [](DaemonConfig& c, const std::string& v) {

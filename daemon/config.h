@@ -26,6 +26,10 @@ struct DaemonConfig {
   int tcp_connections = 2;
   std::chrono::milliseconds wait_timeout{60000};
   std::chrono::milliseconds bootstrap_timeout{60000};
+  // Links send a heartbeat when idle this long; a node silent for 2 is suspect, for 3 down.
+  std::chrono::milliseconds heartbeat{1000};
+  // How long a node retries the root after losing it (the root restarting) before it exits.
+  std::chrono::milliseconds rejoin_timeout{120000};
   std::string log_level = "info";
   std::string barrier_algo = "pull";  // the default barrier: dissemination, kary or pull
   int barrier_k = 8;

@@ -15,7 +15,11 @@ constexpr auto kFdExhaustedBackoff = std::chrono::milliseconds(100);
 }  // namespace
 
 ControlServer::ControlServer(const HostPort& at, std::string secret, Limits limits)
-    : acceptor_(io_), backoff_(io_), secret_(std::move(secret)), limits_(limits) {
+    : accept_strand_(asio::make_strand(io_)),
+      acceptor_(io_),
+      backoff_(io_),
+      secret_(std::move(secret)),
+      limits_(limits) {
   asio::error_code ec;
   const asio::ip::tcp::endpoint endpoint(resolve_address(at.host), at.port);
   acceptor_.open(endpoint.protocol(), ec);
@@ -41,20 +45,21 @@ void ControlServer::start(Handlers handlers) {
 }
 
 void ControlServer::stop() {
-  if (stopping_.exchange(true)) return;
-  asio::post(io_, [this] {
-    asio::error_code ignored;
-    acceptor_.close(ignored);
-    backoff_.cancel();
-  });
   std::vector<std::shared_ptr<ControlSession>> live;
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(mutex_);  // an accept in flight sees it and keeps no session
+    if (stopping_.exchange(true)) return;
     for (auto& [id, weak] : live_) {
       if (auto session = weak.lock()) live.push_back(std::move(session));
     }
     live_.clear();
   }
+  // On the acceptor's strand: never at the same time as an accept handler.
+  asio::post(accept_strand_, [this] {
+    asio::error_code ignored;
+    acceptor_.close(ignored);
+    backoff_.cancel();
+  });
   for (auto& session : live) session->shut();
   live.clear();
   // With the acceptor and every connection closed, the pool runs out of work and returns.
@@ -65,25 +70,28 @@ void ControlServer::stop() {
 
 void ControlServer::accept_next() {
   acceptor_.async_accept(
-      asio::make_strand(io_), [this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
-        if (stopping_.load()) return;
-        if (ec) return on_accept_error(ec);
-        if (handshaking_.load() >= limits_.max_handshaking) {
-          // Too many unauthenticated connections at once: this one is closed unread.
-          handlers_.refused("overload");
-          asio::error_code ignored;
-          socket.close(ignored);
-        } else {
-          auto session = std::make_shared<ControlSession>(*this, std::move(socket));
-          {
-            std::lock_guard lock(mutex_);
-            std::erase_if(live_, [](const auto& entry) { return entry.second.expired(); });
-            live_.emplace(next_id_++, session);
-          }
-          session->start();
-        }
-        accept_next();
-      });
+      asio::make_strand(io_),
+      asio::bind_executor(
+          accept_strand_, [this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+            if (stopping_.load()) return;
+            if (ec) return on_accept_error(ec);
+            if (handshaking_.load() >= limits_.max_handshaking) {
+              // Too many unauthenticated connections at once: this one is closed unread.
+              handlers_.refused("overload");
+              asio::error_code ignored;
+              socket.close(ignored);
+            } else {
+              auto session = std::make_shared<ControlSession>(*this, std::move(socket));
+              {
+                std::lock_guard lock(mutex_);
+                if (stopping_.load()) return;  // stop() has taken the list: no session after it
+                std::erase_if(live_, [](const auto& entry) { return entry.second.expired(); });
+                live_.emplace(next_id_++, session);
+              }
+              session->start();
+            }
+            accept_next();
+          }));
 }
 
 void ControlServer::on_accept_error(const asio::error_code& ec) {
@@ -103,9 +111,9 @@ void ControlServer::on_accept_error(const asio::error_code& ec) {
     spdlog::warn("control port: accept failed: {}", ec.message());
   }
   backoff_.expires_after(kFdExhaustedBackoff);
-  backoff_.async_wait([this](const asio::error_code& wait_ec) {
+  backoff_.async_wait(asio::bind_executor(accept_strand_, [this](const asio::error_code& wait_ec) {
     if (!wait_ec && !stopping_.load()) accept_next();
-  });
+  }));
 }
 
 }  // namespace symmesh

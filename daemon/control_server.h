@@ -79,6 +79,7 @@ class ControlServer {
   void forget(uint64_t id);
 
   asio::io_context io_;
+  asio::strand<asio::io_context::executor_type> accept_strand_;  // accepts, backoff, close
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer backoff_;
   HostPort bound_;

@@ -35,10 +35,13 @@ ControlSession::~ControlSession() {
 }
 
 void ControlSession::start() {
-  asio::error_code ignored;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
-  arm_timer(kHandshakeTimeout, "timeout");
-  read_frame();
+  asio::dispatch(strand_, [self = shared_from_this()] {
+    if (self->phase_ == Phase::closed) return;  // shut before it started
+    asio::error_code ignored;
+    self->socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+    self->arm_timer(kHandshakeTimeout, "timeout");
+    self->read_frame();
+  });
 }
 
 void ControlSession::shut() {
@@ -72,7 +75,11 @@ void ControlSession::fail(const std::string& kind, const std::string& why) {
   if (busy_ && !detached_ && abandon_) {
     spdlog::info("control port: {} left before its job ended: cancelling it", peer_);
     auto abandon = std::move(abandon_);
-    abandon();
+    try {
+      abandon();
+    } catch (const std::exception& e) {  // the root is out of reach: the job fails there anyway
+      spdlog::warn("control port: could not cancel {}'s job: {}", peer_, e.what());
+    }
   }
   close();
 }
@@ -118,10 +125,20 @@ void ControlSession::read_frame() {
                            self->body_.clear();
                            self->body_.shrink_to_fit();
                            self->on_frame(body);
-                           const Phase now = self->phase_;
-                           if (now != Phase::closed && now != Phase::draining) self->read_frame();
+                           self->read_next();
                          });
       });
+}
+
+void ControlSession::read_next() {
+  if (phase_ == Phase::closed || phase_ == Phase::draining) return;
+  // A client reads its answers before it asks again: while answers wait unsent, its next
+  // request waits in the socket, so pipelined requests cannot pile answers up here.
+  if (writing_) {
+    read_paused_ = true;
+    return;
+  }
+  read_frame();
 }
 
 void ControlSession::on_frame(const std::string& body) {
@@ -139,6 +156,9 @@ void ControlSession::on_frame(const std::string& body) {
     }
   } catch (const PeerError& e) {  // a frame that does not parse
     fail("bad_request", e.what());
+  } catch (const std::exception& e) {  // a handler's own failure ends this connection only
+    spdlog::error("control port: {}: {}", peer_, e.what());
+    fail("", e.what());
   }
 }
 
@@ -274,7 +294,16 @@ void ControlSession::send(const google::protobuf::MessageLite& message, bool dro
   const size_t cap = server_.limits_.max_queued;
   if (droppable && out_.size() >= cap / 2) return;  // progress: the next one will do
   if (out_.size() >= cap) return fail("slow_client", "it stopped reading its answers");
-  out_.emplace_back(encode_frame(message), droppable);
+  std::string frame;
+  try {
+    frame = encode_frame(message);
+  } catch (const InvalidArgument& e) {  // an answer too large for one frame
+    wire::ClientResponse error;
+    error.set_error(std::string("the answer is too large to send: ") + e.what());
+    error.set_refusal(wire::REFUSAL_INVALID);
+    frame = encode_frame(error);
+  }
+  out_.emplace_back(std::move(frame), droppable);
   if (!writing_) write_next();
 }
 
@@ -284,6 +313,10 @@ void ControlSession::write_next() {
     writing_ = false;
     if (phase_ == Phase::draining) return close();  // the refusal went out
     if (!counted_handshaking_) timer_.cancel();
+    if (read_paused_) {
+      read_paused_ = false;
+      read_frame();
+    }
     return;
   }
   writing_ = true;

@@ -30,6 +30,8 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   enum class Phase { hello, proof, serving, draining, closed };
 
   void read_frame();
+  // Reads the next request, or once the answers queued now are written.
+  void read_next();
   void on_frame(const std::string& body);
   void on_hello(const std::string& body);
   void on_proof(const std::string& body);
@@ -65,7 +67,8 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   std::string body_;
   std::deque<std::pair<std::string, bool>> out_;  // frames, and whether each is droppable
   bool writing_ = false;
-  bool busy_ = false;  // a submit or wait is waiting for its result
+  bool read_paused_ = false;  // the next read waits for the answers to go out
+  bool busy_ = false;         // a submit or wait is waiting for its result
   bool detached_ = false;
   ControlServer::Abandon abandon_;
 };

@@ -12,6 +12,18 @@
 namespace symmesh {
 namespace {
 
+// A client's sink may fail (its node's link broke, say): that is the client's loss, never
+// the coordinator's, so every sink it keeps is called through this.
+Coordinator::Sink guarded(Coordinator::Sink sink) {
+  return [sink = std::move(sink)](const wire::ClientResponse& response) {
+    try {
+      sink(response);
+    } catch (const std::exception& e) {
+      spdlog::info("a job's answer could not be delivered: {}", e.what());
+    }
+  };
+}
+
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -54,10 +66,16 @@ void Coordinator::stop(const std::string& why) {
   for (auto& [job_id, watcher] : watchers) watcher(response);
 }
 
-uint64_t Coordinator::submit(const wire::JobSpec& spec, Sink sink) {
+uint64_t Coordinator::submit(const wire::JobSpec& spec, Sink client) {
+  Sink sink = guarded(std::move(client));
   wire::ClientResponse queued;
   {
     std::lock_guard lock(mutex_);
+    if (!stopping_.empty()) throw PeerError(stopping_);
+    if (queue_.size() >= kMaxQueued) {
+      throw PeerError("the root has " + std::to_string(kMaxQueued) +
+                      " jobs queued already: wait for some to run, or cancel some");
+    }
     wire::JobRecord record;
     record.set_job_id(next_job_id_++);
     record.set_kind(job_kind(spec));
@@ -75,8 +93,10 @@ uint64_t Coordinator::submit(const wire::JobSpec& spec, Sink sink) {
   return queued.event().job_id();
 }
 
-void Coordinator::watch(uint64_t job_id, Sink sink) {
+void Coordinator::watch(uint64_t job_id, Sink client) {
+  Sink sink = guarded(std::move(client));
   std::unique_lock lock(mutex_);
+  if (!stopping_.empty()) throw PeerError(stopping_);
   for (const auto& done : finished_) {
     if (done.job_id() != job_id) continue;
     wire::ClientResponse response;
@@ -90,6 +110,10 @@ void Coordinator::watch(uint64_t job_id, Sink sink) {
     throw InvalidArgument("no job " + std::to_string(job_id) +
                           " among the root's queued, running and last " + std::to_string(kHistory) +
                           " jobs (symmesh jobs lists them)");
+  }
+  if (watchers_.count(job_id) >= kMaxWatchers) {
+    throw PeerError("job " + std::to_string(job_id) + " has " + std::to_string(kMaxWatchers) +
+                    " clients waiting for it already");
   }
   watchers_.emplace(job_id, std::move(sink));
 }
@@ -193,6 +217,12 @@ void Coordinator::on_report(const wire::NodeJobReport& report) {
 void Coordinator::on_node_down(int node, const std::string& why) {
   std::lock_guard lock(mutex_);
   if (!down_.count(node)) down_[node] = why;
+  changed_.notify_all();
+}
+
+void Coordinator::on_node_up(int node) {
+  std::lock_guard lock(mutex_);
+  down_.erase(node);
   changed_.notify_all();
 }
 

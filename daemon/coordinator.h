@@ -31,13 +31,17 @@ class Coordinator {
               ProgressReader progress = {});
   ~Coordinator();
 
-  // Queues the job and tells its sink ("queued", with the job's id); returns the id.
+  // Queues the job and tells its sink ("queued", with the job's id); returns the id. Throws
+  // PeerError when the queue is full or the coordinator stopped. A sink that throws loses
+  // its answer; the job goes on.
   uint64_t submit(const wire::JobSpec& spec, Sink sink);
   // Sends a queued or running job's result to `sink` when it ends (at once for a finished
   // one); throws InvalidArgument for a job the root does not know.
   void watch(uint64_t job_id, Sink sink);
   void on_report(const wire::NodeJobReport& report);
   void on_node_down(int node, const std::string& why);
+  // A node that was down serves again: jobs may run once no node is down.
+  void on_node_up(int node);
   // A queued job leaves the queue (its client gets the error); a running one is aborted on
   // every node. Returns the job's record; throws InvalidArgument for a job that is neither.
   wire::JobRecord cancel(uint64_t job_id, const std::string& why = "symmesh cancel");
@@ -55,6 +59,8 @@ class Coordinator {
   static constexpr size_t kTracesKept = 8;  // the traces of the last 8 traced jobs
   static constexpr std::chrono::milliseconds kProgressEvery{250};
   static constexpr std::chrono::milliseconds kReportGrace{5000};
+  static constexpr size_t kMaxQueued = 256;   // more submissions are refused
+  static constexpr size_t kMaxWatchers = 64;  // symmesh wait clients per job
 
  private:
   struct Pending {

@@ -1,5 +1,8 @@
-// symmeshd: one per node. Bootstraps into the cluster, connects the data transport to every
-// peer, then serves the control port and runs the root's job commands on its ranks.
+// symmeshd: one per node. Starts its control and status ports, then forms the cluster with
+// the others and serves jobs until it stops. Forming is the bootstrap exchange (every node's
+// hello to the root, the root's view back, data transports connected, a world barrier); the
+// cluster forms again whenever a node or the root restarts, so a daemon's life is a loop of
+// formations (daemon/formation.h) watched by the membership (daemon/membership.h).
 #pragma once
 
 #include <condition_variable>
@@ -9,19 +12,23 @@
 #include <thread>
 
 #include "bootstrap.pb.h"
+#include "common/progress.h"
 #include "daemon/config.h"
 #include "daemon/control_server.h"
 #include "daemon/coordinator.h"
+#include "daemon/formation.h"
+#include "daemon/join_listener.h"
 #include "daemon/link.h"
+#include "daemon/membership.h"
 #include "daemon/node_agent.h"
 #include "daemon/status/metrics.h"
 #include "daemon/status/status_server.h"
 #include "runtime/node.h"
-#include "transport/tcp/tcp_transport.h"
-#include "transport/verbs/device_atomics.h"
-#include "transport/verbs/verbs_transport.h"
 
 namespace symmesh {
+
+enum class DaemonState { kBootstrapping, kForming, kReady, kDegraded, kStopped };
+const char* daemon_state_name(DaemonState state);
 
 class Daemon {
  public:
@@ -35,8 +42,47 @@ class Daemon {
 
  private:
   bool is_root() const { return config_.node_rank == 0; }
-  void read_from_node(Link& link);
-  void read_from_root(Link& link);
+
+  // Startup (daemon.cpp): the secret, the data directory, the heap, the ports.
+  void start();
+  // The configuration part of this daemon's hello (the formation adds its transports).
+  wire::NodeHello base_hello() const;
+
+  // Forming and serving (daemon_formation.cpp).
+  void run_root();
+  void run_member();
+  // Root: gathers every node's hello (the first time within --bootstrap-timeout, then for
+  // as long as it takes), answers them with the view, connects, runs the world barrier.
+  // Returns false when the daemon is stopping.
+  bool form_as_root(bool first);
+  // Root: serves until the daemon stops (false) or the cluster must re-form (true).
+  bool serve_as_root();
+  // Member: joins the root (retrying until `deadline`), connects, waits for the start.
+  // Returns false when the daemon is stopping.
+  bool form_as_member(Deadline deadline);
+  // Member: serves until the daemon stops (false) or it must join again (true); `lost`
+  // tells whether the root went away (then it may take --rejoin-timeout to come back).
+  bool serve_as_member(bool& lost);
+  // Builds this formation's transports; returns this node's hello.
+  wire::NodeHello open_formation();
+  // Adopts the view: links, transports connected, the agent.
+  void adopt(const wire::ClusterView& view, std::vector<std::unique_ptr<BlockingChannel>> channels);
+  // Ends the current formation: links, the agent, the transports.
+  void teardown(const std::string& why);
+  void read_from_node(Link& link, uint64_t epoch);
+  void read_from_root(Link& link, uint64_t epoch);
+  void handle_forward(int node, const wire::SubmitForward& forward);
+  // Sends to node n's link (the root) or the root's (a member); throws PeerError when there
+  // is none.
+  void send_to(int node, const wire::ControlMessage& message);
+  // A link or transport to `node` failed during formation `epoch`.
+  void lost(int node, uint64_t epoch, const std::string& why);
+  void monitor_loop();
+  void apply(const std::vector<MembershipChange>& changes);
+  void set_state(DaemonState state);
+  bool stopping();
+
+  // Jobs (daemon_jobs.cpp).
   // Returns what cancels the job should its client leave before the result.
   ControlServer::Abandon submit(const wire::JobSpec& spec, ControlServer::Sink sink);
   void wait(uint64_t job_id, ControlServer::Sink sink);
@@ -44,56 +90,66 @@ class Daemon {
   void abandon_forwarded(int node, uint64_t request);
   // The root fills what a job left to the cluster's configuration (the barrier algorithm).
   wire::JobSpec with_defaults(wire::JobSpec spec) const;
-  wire::StatusReply status();
   wire::JobRecord cancel(uint64_t job_id);
   wire::JobRecord job(uint64_t job_id, bool trace);
+  // A member: the root is gone; its forwarded jobs fail with `why`.
+  void fail_forwarded(const std::string& why);
+
+  // Status (daemon_status.cpp).
+  wire::StatusReply status();
   StatusServer::Health health();
   std::string metrics_text();
-  void mark_root_down(const std::string& why);
-  void wait_for_stop();
+
   void shutdown();
 
   DaemonConfig config_;
   std::string secret_;
   std::string data_dir_;  // canonical
-  // Opens the verbs transport unless --transport tcp; returns why it is absent otherwise.
-  std::string open_verbs();
-  // Picks, per peer, verbs (both ends have it) or tcp, and connects the verbs queue pairs.
-  void choose_transports();
-  void flush_all(Deadline deadline);
-  bool peer_transport_up(int node) const;
   Clock::time_point started_;
   double started_unix_s_;
   // Grows with every start (the start time in microseconds): peers fence an old one by it.
-  uint64_t incarnation_;
+  const uint64_t incarnation_;
   Metrics metrics_;
-  std::unique_ptr<StatusServer> status_server_;  // absent with --status-addr off
+  Membership membership_;
+  progress::JobProgress progress_;  // PE 0's count of the running job (node 0)
   std::unique_ptr<Node> node_;
-  std::unique_ptr<TcpTransport> tcp_;
-  std::unique_ptr<VerbsTransport> verbs_;
-  std::unique_ptr<DeviceAtomicsTransport> device_atomics_;  // see transport/verbs/device_atomics.h
-  std::string verbs_absent_;                                // why this node has no verbs transport
-  std::vector<std::string> peer_reason_;  // per node: "verbs: ..." or "tcp: ..." (status)
-  wire::ClusterView view_;
-  std::unique_ptr<NodeAgent> agent_;
-  std::unique_ptr<Coordinator> coordinator_;  // root only
-  std::vector<std::unique_ptr<Link>> links_;  // root: one per node; others: [0] is the root
-  std::vector<std::thread> link_threads_;
   std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<StatusServer> status_server_;  // absent with --status-addr off
+  std::unique_ptr<JoinListener> join_;           // root only
+  std::unique_ptr<Coordinator> coordinator_;     // root only
+  std::thread monitor_;
 
+  // The current formation: swapped by the main thread, read by status under mutex_.
   std::mutex mutex_;
   std::condition_variable changed_;
   std::string stop_reason_;
-  std::string state_ = "bootstrapping";
+  DaemonState state_ = DaemonState::kBootstrapping;
+  std::unique_ptr<Formation> formation_;
+  wire::ClusterView view_;
+  uint64_t epoch_ = 0;
+  bool tearing_down_ = false;
+  BlockingChannel* joining_ = nullptr;  // a member: the connection it joins the root on
+  // A member: the root asked it to join again. The root: a data connection broke (at
+  // reform_at_), so the cluster re-forms to connect it again.
+  bool reform_ = false;
+  Clock::time_point reform_at_;
+  bool root_lost_ = false;  // a member: the link to the root ended
+  std::string root_lost_why_;
   int ready_nodes_ = 0;
   bool cluster_started_ = false;
-  std::string root_down_;
-  std::map<int, std::string> nodes_down_;
-  uint64_t next_request_ = 1;
-  std::map<uint64_t, ControlServer::Sink> forwarded_;  // non-root: submissions at the root
-  // Root: (node, request) -> job id of forwarded jobs not finished. Its own lock: the
-  // coordinator's sinks take it under the coordinator's lock.
+
+  // The links and the agent of the current formation. Its own lock, taken for a send and
+  // never held while calling anything that could lock another (sinks run under the
+  // coordinator's lock and send through here).
+  std::mutex links_mutex_;
+  std::vector<std::unique_ptr<Link>> links_;  // root: one per node; a member: [0], the root
+  std::unique_ptr<NodeAgent> agent_;
+  std::vector<std::thread> link_threads_;
+
   std::mutex forward_mutex_;
+  uint64_t next_request_ = 1;
+  std::map<uint64_t, ControlServer::Sink> forwarded_;  // a member: submissions at the root
+  // Root: (node, request) -> job id of forwarded jobs not finished.
   std::map<std::pair<int, uint64_t>, uint64_t> forwarded_jobs_;
 };
 

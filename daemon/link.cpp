@@ -5,8 +5,12 @@
 
 namespace symmesh {
 
-Link::Link(std::unique_ptr<BlockingChannel> channel, int peer_node)
-    : reader_(std::move(channel)), peer_node_(peer_node) {
+Link::Link(std::unique_ptr<BlockingChannel> channel, int peer_node,
+           std::chrono::milliseconds heartbeat_every, const wire::ControlMessage& heartbeat)
+    : reader_(std::move(channel)),
+      peer_node_(peer_node),
+      heartbeat_every_(heartbeat_every),
+      heartbeat_(encode_frame(heartbeat)) {
   writer_ = reader_->duplicate();
   writer_thread_ = std::thread([this] { write_loop(); });
 }
@@ -60,10 +64,16 @@ void Link::write_loop() {
     std::string frame;
     {
       std::unique_lock lock(mutex_);
-      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything went out
-      frame = std::move(queue_.front());
-      queue_.pop_front();
+      const bool woken =
+          queued_.wait_for(lock, heartbeat_every_, [&] { return stopping_ || !queue_.empty(); });
+      if (!woken) {
+        frame = heartbeat_;  // idle for an interval
+      } else if (queue_.empty()) {
+        return;  // stopping, and everything went out
+      } else {
+        frame = std::move(queue_.front());
+        queue_.pop_front();
+      }
       writing_ = true;
     }
     try {

@@ -2,7 +2,9 @@
 // (blocking until a message, stop() or the peer closes); any thread may send, and a send
 // never blocks: messages wait in a bounded queue that the link's writer thread drains with a
 // deadline per message. A peer that stops reading (its queue full, or a write past the
-// deadline) is cut off: the reader then fails, and the link counts as down.
+// deadline) is cut off: the reader then fails, and the link counts as down. A link that has
+// sent nothing for a heartbeat interval sends a heartbeat, so the peer can tell a quiet link
+// from a dead or frozen daemon (daemon/membership.h).
 #pragma once
 
 #include <condition_variable>
@@ -22,7 +24,8 @@ class Link {
   static constexpr auto kSendTimeout = std::chrono::seconds(10);
   static constexpr auto kDrainOnStop = std::chrono::seconds(1);
 
-  Link(std::unique_ptr<BlockingChannel> channel, int peer_node);
+  Link(std::unique_ptr<BlockingChannel> channel, int peer_node,
+       std::chrono::milliseconds heartbeat_every, const wire::ControlMessage& heartbeat);
   ~Link();
 
   // Thread-safe, never blocks. Throws PeerError once the link is broken.
@@ -41,6 +44,8 @@ class Link {
   std::unique_ptr<BlockingChannel> reader_;
   std::unique_ptr<BlockingChannel> writer_;
   int peer_node_;
+  const std::chrono::milliseconds heartbeat_every_;
+  const std::string heartbeat_;  // encoded
   std::mutex mutex_;
   std::condition_variable queued_;
   std::deque<std::string> queue_;  // encoded frames

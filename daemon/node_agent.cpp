@@ -11,13 +11,14 @@
 
 namespace symmesh {
 
-NodeAgent::NodeAgent(Node& node, Metrics& metrics, std::string data_dir, Flush flush,
-                     Reporter reporter)
+NodeAgent::NodeAgent(Node& node, Metrics& metrics, std::string data_dir,
+                     progress::JobProgress& progress, Flush flush, Reporter reporter)
     : node_(node),
       metrics_(metrics),
       data_dir_(std::move(data_dir)),
       flush_(std::move(flush)),
       reporter_(std::move(reporter)),
+      progress_(progress),
       thread_([this] { loop(); }) {}
 
 NodeAgent::~NodeAgent() {

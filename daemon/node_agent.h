@@ -22,8 +22,10 @@ class NodeAgent {
   using Reporter = std::function<void(const wire::NodeJobReport&)>;
   // Ensures everything this node sent, on every transport, has landed.
   using Flush = std::function<void(Deadline)>;
-  // `data_dir`: where the files a job names must be (daemon/jobs/data_paths.h).
-  NodeAgent(Node& node, Metrics& metrics, std::string data_dir, Flush flush, Reporter reporter);
+  // `data_dir`: where the files a job names must be (daemon/jobs/data_paths.h); `progress`:
+  // where PE 0 counts a job's iterations (it outlives the agent).
+  NodeAgent(Node& node, Metrics& metrics, std::string data_dir, progress::JobProgress& progress,
+            Flush flush, Reporter reporter);
   ~NodeAgent();
 
   // Any thread. ABORT acts at once; other phases run in order on the agent's thread.
@@ -32,8 +34,6 @@ class NodeAgent {
 
   uint64_t jobs_run() const { return jobs_run_.load(); }
   uint64_t jobs_failed() const { return jobs_failed_.load(); }
-  // The running job's progress as PE 0 counts it (on node 0; zero elsewhere).
-  const progress::JobProgress& progress() const { return progress_; }
 
  private:
   void loop();
@@ -52,7 +52,7 @@ class NodeAgent {
   std::atomic<uint64_t> running_job_{0};
   std::atomic<uint64_t> jobs_run_{0};
   std::atomic<uint64_t> jobs_failed_{0};
-  progress::JobProgress progress_;
+  progress::JobProgress& progress_;
   std::thread thread_;
 };
 

@@ -21,6 +21,7 @@ LocalCluster::LocalCluster(const LocalClusterOptions& options) : options_(option
     nodes_.push_back(std::make_unique<Node>(config));
   }
   if (options.nodes == 1) return;
+  wires_.resize(options.nodes);
   if (options.transport == "verbs") {
     connect_verbs();
   } else {
@@ -33,10 +34,10 @@ void LocalCluster::connect_tcp() {
   for (int n = 0; n < options_.nodes; ++n) {
     TcpOptions tcp = options_.tcp;
     tcp.op_timeout = options_.wait_timeout;
-    tcp_.push_back(std::make_unique<TcpTransport>(n, options_.nodes, options_.ranks_per_node,
-                                                  nodes_[n]->segment(), nodes_[n]->doorbell(),
-                                                  options_.secret, tcp));
-    endpoints.push_back(tcp_[n]->listen(HostPort{"127.0.0.1", 0}));
+    wires_[n].tcp = std::make_unique<TcpTransport>(n, options_.nodes, options_.ranks_per_node,
+                                                   nodes_[n]->segment(), nodes_[n]->doorbell(),
+                                                   options_.secret, tcp);
+    endpoints.push_back(wires_[n].tcp->listen(HostPort{"127.0.0.1", 0}));
   }
   const Deadline deadline = deadline_after(options_.wait_timeout);
   std::vector<std::thread> connectors;
@@ -44,7 +45,7 @@ void LocalCluster::connect_tcp() {
   for (int n = 0; n < options_.nodes; ++n) {
     connectors.emplace_back([&, n] {
       try {
-        tcp_[n]->connect(endpoints, deadline);
+        wires_[n].tcp->connect(endpoints, deadline);
       } catch (...) {
         errors[n] = std::current_exception();
       }
@@ -55,9 +56,7 @@ void LocalCluster::connect_tcp() {
     if (error) std::rethrow_exception(error);
   }
   for (int n = 0; n < options_.nodes; ++n) {
-    for (int peer = 0; peer < options_.nodes; ++peer) {
-      if (peer != n) nodes_[n]->set_transport(peer, tcp_[n].get());
-    }
+    wires_[n].attach(*nodes_[n], std::vector<bool>(options_.nodes, false));
   }
 }
 
@@ -66,38 +65,33 @@ void LocalCluster::connect_verbs() {
   for (int n = 0; n < options_.nodes; ++n) {
     VerbsOptions verbs = options_.verbs;
     verbs.op_timeout = options_.wait_timeout;
-    verbs_.push_back(std::make_unique<VerbsTransport>(n, options_.nodes, options_.ranks_per_node,
-                                                      nodes_[n]->segment(), nodes_[n]->doorbell(),
-                                                      verbs));
-    infos.push_back(verbs_[n]->local_info());
+    wires_[n].verbs =
+        std::make_unique<VerbsTransport>(n, options_.nodes, options_.ranks_per_node,
+                                         nodes_[n]->segment(), nodes_[n]->doorbell(), verbs);
+    infos.push_back(wires_[n].verbs->local_info());
   }
   for (int n = 0; n < options_.nodes; ++n) {
+    std::vector<bool> over_verbs(options_.nodes, true);
+    over_verbs[n] = false;
     for (int peer = 0; peer < options_.nodes; ++peer) {
-      if (peer == n) continue;
-      verbs_[n]->connect(peer, infos[peer]);
-      nodes_[n]->set_transport(peer, verbs_[n].get());
+      if (peer != n) wires_[n].verbs->connect(peer, infos[peer]);
     }
-    nodes_[n]->set_wait_policy(verbs_wait_policy());
-    if (needs_device_atomics(*verbs_[n])) {
-      device_atomics_.push_back(std::make_unique<DeviceAtomicsTransport>(
-          nodes_[n]->transport_to(n), *verbs_[n], nodes_[n]->segment(), nodes_[n]->doorbell()));
-      nodes_[n]->set_transport(n, device_atomics_.back().get());
-    }
+    wires_[n].attach(*nodes_[n], over_verbs);
   }
 }
 
 LocalCluster::~LocalCluster() {
-  for (auto& tcp : tcp_) tcp->expect_shutdown();
-  for (auto& tcp : tcp_) tcp->shutdown();
-  for (auto& verbs : verbs_) verbs->shutdown();
+  for (auto& wires : wires_) {
+    if (wires.tcp) wires.tcp->expect_shutdown();  // before any closes: no node logs the others
+  }
+  for (int n = 0; n < static_cast<int>(wires_.size()); ++n) wires_[n].shutdown(*nodes_[n]);
 }
 
 void LocalCluster::run(const std::function<void(Pe&)>& body) {
   // A fresh job: everything sent before has landed, then every sync pool is cleared. No PE runs
   // between jobs, so the previous job's abort must not cut the flush short.
   for (auto& node : nodes_) node->doorbell().clear_abort();
-  for (auto& tcp : tcp_) tcp->flush_all(deadline_after(options_.wait_timeout));
-  for (auto& verbs : verbs_) verbs->flush_all(deadline_after(options_.wait_timeout));
+  for (auto& wires : wires_) wires.flush_all(deadline_after(options_.wait_timeout));
   for (auto& node : nodes_) node->reset_between_jobs();
 
   std::mutex mutex;

@@ -10,9 +10,7 @@
 
 #include "runtime/node.h"
 #include "runtime/pe.h"
-#include "transport/tcp/tcp_transport.h"
-#include "transport/verbs/device_atomics.h"
-#include "transport/verbs/verbs_transport.h"
+#include "runtime/wire_set.h"
 
 namespace symmesh {
 
@@ -37,8 +35,8 @@ class LocalCluster {
   void run(const std::function<void(Pe&)>& body);
 
   Node& node(int index) { return *nodes_.at(index); }
-  TcpTransport& tcp(int index) { return *tcp_.at(index); }
-  VerbsTransport& verbs(int index) { return *verbs_.at(index); }
+  TcpTransport& tcp(int index) { return *wires_.at(index).tcp; }
+  VerbsTransport& verbs(int index) { return *wires_.at(index).verbs; }
   int n_pes() const { return options_.nodes * options_.ranks_per_node; }
 
  private:
@@ -47,9 +45,7 @@ class LocalCluster {
 
   LocalClusterOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::vector<std::unique_ptr<TcpTransport>> tcp_;
-  std::vector<std::unique_ptr<VerbsTransport>> verbs_;
-  std::vector<std::unique_ptr<DeviceAtomicsTransport>> device_atomics_;
+  std::vector<WireSet> wires_;  // one per node
 };
 
 }  // namespace symmesh

@@ -1,5 +1,6 @@
 #include "runtime/node.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/units.h"
@@ -62,6 +63,12 @@ Transport& Node::transport_to(int node) {
 
 void Node::set_transport(int node, Transport* transport) {
   transports_.at(node) = transport;
+}
+
+void Node::detach_transports() {
+  std::fill(transports_.begin(), transports_.end(), nullptr);
+  transports_.at(rank()) = &shm_;
+  wait_policy_ = WaitPolicy{};
 }
 
 std::string Node::transport_name(int node) const {

@@ -51,6 +51,8 @@ class Node {
   // The transport to `node` (the shm transport for this node).
   Transport& transport_to(int node);
   void set_transport(int node, Transport* transport);
+  // Back to no transport to other nodes and shm to this one (their transports are closing).
+  void detach_transports();
   std::string transport_name(int node) const;
 
   // Between jobs, with no PE running and the wires flushed: zero every sync pool, free every

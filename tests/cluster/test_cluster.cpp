@@ -163,6 +163,7 @@ TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) 
     }
     daemons_.push_back(
         std::make_unique<DaemonProcess>(args, dir_ + "/node-" + std::to_string(n) + ".log"));
+    args_.push_back(args);
   }
   if (options_.wait_ready) wait_ready();
 }
@@ -194,6 +195,12 @@ void TestCluster::wait_ready(std::chrono::seconds timeout) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // poll interval, bounded
     }
   }
+}
+
+void TestCluster::restart(int node) {
+  daemons_.at(node) =
+      std::make_unique<DaemonProcess>(args_.at(node), dir_ + "/node-" + std::to_string(node) +
+                                                          ".log." + std::to_string(++restarts_));
 }
 
 std::unique_ptr<Client> TestCluster::client(int node) {

@@ -65,6 +65,9 @@ class TestCluster {
   const std::string& secret_file() const { return secret_file_; }
   const std::string& dir() const { return dir_; }
   DaemonProcess& daemon(int node) { return *daemons_.at(node); }
+  // Starts node `node` again with the command line it had (after it was killed); its log
+  // goes to node-N.log.K for the K-th restart.
+  void restart(int node);
   wire::JobResult run(const wire::JobSpec& spec, int via_node = 0);
 
  private:
@@ -74,6 +77,8 @@ class TestCluster {
   std::string secret_file_;
   std::vector<uint16_t> control_ports_;
   std::vector<std::unique_ptr<DaemonProcess>> daemons_;
+  std::vector<std::vector<std::string>> args_;  // each node's command line
+  int restarts_ = 0;
 };
 
 // The real symmesh CLI: its exit code and everything it printed (stdout and stderr).

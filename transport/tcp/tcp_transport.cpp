@@ -88,13 +88,12 @@ void TcpTransport::accept_loop() {
           *channel, secret_,
           AuthIdentity{wire::ROLE_DATA, uint32_t(node_), options_.incarnation, 0},
           Clock::now() + kHandshakeTimeout);
-      const int peer = static_cast<int>(hello.node_rank());
-      if (peer >= nodes_ || peer == node_) {
-        throw PeerError("data connection claims node rank " + std::to_string(peer) +
+      if (hello.node_rank() >= uint32_t(nodes_) || hello.node_rank() == uint32_t(node_)) {
+        throw PeerError("data connection claims node rank " + std::to_string(hello.node_rank()) +
                         "; allowed: 0.." + std::to_string(nodes_ - 1) + " except " +
                         std::to_string(node_));
       }
-      adopt(std::move(channel), peer, hello.connection_index());
+      adopt(std::move(channel), int(hello.node_rank()), hello.connection_index());
     } catch (const std::exception& e) {
       spdlog::warn("node {} data listener: refused a connection from {}: {}", node_,
                    channel->peer_name(), e.what());

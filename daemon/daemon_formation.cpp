@@ -1,0 +1,551 @@
+// Forming the cluster and keeping it formed: the root's and a member's loops, the links,
+// and what a lost link or transport does.
+#include <spdlog/spdlog.h>
+
+#include "daemon/bootstrap.h"
+#include "daemon/daemon.h"
+#include "transport/auth.h"
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
+
+wire::ControlMessage reform_message(uint64_t epoch, const std::string& why) {
+  wire::ControlMessage message;
+  message.mutable_reform()->set_epoch(epoch);
+  message.mutable_reform()->set_why(why);
+  return message;
+}
+
+}  // namespace
+
+void Daemon::run_root() {
+  bool first = true;
+  for (;;) {
+    try {
+      if (!form_as_root(first) || !serve_as_root()) return;
+    } catch (const PeerError& e) {
+      if (first) throw;  // the first formation fails the start, naming who never came
+      spdlog::warn("node 0: forming the cluster failed: {}; forming it again", e.what());
+    }
+    first = false;
+    teardown("the cluster re-forms");
+  }
+}
+
+bool Daemon::form_as_root(bool first) {
+  set_state(first ? DaemonState::kBootstrapping : DaemonState::kForming);
+  const wire::NodeHello mine = open_formation();
+  const Deadline deadline = first ? deadline_after(config_.bootstrap_timeout) : Deadline::max();
+  const auto missing = join_->wait_for_all(deadline, [this] { return stopping(); });
+  if (stopping()) return false;
+  auto joiners = join_->take();
+  if (!missing.empty()) {
+    std::string names;
+    for (int node : missing) names += (names.empty() ? "" : ", ") + std::to_string(node);
+    const std::string why = "bootstrap: node(s) " + names + " never joined before the deadline";
+    for (auto& joiner : joiners) {
+      if (!joiner) continue;
+      wire::BootstrapReply refusal;
+      refusal.set_error(why);
+      try {
+        joiner->channel->write(refusal, deadline_after(kHandshakeTimeout));
+      } catch (const std::exception&) {
+      }
+    }
+    throw PeerError(why);
+  }
+  std::vector<wire::NodeHello> hellos(config_.nodes);
+  hellos[0] = mine;
+  std::vector<std::unique_ptr<BlockingChannel>> channels(config_.nodes);
+  const auto now = Clock::now();
+  for (int node = 1; node < config_.nodes; ++node) {
+    hellos[node] = joiners[node]->hello;
+    channels[node] = std::move(joiners[node]->channel);
+    if (!membership_.joining(node, hellos[node].incarnation(), now)) {
+      throw PeerError("node " + std::to_string(node) + " joined with incarnation " +
+                      std::to_string(hellos[node].incarnation()) +
+                      ", older than the daemon it replaced: fenced");
+    }
+  }
+  membership_.joining(0, incarnation_, now);
+  uint64_t epoch = 0;
+  {
+    std::lock_guard lock(mutex_);
+    epoch = epoch_ + 1;
+  }
+  const wire::ClusterView view = build_view(hellos, epoch);
+  wire::BootstrapReply reply;
+  *reply.mutable_view() = view;
+  for (int node = 1; node < config_.nodes; ++node) {
+    channels[node]->write(reply, deadline_after(kHandshakeTimeout));
+  }
+  adopt(view, std::move(channels));
+  {
+    std::unique_lock lock(mutex_);
+    const bool all = changed_.wait_until(lock, deadline_after(config_.bootstrap_timeout), [&] {
+      return ready_nodes_ == config_.nodes - 1 || !stop_reason_.empty() || reform_;
+    });
+    if (!stop_reason_.empty()) return false;
+    if (!all || reform_) {
+      throw PeerError("not every node connected its data transport in time (epoch " +
+                      std::to_string(epoch) + ")");
+    }
+  }
+  wire::ControlMessage start;
+  start.mutable_start();
+  for (int node = 1; node < config_.nodes; ++node) send_to(node, start);
+  apply(membership_.formed(Clock::now()));
+
+  // The world barrier that ends a formation runs as a job: it proves the data plane.
+  wire::JobSpec barrier;
+  barrier.mutable_barrier()->set_iters(1);  // the configured algorithm
+  std::mutex done_mutex;
+  std::condition_variable done_cv;
+  std::optional<wire::JobResult> outcome;
+  coordinator_->submit(with_defaults(barrier), [&](const wire::ClientResponse& response) {
+    if (!response.has_result()) return;
+    std::lock_guard lock(done_mutex);
+    outcome = response.result();
+    done_cv.notify_all();
+  });
+  {
+    std::unique_lock lock(done_mutex);
+    done_cv.wait(lock, [&] { return outcome.has_value(); });
+  }
+  if (!outcome->ok()) throw PeerError("the world barrier failed: " + outcome->error());
+  {
+    std::lock_guard lock(mutex_);
+    cluster_started_ = true;
+  }
+  set_state(membership_.all_up() ? DaemonState::kReady : DaemonState::kDegraded);
+  spdlog::info("node 0: cluster formed (epoch {}, {} nodes x {} ranks)", epoch, config_.nodes,
+               config_.ranks_per_node);
+  return true;
+}
+
+bool Daemon::serve_as_root() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (!stop_reason_.empty()) return false;
+    // The cluster re-forms when a node waits to join, or a data connection broke (after a
+    // heartbeat interval: a node that died takes its control link down too, and is then
+    // waited for), but only once every node that is not serving has a joiner waiting:
+    // re-forming earlier would only wait for the missing one.
+    const auto waiting = join_->waiting();
+    bool all_back = true;
+    for (int node = 1; node < config_.nodes && all_back; ++node) {
+      const bool serving = membership_.state(node) == NodeState::kUp ||
+                           membership_.state(node) == NodeState::kSuspect;
+      if (!serving && std::find(waiting.begin(), waiting.end(), node) == waiting.end()) {
+        all_back = false;
+      }
+    }
+    const bool broken = reform_ && Clock::now() >= reform_at_ + config_.heartbeat;
+    if (all_back && (!waiting.empty() || broken)) {
+      spdlog::info("node 0: the cluster re-forms ({})",
+                   waiting.empty() ? "a data connection broke" : "node(s) waiting to join");
+      return true;
+    }
+    changed_.wait_for(lock, std::min<Clock::duration>(config_.heartbeat, std::chrono::seconds(1)));
+  }
+}
+
+void Daemon::run_member() {
+  Deadline deadline = deadline_after(config_.bootstrap_timeout);
+  for (;;) {
+    bool lost = false;
+    bool formed = false;
+    try {
+      formed = form_as_member(deadline);
+      if (!formed) return;
+      if (!serve_as_member(lost)) return;
+    } catch (const PeerError& e) {
+      // The root went away while this node was joining: it retries until the deadline.
+      if (Clock::now() >= deadline) throw;
+      spdlog::warn("node {}: joining failed: {}; trying again", config_.node_rank, e.what());
+      lost = true;
+    }
+    teardown(lost ? "lost the root" : "the root re-forms the cluster");
+    // A formed cluster that ends gives the root --rejoin-timeout to come back; a join that
+    // failed keeps the deadline it had.
+    if (formed) deadline = deadline_after(config_.rejoin_timeout);
+  }
+}
+
+bool Daemon::form_as_member(Deadline deadline) {
+  {
+    std::lock_guard lock(mutex_);
+    state_ = cluster_started_ || epoch_ ? DaemonState::kForming : DaemonState::kBootstrapping;
+  }
+  const wire::NodeHello mine = open_formation();
+  std::unique_ptr<BlockingChannel> channel;
+  wire::ClusterView view;
+  auto backoff = kFirstBackoff;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      // Short connection attempts, and the channel where request_stop() can cut a wait short.
+      channel = BlockingChannel::connect(
+          config_.bootstrap, std::min(deadline, deadline_after(std::chrono::seconds(1))));
+      {
+        std::lock_guard lock(mutex_);
+        if (!stop_reason_.empty()) return false;
+        joining_ = channel.get();
+      }
+      view = bootstrap_join(*channel, mine, secret_, deadline);
+      std::lock_guard lock(mutex_);
+      joining_ = nullptr;
+      break;
+    } catch (const InvalidArgument&) {
+      std::lock_guard lock(mutex_);
+      joining_ = nullptr;
+      throw;  // refused by the root: a configuration to fix
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard lock(mutex_);
+        joining_ = nullptr;
+      }
+      if (stopping()) return false;
+      if (Clock::now() + backoff >= deadline) {
+        throw Error("could not join the root at " + config_.bootstrap.str() + " after " +
+                    std::to_string(attempt) + " attempts (" + e.what() +
+                    "); gave up at the deadline (--bootstrap-timeout at start, --rejoin-timeout "
+                    "after losing the root)");
+      }
+      spdlog::info("node {}: joining the root at {}: {}; again in {} ms", config_.node_rank,
+                   config_.bootstrap.str(), e.what(), backoff.count());
+      std::unique_lock lock(mutex_);
+      changed_.wait_for(lock, backoff, [&] { return !stop_reason_.empty(); });
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+  }
+  const auto now = Clock::now();
+  for (const auto& info : view.node()) {
+    membership_.joining(static_cast<int>(info.node_rank()), info.incarnation(), now);
+  }
+  std::vector<std::unique_ptr<BlockingChannel>> channels(config_.nodes);
+  channels[0] = std::move(channel);
+  adopt(view, std::move(channels));
+  wire::ControlMessage ready;
+  ready.mutable_ready()->set_node_rank(config_.node_rank);
+  send_to(0, ready);
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, deadline_after(config_.bootstrap_timeout), [&] {
+    return cluster_started_ || !stop_reason_.empty() || root_lost_ || reform_;
+  });
+  if (!stop_reason_.empty()) return false;
+  if (!cluster_started_) {
+    throw PeerError(root_lost_ ? "lost the root while joining: " + root_lost_why_
+                               : "the root did not start the cluster");
+  }
+  lock.unlock();
+  apply(membership_.formed(Clock::now()));
+  set_state(membership_.all_up() ? DaemonState::kReady : DaemonState::kDegraded);
+  spdlog::info("node {}: cluster formed (epoch {}, {} nodes x {} ranks)", config_.node_rank,
+               view.epoch(), config_.nodes, config_.ranks_per_node);
+  return true;
+}
+
+bool Daemon::serve_as_member(bool& lost) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !stop_reason_.empty() || root_lost_ || reform_; });
+  lost = root_lost_;
+  return stop_reason_.empty();
+}
+
+wire::NodeHello Daemon::open_formation() {
+  auto formation = std::make_unique<Formation>(config_, *node_, secret_, incarnation_);
+  wire::NodeHello hello = base_hello();
+  formation->fill_hello(hello);
+  std::lock_guard lock(mutex_);
+  formation_ = std::move(formation);
+  return hello;
+}
+
+void Daemon::adopt(const wire::ClusterView& view,
+                   std::vector<std::unique_ptr<BlockingChannel>> channels) {
+  const uint64_t epoch = view.epoch();
+  {
+    std::lock_guard lock(mutex_);
+    view_ = view;
+    epoch_ = epoch;
+    ready_nodes_ = 0;
+    cluster_started_ = false;
+    reform_ = false;
+    root_lost_ = false;
+  }
+  wire::ControlMessage heartbeat;
+  heartbeat.mutable_heartbeat()->set_node_rank(config_.node_rank);
+  heartbeat.mutable_heartbeat()->set_incarnation(incarnation_);
+  std::vector<std::unique_ptr<Link>> links(config_.nodes);
+  for (int node = 0; node < config_.nodes; ++node) {
+    if (channels[node]) {
+      links[node] =
+          std::make_unique<Link>(std::move(channels[node]), node, config_.heartbeat, heartbeat);
+    }
+  }
+  NodeAgent::Reporter reporter;
+  if (is_root()) {
+    reporter = [this](const wire::NodeJobReport& report) { coordinator_->on_report(report); };
+  } else {
+    reporter = [this](const wire::NodeJobReport& report) {
+      wire::ControlMessage message;
+      *message.mutable_report() = report;
+      try {
+        send_to(0, message);
+      } catch (const std::exception& e) {
+        spdlog::warn("node {}: a job report could not reach the root: {}", config_.node_rank,
+                     e.what());
+      }
+    };
+  }
+  {
+    std::lock_guard lock(links_mutex_);
+    links_ = std::move(links);
+    agent_ = std::make_unique<NodeAgent>(
+        *node_, metrics_, data_dir_, progress_,
+        [this](Deadline deadline) { formation_->flush_all(deadline); }, std::move(reporter));
+  }
+  formation_->on_refused([this](const std::string& kind) { metrics_.error(kind); });
+  formation_->on_peer_down([this, epoch](int peer, const std::string& why) {
+    // A broken data connection: the job in flight fails naming it, and the cluster re-forms
+    // to connect it again (a member asks the root to).
+    node_->doorbell().abort("node " + std::to_string(peer) + ": " + why);
+    {
+      std::lock_guard lock(mutex_);
+      if (epoch != epoch_ || tearing_down_) return;
+    }
+    spdlog::warn("node {}: to node {}: {}: the cluster re-forms", config_.node_rank, peer, why);
+    if (is_root()) {
+      std::lock_guard lock(mutex_);
+      if (!reform_) reform_at_ = Clock::now();
+      reform_ = true;
+      changed_.notify_all();
+    } else {
+      try {
+        send_to(0, reform_message(epoch, "node " + std::to_string(config_.node_rank) +
+                                             " lost its data connection to node " +
+                                             std::to_string(peer) + ": " + why));
+      } catch (const std::exception&) {
+        // The root is gone too: losing it re-forms anyway.
+      }
+    }
+  });
+  formation_->connect(view, deadline_after(config_.bootstrap_timeout));
+  std::lock_guard lock(links_mutex_);
+  for (int node = 0; node < config_.nodes; ++node) {
+    if (!links_[node]) continue;
+    Link* link = links_[node].get();
+    link_threads_.emplace_back([this, link, epoch] {
+      if (is_root()) {
+        read_from_node(*link, epoch);
+      } else {
+        read_from_root(*link, epoch);
+      }
+    });
+  }
+}
+
+void Daemon::teardown(const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    tearing_down_ = true;
+    if (state_ != DaemonState::kStopped) state_ = DaemonState::kForming;
+  }
+  const bool stopping_now = stopping();
+  if (coordinator_ && !stopping_now) {
+    for (int node = 1; node < config_.nodes; ++node) {
+      coordinator_->on_node_down(node, "the cluster is re-forming (" + why + ")");
+    }
+  }
+  node_->doorbell().abort("the cluster is re-forming: " + why);
+  std::vector<std::unique_ptr<Link>> links;
+  std::unique_ptr<NodeAgent> agent;
+  {
+    std::lock_guard lock(links_mutex_);
+    links.swap(links_);
+    agent.swap(agent_);
+  }
+  uint64_t epoch = 0;
+  {
+    std::lock_guard lock(mutex_);
+    epoch = epoch_;
+  }
+  for (auto& link : links) {
+    if (!link) continue;
+    if (is_root() && !stopping_now) {
+      try {
+        link->send(reform_message(epoch, why));
+      } catch (const std::exception&) {
+        // That node is gone: it joins again when it comes back.
+      }
+    }
+    link->stop();
+  }
+  for (auto& thread : link_threads_) thread.join();
+  link_threads_.clear();
+  links.clear();
+  agent.reset();  // stops its thread, after the PEs it runs were aborted
+  std::unique_ptr<Formation> formation;
+  {
+    std::lock_guard lock(mutex_);
+    formation.swap(formation_);
+  }
+  if (formation) formation->shutdown();
+  std::lock_guard lock(mutex_);
+  tearing_down_ = false;
+}
+
+void Daemon::send_to(int node, const wire::ControlMessage& message) {
+  std::lock_guard lock(links_mutex_);
+  if (node == config_.node_rank) {
+    if (!agent_) throw PeerError("node " + std::to_string(node) + " is re-forming");
+    return agent_->handle(message.command());
+  }
+  if (node < 0 || node >= static_cast<int>(links_.size()) || !links_[node]) {
+    throw PeerError("no link to node " + std::to_string(node) + " (the cluster is re-forming)");
+  }
+  links_[node]->send(message);
+}
+
+void Daemon::lost(int node, uint64_t epoch, const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    if (epoch != epoch_ || tearing_down_ || state_ == DaemonState::kStopped) return;
+    if (node == 0 && !is_root()) {
+      root_lost_ = true;
+      root_lost_why_ = why;
+      changed_.notify_all();
+    }
+  }
+  node_->doorbell().abort("node " + std::to_string(node) + " is down: " + why);
+  apply(membership_.lost(node, why, Clock::now()));
+  if (node == 0 && !is_root()) {
+    fail_forwarded("lost the connection to the root (node 0 at " + config_.bootstrap.str() +
+                   "): " + why);
+  }
+}
+
+void Daemon::read_from_node(Link& link, uint64_t epoch) {
+  const int n = link.peer_node();
+  try {
+    for (;;) {
+      wire::ControlMessage message;
+      link.receive(message);
+      apply(membership_.heard(n, Clock::now()));
+      if (message.has_report()) {
+        coordinator_->on_report(message.report());
+      } else if (message.has_ready()) {
+        std::lock_guard lock(mutex_);
+        ++ready_nodes_;
+        changed_.notify_all();
+      } else if (message.has_abandon()) {
+        abandon_forwarded(n, message.abandon().request_id());
+      } else if (message.has_forward()) {
+        handle_forward(n, message.forward());
+      } else if (message.has_reform()) {
+        spdlog::warn("node 0: node {} asks to re-form: {}", n, message.reform().why());
+        std::lock_guard lock(mutex_);
+        if (message.reform().epoch() == epoch_ && !reform_) {
+          reform_ = true;
+          reform_at_ = Clock::now();
+        }
+        changed_.notify_all();
+      } else if (message.has_shutdown()) {
+        spdlog::info("node {} is leaving: {}", n, message.shutdown().reason());
+        throw PeerError("node " + std::to_string(n) + " shut down: " + message.shutdown().reason());
+      }
+    }
+  } catch (const std::exception& e) {
+    lost(n, epoch, e.what());
+  }
+}
+
+void Daemon::read_from_root(Link& link, uint64_t epoch) {
+  try {
+    for (;;) {
+      wire::ControlMessage message;
+      link.receive(message);
+      apply(membership_.heard(0, Clock::now()));
+      if (message.has_command()) {
+        std::lock_guard lock(links_mutex_);
+        if (agent_) agent_->handle(message.command());
+      } else if (message.has_start()) {
+        std::lock_guard lock(mutex_);
+        cluster_started_ = true;
+        changed_.notify_all();
+      } else if (message.has_started() || message.has_finished()) {
+        const uint64_t request = message.has_started() ? message.started().request_id()
+                                                       : message.finished().request_id();
+        ControlServer::Sink sink;
+        {
+          std::lock_guard lock(forward_mutex_);
+          auto it = forwarded_.find(request);
+          if (it == forwarded_.end()) continue;
+          sink = it->second;
+          if (message.has_finished()) forwarded_.erase(it);
+        }
+        wire::ClientResponse response;
+        if (message.has_started()) {
+          *response.mutable_event() = message.started().event();
+          response.mutable_event()->set_job_id(message.started().job_id());
+        } else {
+          *response.mutable_result() = message.finished().result();
+        }
+        sink(response);
+      } else if (message.has_reform()) {
+        spdlog::info("node {}: the root re-forms the cluster: {}", config_.node_rank,
+                     message.reform().why());
+        std::lock_guard lock(mutex_);
+        reform_ = true;
+        changed_.notify_all();
+        return;
+      } else if (message.has_shutdown()) {
+        throw PeerError("the root shut down: " + message.shutdown().reason());
+      }
+    }
+  } catch (const std::exception& e) {
+    lost(0, epoch, e.what());
+  }
+}
+
+void Daemon::handle_forward(int node, const wire::SubmitForward& forward) {
+  const uint64_t request = forward.request_id();
+  auto reply_to_node = [this, node, request](const wire::ClientResponse& response) {
+    wire::ControlMessage reply;
+    {
+      std::lock_guard lock(forward_mutex_);
+      if (response.has_event() && response.event().state() == "queued") {
+        forwarded_jobs_[{node, request}] = response.event().job_id();
+      } else if (!response.has_event()) {
+        forwarded_jobs_.erase({node, request});
+      }
+    }
+    if (response.has_event()) {
+      reply.mutable_started()->set_request_id(request);
+      reply.mutable_started()->set_job_id(response.event().job_id());
+      *reply.mutable_started()->mutable_event() = response.event();
+    } else {
+      reply.mutable_finished()->set_request_id(request);
+      *reply.mutable_finished()->mutable_result() = response.result();
+    }
+    send_to(node, reply);  // queued: never blocks the coordinator
+  };
+  try {
+    coordinator_->submit(with_defaults(forward.spec()), reply_to_node);
+  } catch (const std::exception& e) {
+    wire::ClientResponse refused;
+    refused.mutable_result()->set_ok(false);
+    refused.mutable_result()->set_error(e.what());
+    try {
+      reply_to_node(refused);
+    } catch (const std::exception&) {
+      // The node is gone: it fails its client itself.
+    }
+  }
+}
+
+}  // namespace symmesh

@@ -1,0 +1,126 @@
+// Jobs as the control port hands them in: checked here, then queued at the root's
+// coordinator (directly on node 0, forwarded over the link elsewhere).
+#include <spdlog/spdlog.h>
+
+#include "daemon/daemon.h"
+#include "daemon/jobs/data_paths.h"
+#include "daemon/jobs/job.h"
+#include "transport/errors.h"
+
+namespace symmesh {
+
+wire::JobSpec Daemon::with_defaults(wire::JobSpec spec) const {
+  if (spec.has_barrier()) {
+    auto* job = spec.mutable_barrier();
+    if (job->algo().empty()) job->set_algo(config_.barrier_algo);
+    if (job->k() == 0) job->set_k(config_.barrier_k);
+  }
+  return spec;
+}
+
+ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ != DaemonState::kReady && state_ != DaemonState::kDegraded) {
+      throw PeerError(
+          std::string("the cluster is not serving (state: ") + daemon_state_name(state_) + "); " +
+          (membership_.problems().empty() ? "try again once it is ready" : membership_.problems()));
+    }
+  }
+  // Checked here for the client's sake; every node checks its own paths again before it runs.
+  check_job_spec(confine_job_paths(spec, data_dir_), config_.nodes, config_.ranks_per_node);
+  // A job needs every node: with one not up it would only wait for it, so it fails now.
+  if (!membership_.all_up()) {
+    throw PeerError("a job needs every node, and " + membership_.problems() +
+                    " (a restarted node joins again by itself)");
+  }
+  if (is_root()) {
+    const uint64_t job_id = coordinator_->submit(with_defaults(spec), std::move(sink));
+    return [this, job_id] {
+      try {
+        coordinator_->cancel(job_id, "its client left");
+      } catch (const InvalidArgument&) {
+        // It ended meanwhile.
+      }
+    };
+  }
+  uint64_t request = 0;
+  {
+    std::lock_guard lock(forward_mutex_);
+    request = next_request_++;
+    forwarded_[request] = std::move(sink);
+  }
+  wire::ControlMessage forward;
+  forward.mutable_forward()->set_request_id(request);
+  *forward.mutable_forward()->mutable_spec() = spec;
+  try {
+    send_to(0, forward);
+  } catch (const std::exception&) {
+    std::lock_guard lock(forward_mutex_);
+    forwarded_.erase(request);
+    throw;
+  }
+  return [this, request] {
+    {
+      std::lock_guard lock(forward_mutex_);
+      if (!forwarded_.erase(request)) return;  // it ended meanwhile
+    }
+    wire::ControlMessage abandon;
+    abandon.mutable_abandon()->set_request_id(request);
+    send_to(0, abandon);
+  };
+}
+
+void Daemon::fail_forwarded(const std::string& why) {
+  std::map<uint64_t, ControlServer::Sink> orphans;
+  {
+    std::lock_guard lock(forward_mutex_);
+    orphans.swap(forwarded_);
+  }
+  for (auto& [request, sink] : orphans) {
+    wire::ClientResponse response;
+    response.set_error(why);
+    response.set_refusal(wire::REFUSAL_UNAVAILABLE);
+    sink(response);
+  }
+}
+
+void Daemon::abandon_forwarded(int node, uint64_t request) {
+  uint64_t job_id = 0;
+  {
+    std::lock_guard lock(forward_mutex_);
+    auto it = forwarded_jobs_.find({node, request});
+    if (it == forwarded_jobs_.end()) return;  // it ended meanwhile
+    job_id = it->second;
+  }
+  spdlog::info("job {}: its client (at node {}) left: cancelling it", job_id, node);
+  try {
+    coordinator_->cancel(job_id, "its client left");
+  } catch (const InvalidArgument&) {
+    // It ended meanwhile.
+  }
+}
+
+void Daemon::wait(uint64_t job_id, ControlServer::Sink sink) {
+  if (!is_root()) {
+    throw InvalidArgument("jobs live at the root, node 0 (its control port is in symmesh status)");
+  }
+  coordinator_->watch(job_id, std::move(sink));
+}
+
+wire::JobRecord Daemon::job(uint64_t job_id, bool trace) {
+  if (!is_root()) {
+    throw InvalidArgument("jobs live at the root, node 0 (its control port is in symmesh status)");
+  }
+  return coordinator_->job(job_id, trace);
+}
+
+wire::JobRecord Daemon::cancel(uint64_t job_id) {
+  if (!is_root()) {
+    throw InvalidArgument(
+        "jobs are cancelled at the root, node 0 (its control port is in symmesh status)");
+  }
+  return coordinator_->cancel(job_id);
+}
+
+}  // namespace symmesh

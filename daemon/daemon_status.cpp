@@ -1,0 +1,185 @@
+// What the daemon says about itself: `symmesh status` and GET /status, /health and /metrics.
+#include "common/wire_json.h"
+#include "daemon/daemon.h"
+
+namespace symmesh {
+namespace {
+
+std::string text(const wire::Endpoint& at) {
+  return at.host() + ":" + std::to_string(at.port());
+}
+
+}  // namespace
+
+wire::StatusReply Daemon::status() {
+  wire::StatusReply reply;
+  reply.set_node_rank(config_.node_rank);
+  reply.set_nodes(config_.nodes);
+  reply.set_ranks_per_node(config_.ranks_per_node);
+  reply.set_version(PROJECT_VERSION);
+  reply.set_incarnation(incarnation_);
+  if (status_server_) reply.set_status_url(status_server_->url());
+  reply.set_uptime_s(std::chrono::duration<double>(Clock::now() - started_).count());
+  if (node_) {
+    reply.set_heap_size(node_->heap_capacity());
+    reply.set_heap_used(node_->heap_used());
+    reply.set_heap_job_peak(node_->heap_job_peak());
+  }
+  const std::vector<NodeSlot> slots = membership_.slots();
+  bool serving = false;
+  {
+    std::lock_guard lock(mutex_);
+    reply.set_state(daemon_state_name(state_));
+    reply.set_epoch(epoch_);
+    serving = state_ == DaemonState::kReady || state_ == DaemonState::kDegraded;
+    for (const auto& info : view_.node()) {
+      const int n = static_cast<int>(info.node_rank());
+      auto* node = reply.add_node();
+      node->set_node_rank(info.node_rank());
+      node->set_hostname(info.hostname());
+      node->set_control_endpoint(text(info.control_endpoint()));
+      node->set_ranks(view_.ranks_per_node());
+      node->set_status_url(info.status_url());
+      const NodeSlot& slot = slots.at(n);
+      node->set_state(node_state_name(slot.state));
+      node->set_incarnation(slot.incarnation);
+      node->set_state_since_unix_s(slot.since_unix_s);
+      node->set_last_heard_unix_s(slot.last_heard_unix_s);
+      node->set_state_reason(slot.reason);
+      if (n == config_.node_rank) continue;
+      auto* peer = reply.add_peer();
+      peer->set_node_rank(info.node_rank());
+      const std::string reason = formation_ ? formation_->reason(n) : "";
+      peer->set_transport(reason.empty() ? "pending" : node_->transport_name(n));
+      peer->set_reason(reason.empty() ? "forming" : reason);
+      peer->set_data_endpoint(text(info.data_endpoint()));
+      peer->set_up(!reason.empty() && formation_->peer_up(n) && slot.state == NodeState::kUp);
+    }
+  }
+  // The coordinator takes its own lock: asked outside this daemon's.
+  if (!serving) return reply;
+  if (coordinator_) {
+    reply.set_jobs_run(coordinator_->jobs_run());
+    reply.set_jobs_failed(coordinator_->jobs_failed());
+    reply.set_jobs_queued(coordinator_->jobs_queued());
+    for (auto& job : coordinator_->jobs()) *reply.add_jobs() = std::move(job);
+  } else {
+    std::lock_guard lock(links_mutex_);
+    if (agent_) {
+      reply.set_jobs_run(agent_->jobs_run());
+      reply.set_jobs_failed(agent_->jobs_failed());
+    }
+  }
+  return reply;
+}
+
+StatusServer::Health Daemon::health() {
+  const std::string problems = membership_.problems();
+  DaemonState state;
+  {
+    std::lock_guard lock(mutex_);
+    state = state_;
+  }
+  if (state == DaemonState::kBootstrapping || state == DaemonState::kStopped) {
+    return {false, std::string("state ") + daemon_state_name(state)};
+  }
+  if (!problems.empty()) return {false, problems};
+  if (state != DaemonState::kReady)
+    return {false, std::string("state ") + daemon_state_name(state)};
+  return {true, ""};
+}
+
+std::string Daemon::metrics_text() {
+  const wire::StatusReply now = status();
+  using Sample = Metrics::Sample;
+  std::vector<Sample> gauges;
+  const std::string node = std::to_string(config_.node_rank);
+  gauges.push_back({"symmesh_info",
+                    "This daemon: its node rank and version (value 1).",
+                    {{"node", node}, {"version", now.version()}},
+                    1});
+  gauges.push_back({"symmesh_up",
+                    "1 when the daemon is in the cluster and every node is up.",
+                    {},
+                    health().ok ? 1.0 : 0.0});
+  gauges.push_back({"symmesh_incarnation",
+                    "This daemon's incarnation (its start time in microseconds).",
+                    {},
+                    double(incarnation_)});
+  for (const auto& slot : now.node()) {
+    for (const char* state : {"joining", "up", "suspect", "down"}) {
+      gauges.push_back({"symmesh_node_state",
+                        "1 for each node's membership state as this daemon sees it.",
+                        {{"node", std::to_string(slot.node_rank())}, {"state", state}},
+                        slot.state() == state ? 1.0 : 0.0});
+    }
+  }
+  for (const auto& slot : now.node()) {
+    gauges.push_back({"symmesh_node_incarnation",
+                      "The incarnation of the daemon holding each node's slot.",
+                      {{"node", std::to_string(slot.node_rank())}},
+                      double(slot.incarnation())});
+  }
+  gauges.push_back(
+      {"symmesh_heap_bytes", "Symmetric heap of this node.", {}, double(now.heap_size())});
+  gauges.push_back({"symmesh_heap_used_bytes",
+                    "Symmetric heap in use on this node.",
+                    {},
+                    double(now.heap_used())});
+  gauges.push_back({"symmesh_heap_job_peak_bytes",
+                    "Highest symmetric heap use of the running job, or of the last one "
+                    "(its rings, workspaces and buffers).",
+                    {},
+                    double(now.heap_job_peak())});
+  for (const auto& peer : now.peer()) {
+    gauges.push_back({"symmesh_peer_up",
+                      "1 when the link to the peer node is up, by transport.",
+                      {{"peer", std::to_string(peer.node_rank())}, {"transport", peer.transport()}},
+                      peer.up() ? 1.0 : 0.0});
+  }
+  // Per peer and transport: what this node sent and received (transport/peer_traffic.h).
+  struct Counter {
+    const char* family;
+    const char* help;
+    uint64_t PeerTraffic::Totals::*field;
+  };
+  std::lock_guard lock(mutex_);  // the formation's transports stay while they are read
+  const std::vector<const NetworkTransport*> networks =
+      formation_ ? formation_->networks() : std::vector<const NetworkTransport*>{};
+  for (const Counter& c :
+       {Counter{"symmesh_peer_sent_bytes_total",
+                "Bytes this node's operations carried to the peer.",
+                &PeerTraffic::Totals::sent_bytes},
+        Counter{"symmesh_peer_sent_operations_total",
+                "Puts, gets and atomics this node started towards the peer.",
+                &PeerTraffic::Totals::sent_ops},
+        Counter{"symmesh_peer_received_bytes_total",
+                "Bytes that came from the peer (its puts here over tcp, this node's gets).",
+                &PeerTraffic::Totals::received_bytes},
+        Counter{"symmesh_peer_received_operations_total",
+                "Messages with data that came from the peer.",
+                &PeerTraffic::Totals::received_ops}}) {
+    for (const NetworkTransport* transport : networks) {
+      for (int n = 0; n < config_.nodes; ++n) {
+        if (n == config_.node_rank) continue;
+        gauges.push_back(
+            {c.family,
+             c.help,
+             {{"peer", std::to_string(n)}, {"transport", std::string(transport->name())}},
+             double(transport->traffic().totals(n).*c.field)});
+      }
+    }
+  }
+  gauges.push_back({"symmesh_jobs_queued",
+                    "Jobs waiting to run (the root only).",
+                    {},
+                    double(now.jobs_queued())});
+  for (auto& sample : process_samples()) gauges.push_back(std::move(sample));
+  gauges.push_back({"process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                    {},
+                    started_unix_s_});
+  return metrics_.render(gauges);
+}
+
+}  // namespace symmesh

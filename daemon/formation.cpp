@@ -1,0 +1,149 @@
+#include "daemon/formation.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "transport/errors.h"
+
+namespace symmesh {
+namespace {
+
+wire::Endpoint endpoint(const HostPort& at) {
+  wire::Endpoint out;
+  out.set_host(at.host);
+  out.set_port(at.port);
+  return out;
+}
+
+}  // namespace
+
+Formation::Formation(const DaemonConfig& config, Node& node, const std::string& secret,
+                     uint64_t incarnation)
+    : config_(config), node_(node), reasons_(config.nodes) {
+  if (config.nodes == 1) {
+    verbs_absent_ = "a single node has no peers";
+    return;
+  }
+  TcpOptions tcp;
+  tcp.connections_per_peer = config.tcp_connections;
+  tcp.op_timeout = config.wait_timeout;
+  tcp.incarnation = incarnation;
+  wires_.tcp = std::make_unique<TcpTransport>(config.node_rank, config.nodes, config.ranks_per_node,
+                                              node.segment(), node.doorbell(), secret, tcp);
+  wires_.tcp->listen(HostPort{config.listen, 0});
+  if (config.transport == "tcp") {
+    verbs_absent_ = "--transport tcp";
+    return;
+  }
+  VerbsOptions options;
+  options.device = VerbsDeviceOptions{config.rdma_device, config.rdma_gid_index};
+  options.op_timeout = config.wait_timeout;
+  options.progress_thread = config.verbs_progress == "thread";
+  try {
+    wires_.verbs =
+        std::make_unique<VerbsTransport>(config.node_rank, config.nodes, config.ranks_per_node,
+                                         node.segment(), node.doorbell(), options);
+    spdlog::info("node {}: verbs on {}", config.node_rank, wires_.verbs->device().describe());
+  } catch (const InvalidArgument&) {
+    throw;  // a wrong --rdma-device or --rdma-gid-index is the user's to fix
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (why.rfind("verbs: ", 0) == 0) why = why.substr(7);
+    if (config.transport == "verbs") {
+      throw InvalidArgument("--transport verbs: " + why + " (use --transport auto or tcp here)");
+    }
+    spdlog::info("node {}: no verbs ({}); peers use tcp", config.node_rank, why);
+    verbs_absent_ = why;
+  }
+}
+
+Formation::~Formation() {
+  shutdown();
+}
+
+void Formation::fill_hello(wire::NodeHello& hello) const {
+  hello.clear_transports();
+  hello.add_transports("tcp");
+  if (wires_.verbs) {
+    hello.add_transports("verbs");
+    *hello.mutable_verbs() = wires_.verbs->local_info();
+  } else {
+    hello.set_verbs_absent(verbs_absent_);
+  }
+  const HostPort data = wires_.tcp ? wires_.tcp->listening_on() : HostPort{config_.listen, 0};
+  *hello.mutable_data_endpoint() = endpoint(data);
+}
+
+void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
+  if (!wires_.tcp) return;
+  std::vector<HostPort> endpoints;
+  for (const auto& info : view.node()) {
+    endpoints.push_back(
+        HostPort{info.data_endpoint().host(), static_cast<uint16_t>(info.data_endpoint().port())});
+  }
+  wires_.tcp->connect(endpoints, deadline);
+  std::vector<bool> over_verbs(config_.nodes, false);
+  for (const auto& info : view.node()) {
+    const int n = static_cast<int>(info.node_rank());
+    if (n == config_.node_rank) continue;
+    const std::string peer = "node " + std::to_string(n);
+    if (wires_.verbs && info.has_verbs()) {
+      wires_.verbs->connect(n, info.verbs());
+      over_verbs[n] = true;
+      reasons_[n] =
+          "verbs: " + wires_.verbs->device().describe() +
+          (config_.transport == "verbs" ? ", forced by --transport" : ", both ends have a device");
+      continue;
+    }
+    if (config_.transport == "verbs") {
+      throw PeerError("--transport verbs: " + peer + " cannot use verbs (" + info.verbs_absent() +
+                      "); give every node a device, or use auto");
+    }
+    std::string why = "forced by --transport";
+    if (config_.transport != "tcp") {
+      why = wires_.verbs ? "verbs: " + peer + " has none (" + info.verbs_absent() + ")"
+                         : "verbs: " + verbs_absent_;
+    }
+    reasons_[n] = "tcp: " + why;
+  }
+  wires_.attach(node_, over_verbs);
+}
+
+void Formation::on_peer_down(std::function<void(int, const std::string&)> callback) {
+  if (wires_.tcp) {
+    wires_.tcp->on_peer_down([callback](int peer, const std::string& why) {
+      callback(peer, "data connection lost: " + why);
+    });
+  }
+  if (wires_.verbs) {
+    wires_.verbs->on_peer_down(
+        [callback](int peer, const std::string& why) { callback(peer, "verbs failed: " + why); });
+  }
+}
+
+void Formation::on_refused(std::function<void(const std::string&)> callback) {
+  if (wires_.tcp) wires_.tcp->on_refused(std::move(callback));
+}
+
+bool Formation::peer_up(int node) const {
+  if (reasons_.at(node).rfind("verbs", 0) == 0) return wires_.verbs->peer_up(node);
+  return wires_.tcp && wires_.tcp->peer_up(node);
+}
+
+std::string Formation::reason(int node) const {
+  return reasons_.at(node);
+}
+
+const std::vector<const NetworkTransport*> Formation::networks() const {
+  std::vector<const NetworkTransport*> out;
+  if (wires_.tcp) out.push_back(wires_.tcp.get());
+  if (wires_.verbs) out.push_back(wires_.verbs.get());
+  return out;
+}
+
+void Formation::shutdown() {
+  wires_.shutdown(node_);
+}
+
+}  // namespace symmesh

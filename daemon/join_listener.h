@@ -1,0 +1,72 @@
+// The root's bootstrap port, open for the cluster's life: every node joins here at its start,
+// after a restart, and whenever the cluster re-forms. Each connection is authenticated
+// (role bootstrap) and its hello checked against the cluster's configuration on a worker of a
+// small bounded pool, so a silent or slow connection holds up neither the accept loop nor the
+// others. A valid hello waits here, with its connection, until the root forms the cluster:
+// one per node rank, the newest incarnation winning (an older one is refused as fenced).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "bootstrap.pb.h"
+#include "transport/channel.h"
+
+namespace symmesh {
+
+struct Joiner {
+  wire::NodeHello hello;
+  std::unique_ptr<BlockingChannel> channel;
+};
+
+class JoinListener {
+ public:
+  static constexpr int kWorkers = 4;          // handshakes at once
+  static constexpr size_t kMaxAccepted = 16;  // waiting for a worker; more are closed at once
+
+  // Binds `at` now (throws InvalidArgument naming it); `cluster` is the hello every joiner's
+  // configuration must match (check_hello); `refused` counts what is turned away.
+  JoinListener(const HostPort& at, std::string secret, wire::NodeHello cluster,
+               std::function<void(const std::string& kind)> refused);
+  ~JoinListener();
+  void start();
+  void stop();
+
+  // Waits until every node in 1..nodes-1 has a joiner here, or `deadline`, or `give_up()`
+  // (checked whenever a joiner arrives, and by notify()). Returns the ranks still missing.
+  std::vector<int> wait_for_all(Deadline deadline, const std::function<bool()>& give_up);
+  // The node ranks with a joiner waiting.
+  std::vector<int> waiting() const;
+  // Takes every waiting joiner (index = node rank; null where none).
+  std::vector<std::unique_ptr<Joiner>> take();
+  // Wakes wait_for_all (its give_up may have turned true).
+  void notify();
+  // Called whenever a joiner arrives (on a worker thread).
+  void on_joined(std::function<void()> callback);
+
+ private:
+  void accept_loop();
+  void work_loop();
+  void admit(std::unique_ptr<BlockingChannel> channel);
+  void refuse(BlockingChannel& channel, const std::string& kind, const std::string& why);
+
+  Listener listener_;
+  const std::string secret_;
+  const wire::NodeHello cluster_;
+  std::function<void(const std::string&)> refused_;
+  std::function<void()> joined_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int, std::unique_ptr<Joiner>> waiting_;
+  std::deque<std::unique_ptr<BlockingChannel>> accepted_;
+  bool stopping_ = false;
+  std::thread accept_thread_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace symmesh

@@ -1,0 +1,38 @@
+#include "runtime/wire_set.h"
+
+#include <algorithm>
+
+namespace symmesh {
+
+void WireSet::attach(Node& node, const std::vector<bool>& over_verbs) {
+  for (int peer = 0; peer < node.nodes(); ++peer) {
+    if (peer == node.rank()) continue;
+    if (over_verbs.at(peer)) {
+      node.set_transport(peer, verbs.get());
+    } else {
+      node.set_transport(peer, tcp.get());
+    }
+  }
+  if (std::find(over_verbs.begin(), over_verbs.end(), true) == over_verbs.end()) return;
+  node.set_wait_policy(verbs_wait_policy());
+  if (needs_device_atomics(*verbs)) {
+    device_atomics = std::make_unique<DeviceAtomicsTransport>(
+        node.transport_to(node.rank()), *verbs, node.segment(), node.doorbell());
+    node.set_transport(node.rank(), device_atomics.get());
+  }
+}
+
+void WireSet::flush_all(Deadline deadline) {
+  if (tcp) tcp->flush_all(deadline);
+  if (verbs) verbs->flush_all(deadline);
+}
+
+void WireSet::shutdown(Node& node) {
+  node.detach_transports();
+  if (tcp) tcp->expect_shutdown();
+  if (tcp) tcp->shutdown();
+  if (verbs) verbs->shutdown();
+  device_atomics.reset();
+}
+
+}  // namespace symmesh
