@@ -65,11 +65,18 @@ void print_status(const wire::StatusReply& status, bool json) {
       format_bytes(status.heap_job_peak()).c_str(),
       static_cast<unsigned long long>(status.jobs_run()),
       static_cast<unsigned long long>(status.jobs_failed()), status.jobs_queued());
-  std::printf("%-5s %-20s %-22s %-6s %s\n", "NODE", "HOST", "CONTROL", "RANKS", "STATUS");
+  std::printf("%-5s %-8s %-20s %-22s %-6s %s\n", "NODE", "STATE", "HOST", "CONTROL", "RANKS",
+              "STATUS");
   for (const auto& node : status.node()) {
-    std::printf("%-5u %-20s %-22s %-6u %s\n", node.node_rank(), node.hostname().c_str(),
-                node.control_endpoint().c_str(), node.ranks(),
+    std::printf("%-5u %-8s %-20s %-22s %-6u %s\n", node.node_rank(), node.state().c_str(),
+                node.hostname().c_str(), node.control_endpoint().c_str(), node.ranks(),
                 node.status_url().empty() ? "off" : node.status_url().c_str());
+  }
+  for (const auto& node : status.node()) {
+    if (node.state() != "up") {
+      std::printf("node %u is %s: %s\n", node.node_rank(), node.state().c_str(),
+                  node.state_reason().c_str());
+    }
   }
   if (status.peer_size() == 0) return;
   std::printf("%-5s %-9s %-5s %-22s %s\n", "PEER", "TRANSPORT", "UP", "DATA", "WHY");

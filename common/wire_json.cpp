@@ -109,14 +109,21 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                      {"jobs_queued", status.jobs_queued()},
                      {"version", status.version()},
                      {"uptime_s", status.uptime_s()},
-                     {"status_url", status.status_url()}};
+                     {"status_url", status.status_url()},
+                     {"incarnation", status.incarnation()},
+                     {"epoch", status.epoch()}};
   out["cluster"] = nlohmann::json::array();
   for (const auto& node : status.node()) {
     out["cluster"].push_back({{"node_rank", node.node_rank()},
                               {"hostname", node.hostname()},
                               {"control_endpoint", node.control_endpoint()},
                               {"ranks", node.ranks()},
-                              {"status_url", node.status_url()}});
+                              {"status_url", node.status_url()},
+                              {"state", node.state()},
+                              {"incarnation", node.incarnation()},
+                              {"state_since_unix_s", node.state_since_unix_s()},
+                              {"last_heard_unix_s", node.last_heard_unix_s()},
+                              {"state_reason", node.state_reason()}});
   }
   out["peers"] = nlohmann::json::array();
   for (const auto& peer : status.peer()) {

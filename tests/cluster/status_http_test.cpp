@@ -35,7 +35,10 @@ TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
   for (const auto& node : json["cluster"]) {
     EXPECT_TRUE(node["status_url"].get<std::string>().starts_with("http://127.0.0.1:")) << node;
     EXPECT_EQ(node["ranks"], 2);
+    EXPECT_EQ(node["state"], "up") << node;
+    EXPECT_GT(node["incarnation"].get<uint64_t>(), 0u) << node;
   }
+  EXPECT_EQ(json["epoch"], 1);
   ASSERT_EQ(json["peers"].size(), 1u);
   EXPECT_EQ(json["peers"][0]["up"], true);
   EXPECT_FALSE(json["peers"][0]["transport"].get<std::string>().empty());
@@ -102,6 +105,9 @@ TEST(StatusHttp, MetricsAreStrictPrometheusText) {
   EXPECT_GE(value("symmesh_errors_total", {{"kind", "bad_request"}}), 1);
   EXPECT_GE(value("symmesh_errors_total", {{"kind", "auth"}}), 1);
   EXPECT_EQ(value("symmesh_up", {}), 1);
+  EXPECT_EQ(value("symmesh_node_state", {{"node", "1"}, {"state", "up"}}), 1);
+  EXPECT_EQ(value("symmesh_node_state", {{"node", "1"}, {"state", "down"}}), 0);
+  EXPECT_GT(value("symmesh_node_incarnation", {{"node", "1"}}), 0);
   EXPECT_EQ(value("symmesh_peer_up", {{"peer", "1"}, {"transport", "tcp"}}), 1);
   EXPECT_GT(value("symmesh_heap_bytes", {}), 0);
   // The allgather put this node's 1 MiB to the peer (twice: the warm-up and the run) and got
