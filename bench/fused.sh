@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fused operators against their baselines, in one invocation on this machine:
 # matmul-reduce-scatter, gemm-allreduce and allgather-matmul on 2 nodes x 1 rank (TCP between
-# the nodes), bf16, at M=4096 K=4096 N=1024 and at seed 001's M=5416 K=6144 N=1408. For each:
+# the nodes), bf16, at M=4096 K=4096 N=1024 and at PTO's GEMM + AllReduce's M=5416 K=6144 N=1408. For each:
 #   symmesh: compute-only (the standalone oneDNN GEMM), comm-only (our collective alone) and
 #   its CPU time, sequential (GEMM then collective), pipelined (fused), speedup, overlap
 #   efficiency, the fused GEMM's GFLOP/s as a share of the standalone GEMM's;

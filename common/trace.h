@@ -1,4 +1,4 @@
-// Job timelines (issue 6): spans (a name, a category, a start and an end) that the threads of
+// Job timelines: spans (a name, a category, a start and an end) that the threads of
 // a job record into preallocated per-thread buffers, so recording never allocates or locks.
 // Off unless a job asks for it: on a thread bound to no recorder a span costs one
 // thread-local load. A full buffer keeps its earliest spans and counts the rest as dropped.

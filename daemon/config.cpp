@@ -87,6 +87,12 @@ std::map<std::string, Key> keys() {
         "paths are taken from it; default: $STATE_DIRECTORY/data under systemd, "
         "/var/lib/symmesh/data for root, ~/.local/state/symmesh/data otherwise)",
         [](DaemonConfig& c, const std::string& v) { c.data_dir = v; }}},
+      {"job-memory",
+       {"host memory a job may take on this node outside the heap (inputs, outputs, reference; "
+        "KiB, MiB, GiB suffixes; default: half the machine's memory)",
+        [](DaemonConfig& c, const std::string& v) {
+          c.job_memory = parse_size(v, "--job-memory");
+        }}},
       {"tcp-connections",
        {"TCP data connections per node pair (1..16)",
         [](DaemonConfig& c, const std::string& v) {

@@ -22,7 +22,8 @@ struct DaemonConfig {
   std::string transport = "auto";
   uint64_t heap_size = uint64_t{256} << 20;
   std::string secret_file;
-  std::string data_dir;  // empty: default_data_dir()
+  std::string data_dir;     // empty: default_data_dir()
+  uint64_t job_memory = 0;  // host memory a job may use per node; 0: default_job_memory()
   int tcp_connections = 2;
   std::chrono::milliseconds wait_timeout{60000};
   std::chrono::milliseconds bootstrap_timeout{60000};

@@ -7,6 +7,7 @@
 #include "common/units.h"
 #include "common/wire_json.h"
 #include "daemon/jobs/data_paths.h"
+#include "daemon/jobs/host_memory.h"
 #include "runtime/barrier.h"
 #include "transport/auth.h"
 #include "transport/errors.h"
@@ -115,6 +116,7 @@ int Daemon::run() {
 void Daemon::start() {
   secret_ = read_secret_file(config_.secret_file);
   data_dir_ = prepare_data_dir(config_.data_dir.empty() ? default_data_dir() : config_.data_dir);
+  job_memory_ = config_.job_memory ? config_.job_memory : default_job_memory();
   NodeConfig node_config;
   node_config.node_rank = config_.node_rank;
   node_config.nodes = config_.nodes;

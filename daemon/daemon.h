@@ -105,6 +105,7 @@ class Daemon {
   DaemonConfig config_;
   std::string secret_;
   std::string data_dir_;  // canonical
+  uint64_t job_memory_ = 0;
   Clock::time_point started_;
   double started_unix_s_;
   // Grows with every start (the start time in microseconds): peers fence an old one by it.

@@ -4,6 +4,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/jobs/data_paths.h"
+#include "daemon/jobs/host_memory.h"
 #include "daemon/jobs/job.h"
 #include "transport/errors.h"
 
@@ -28,7 +29,9 @@ ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::
     }
   }
   // Checked here for the client's sake; every node checks its own paths again before it runs.
-  check_job_spec(confine_job_paths(spec, data_dir_), config_.nodes, config_.ranks_per_node);
+  const wire::JobSpec confined = confine_job_paths(spec, data_dir_);
+  check_job_spec(confined, config_.nodes, config_.ranks_per_node);
+  check_job_memory(confined, config_.nodes, config_.ranks_per_node, job_memory_);
   // A job needs every node: with one not up it would only wait for it, so it fails now.
   if (!membership_.all_up()) {
     throw PeerError("a job needs every node, and " + membership_.problems() +

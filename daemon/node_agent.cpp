@@ -6,16 +6,17 @@
 
 #include "common/job_trace.h"
 #include "daemon/jobs/data_paths.h"
+#include "daemon/jobs/host_memory.h"
 #include "daemon/jobs/job.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
 
-NodeAgent::NodeAgent(Node& node, Metrics& metrics, std::string data_dir,
+NodeAgent::NodeAgent(Node& node, Metrics& metrics, JobLimits limits,
                      progress::JobProgress& progress, Flush flush, Reporter reporter)
     : node_(node),
       metrics_(metrics),
-      data_dir_(std::move(data_dir)),
+      limits_(std::move(limits)),
       flush_(std::move(flush)),
       reporter_(std::move(reporter)),
       progress_(progress),
@@ -96,8 +97,9 @@ wire::NodeJobReport NodeAgent::execute(const wire::JobCommand& command) {
 void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& report) {
   wire::JobSpec spec;
   try {
-    spec = confine_job_paths(requested, data_dir_);
+    spec = confine_job_paths(requested, limits_.data_dir);
     check_job_spec(spec, node_.nodes(), node_.ranks_per_node());
+    check_job_memory(spec, node_.nodes(), node_.ranks_per_node(), limits_.job_memory);
   } catch (const std::exception&) {
     metrics_.error("bad_request");
     throw;
@@ -138,7 +140,11 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
         std::lock_guard lock(error_mutex);
         // Keep the cause rather than the aborts it triggered.
         if (first_error.empty() || (first_was_abort && !aborted)) {
-          first_error = pe_error(global, e.what());
+          first_error = dynamic_cast<const std::bad_alloc*>(&e)
+                            ? pe_error(global,
+                                       "out of host memory (the estimate let it in: "
+                                       "lower --job-memory, or shrink the job)")
+                            : pe_error(global, e.what());
           first_was_abort = aborted;
         }
         if (!aborted) node_.doorbell().abort("PE " + std::to_string(global) + " failed");

@@ -17,14 +17,20 @@
 
 namespace symmesh {
 
+// What this daemon lets a job use: files only under its data directory, host memory up to
+// --job-memory (daemon/jobs/data_paths.h, daemon/jobs/host_memory.h).
+struct JobLimits {
+  std::string data_dir;
+  uint64_t job_memory = 0;
+};
+
 class NodeAgent {
  public:
   using Reporter = std::function<void(const wire::NodeJobReport&)>;
   // Ensures everything this node sent, on every transport, has landed.
   using Flush = std::function<void(Deadline)>;
-  // `data_dir`: where the files a job names must be (daemon/jobs/data_paths.h); `progress`:
-  // where PE 0 counts a job's iterations (it outlives the agent).
-  NodeAgent(Node& node, Metrics& metrics, std::string data_dir, progress::JobProgress& progress,
+  // `progress`: where PE 0 counts a job's iterations (it outlives the agent).
+  NodeAgent(Node& node, Metrics& metrics, JobLimits limits, progress::JobProgress& progress,
             Flush flush, Reporter reporter);
   ~NodeAgent();
 
@@ -42,7 +48,7 @@ class NodeAgent {
 
   Node& node_;
   Metrics& metrics_;
-  const std::string data_dir_;
+  const JobLimits limits_;
   Flush flush_;
   Reporter reporter_;
   std::mutex mutex_;

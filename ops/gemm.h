@@ -1,4 +1,4 @@
-// GEMM through oneDNN for the fused operators (issue 4): C (f32, row-major) = A x B, or
+// GEMM through oneDNN for the fused operators: C (f32, row-major) = A x B, or
 // C += A x B, with A and B in f32, bf16 or f16 and f32 accumulation. Operands are strided
 // views (a tile of a larger matrix is a pointer and a leading dimension), so one call is one
 // tile. One oneDNN primitive per (shape, strides, type, accumulate) is created on first use

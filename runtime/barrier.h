@@ -1,5 +1,5 @@
-// Barriers (seed 004). The PE barrier of a team is hierarchical: the team's members on each
-// node meet in an intra-node barrier, the first member of each node (its leader) runs the
+// Barriers (the SHMEM barrier design). The PE barrier of a team is hierarchical: the team's members
+// on each node meet in an intra-node barrier, the first member of each node (its leader) runs the
 // inter-node algorithm with the other leaders, and the leader then releases its node.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Which inter-node barrier algorithm a barrier runs (seed 004's V1, V2, V3).
+// Which inter-node barrier algorithm a barrier runs (the SHMEM barrier design's V1, V2, V3).
 #pragma once
 
 namespace symmesh {

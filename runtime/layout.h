@@ -5,8 +5,8 @@
 //   [ team scratch: kMaxTeams x kTeamScratchBytes (ring collective chunks) ]
 //   [ user heap: symmetric malloc ]
 //
-// Each signal slot is a 64-bit epoch counter alone on its cache line (seed 004: padded
-// slots, counters rather than flags, one sync pool per team).
+// Each signal slot is a 64-bit epoch counter alone on its cache line (the SHMEM barrier design:
+// padded slots, counters rather than flags, one sync pool per team).
 #pragma once
 
 #include <cstddef>

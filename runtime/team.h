@@ -1,5 +1,5 @@
-// A team: an ordered set of PEs (seed 004: start, stride, size over a parent), with its own
-// sync pool and scratch (by team index) and its own epoch counters. Each PE holds its own
+// A team: an ordered set of PEs (the SHMEM barrier design: start, stride, size over a parent), with
+// its own sync pool and scratch (by team index) and its own epoch counters. Each PE holds its own
 // Team object; members agree on everything in it because they build it the same way.
 #pragma once
 

@@ -1,4 +1,4 @@
-// allgather-matmul (seed 003): gather_out = AllGather(A), C = gather_out x B.
+// allgather-matmul (Ascend's AllGatherMatmul): gather_out = AllGather(A), C = gather_out x B.
 //
 // Each PE's shard of A (its rows) is cut into chunks of tile_m rows (main chunks and a tail)
 // that the comm threads put into every peer's gather_out, chunk by chunk, each with a flag

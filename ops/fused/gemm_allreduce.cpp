@@ -1,11 +1,11 @@
-// gemm-allreduce (seed 001): C = sum_i A_i x B on every PE.
+// gemm-allreduce (PTO's GEMM + AllReduce): C = sum_i A_i x B on every PE.
 //
 // Tiles of C are owned round-robin (tile t by PE t % n). Compute threads compute this PE's
-// partial of every tile, owners PE+1, PE+2, ... first and this PE's own tiles last (seed 003's
-// advice for MatmulAllReduce: the local block hides the last communication), into a local
-// tile-major buffer, and enqueue each finished tile id into their own ready queue. Comm thread
-// j drains queues j, j + comm_threads, ...: each tile is split into subtiles of subtile_m rows
-// and put into the owner's receive slot for this PE, bumping the owner's per-subtile ready
+// partial of every tile, owners PE+1, PE+2, ... first and this PE's own tiles last (Ascend's
+// AllGatherMatmul's advice for MatmulAllReduce: the local block hides the last communication), into
+// a local tile-major buffer, and enqueue each finished tile id into their own ready queue. Comm
+// thread j drains queues j, j + comm_threads, ...: each tile is split into subtiles of subtile_m
+// rows and put into the owner's receive slot for this PE, bumping the owner's per-subtile ready
 // counter (put_signal) and the summary doorbell of the owner's comm thread that all-gathers
 // that subtile (reversed stripes, as in the seed). That thread, seeing the counter reach n,
 // adds the n partials in rank order (fixed: bitwise deterministic) and puts the sum to every

@@ -1,4 +1,4 @@
-// matmul-reduce-scatter (seed 000): D_r = rows r of sum_i A_i x B.
+// matmul-reduce-scatter (CATCOC's Matmul-ReduceScatter): D_r = rows r of sum_i A_i x B.
 //
 // Every PE computes the tiles of all ranks' row bands of A_i x B, `comm_interval` tiles per
 // destination rank per round. Tiles for this PE go straight into D; tiles for rank t go into

@@ -53,7 +53,9 @@ std::unique_ptr<FusedOperator> make_gemm_allreduce(Pe& pe, Gemm& gemm, const Fus
 std::unique_ptr<FusedOperator> make_allgather_matmul(Pe& pe, Gemm& gemm,
                                                      const FusedOptions& options);
 
-// Symmetric allocation for an operator's workspace: zeroed, and a HeapExhausted names `what`.
-void* symmetric_zeroed(Pe& pe, size_t bytes, const std::string& what);
+// Symmetric allocation for an operator's workspace: zeroed, and a HeapExhausted names `what`
+// and what to shrink instead of raising --heap-size.
+void* symmetric_zeroed(Pe& pe, size_t bytes, const std::string& what,
+                       const std::string& shrink = "the tiles (--tile-m, --tile-n)");
 
 }  // namespace symmesh

@@ -1,4 +1,4 @@
-// What a fused operator job asks for (issue 4): the operator, the problem (C = A x B with
+// What a fused operator job asks for: the operator, the problem (C = A x B with
 // M x K times K x N), the element type, the tile and pipeline parameters, and how many threads
 // compute and communicate. validate() refuses what cannot run, naming the field and the range.
 #pragma once

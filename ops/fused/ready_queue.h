@@ -1,8 +1,8 @@
-// The compute -> comm handoff of gemm-allreduce (seed 001's per-block ready queue): a lock-free
-// single-producer / single-consumer ring of tile ids. Each slot has its own cache line, so the
-// producer writing slot i + 1 never invalidates the line the consumer is reading. The producer
-// writes the slot, then publishes the count with release; the consumer reads the count with
-// acquire, then the slot, and returns the slot with release so the producer may refill it.
+// The compute -> comm handoff of gemm-allreduce (PTO's GEMM + AllReduce's per-block ready queue): a
+// lock-free single-producer / single-consumer ring of tile ids. Each slot has its own cache line,
+// so the producer writing slot i + 1 never invalidates the line the consumer is reading. The
+// producer writes the slot, then publishes the count with release; the consumer reads the count
+// with acquire, then the slot, and returns the slot with release so the producer may refill it.
 #pragma once
 
 #include <atomic>

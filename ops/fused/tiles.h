@@ -1,6 +1,6 @@
-// The tile scheduler and the block-level compute piece every fused operator shares (seed 000's
-// BlockScheduler and BlockMmad): a grid of tile_m x tile_n output tiles over a band of rows,
-// visited in swizzled order, and one tile's GEMM over K in steps of tile_k.
+// The tile scheduler and the block-level compute piece every fused operator shares (CATCOC's
+// Matmul-ReduceScatter's BlockScheduler and BlockMmad): a grid of tile_m x tile_n output tiles over
+// a band of rows, visited in swizzled order, and one tile's GEMM over K in steps of tile_k.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +29,7 @@ class TileGrid {
   int64_t tile_m() const { return tile_m_; }
   int64_t tile_n() const { return tile_n_; }
   // Tile `index` in swizzled order: row-major over tile rows, odd tile rows reversed, so
-  // consecutive tiles share B's columns (seed 001's block swizzle).
+  // consecutive tiles share B's columns (PTO's GEMM + AllReduce's block swizzle).
   Tile tile(int64_t index) const;
 
  private:

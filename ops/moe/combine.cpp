@@ -72,7 +72,7 @@ class Combiner {
   virtual void communicate(CommPort& port) = 0;
 
   void* zeroed(size_t bytes, const std::string& what) {
-    void* address = symmetric_zeroed(pe_, bytes, what);
+    void* address = symmetric_zeroed(pe_, bytes, what, kMoeShrink);
     allocations_.push_back(address);
     return address;
   }

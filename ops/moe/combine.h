@@ -1,5 +1,5 @@
-// MoE combine (seed 002): brings the expert outputs of every dispatched token back to its home
-// PE and reduces them, walking dispatch's paths backwards with its handle.
+// MoE combine (DeepEP's hierarchical combine): brings the expert outputs of every dispatched token
+// back to its home PE and reduces them, walking dispatch's paths backwards with its handle.
 //
 // hier, three roles per channel on every PE, each a thread:
 //  - NVL sender (the expert side): pushes, per received token, this PE's partial (its experts'

@@ -89,9 +89,9 @@ class Dispatcher {
     const size_t pe_words = size_t(n_) * channels_;
     const size_t node_words = size_t(nodes_) * nodes_ * channels_;
     notify_pe_ = static_cast<uint64_t*>(
-        symmetric_zeroed(pe_, pe_words * 8 + 8, "dispatch counts (PEs x channels)"));
-    notify_node_ = static_cast<uint64_t*>(
-        symmetric_zeroed(pe_, node_words * 8 + 8, "dispatch counts (nodes x nodes x channels)"));
+        symmetric_zeroed(pe_, pe_words * 8 + 8, "dispatch counts (PEs x channels)", kMoeShrink));
+    notify_node_ = static_cast<uint64_t*>(symmetric_zeroed(
+        pe_, node_words * 8 + 8, "dispatch counts (nodes x nodes x channels)", kMoeShrink));
     barrier_all(pe_);
     std::vector<uint64_t> to_pe(pe_words, 0), to_node(size_t(nodes_) * channels_, 0);
     for (int c = 0; c < channels_; ++c) {
@@ -151,14 +151,15 @@ class Dispatcher {
     const size_t bytes = format_.bytes();
     const uint64_t most_forwarded = max_over_pes(pe_, uint64_t(forwarded_));
     const uint64_t most_received = max_over_pes(pe_, uint64_t(received_));
-    forward_region_ = static_cast<std::byte*>(symmetric_zeroed(
-        pe_, most_forwarded * bytes, "dispatch forwarder region (records x record bytes)"));
-    forward_tail_ = static_cast<uint64_t*>(
-        symmetric_zeroed(pe_, size_t(nodes_) * channels_ * 8, "dispatch forwarder tails"));
+    forward_region_ = static_cast<std::byte*>(
+        symmetric_zeroed(pe_, most_forwarded * bytes,
+                         "dispatch forwarder region (records x record bytes)", kMoeShrink));
+    forward_tail_ = static_cast<uint64_t*>(symmetric_zeroed(
+        pe_, size_t(nodes_) * channels_ * 8, "dispatch forwarder tails", kMoeShrink));
     recv_region_ = static_cast<std::byte*>(symmetric_zeroed(
-        pe_, most_received * bytes, "dispatch receive region (tokens x record bytes)"));
+        pe_, most_received * bytes, "dispatch receive region (tokens x record bytes)", kMoeShrink));
     recv_tail_ = static_cast<uint64_t*>(
-        symmetric_zeroed(pe_, size_t(n_) * channels_ * 8, "dispatch receive tails"));
+        symmetric_zeroed(pe_, size_t(n_) * channels_ * 8, "dispatch receive tails", kMoeShrink));
     barrier_all(pe_);  // every region exists and is zero, every PE has all its counts
     // The receive prefix of every PE on this node, read where it lives.
     local_prefix_.resize(ranks_);

@@ -1,4 +1,4 @@
-// What a MoE dispatch or combine job asks for (issue 5): the token and routing shape, how the
+// What a MoE dispatch or combine job asks for: the token and routing shape, how the
 // combine weighs and rounds, and the channels, rings and chunks of the pipeline. validate()
 // refuses what cannot run, naming the field and the allowed range.
 #pragma once
@@ -10,6 +10,10 @@
 
 namespace symmesh {
 
+// What a MoE job can shrink when its buffers do not fit the symmetric heap.
+inline constexpr const char* kMoeShrink =
+    "the job (--tokens, --hidden, --chunk-tokens, --nvl-ring-tokens, --rdma-ring-tokens)";
+
 // none: DeepEP's normal mode (expert outputs summed as they are, weights passed through);
 // topk: each expert output scaled by its f32 gate weight before the first reduction.
 enum class MoeWeighting { kNone, kTopk };
@@ -17,7 +21,7 @@ MoeWeighting parse_moe_weighting(const std::string& name);  // none, topk
 const char* moe_weighting_name(MoeWeighting weighting);
 
 // hier: one copy per destination node over the network, fanned out / reduced inside the node
-// (seed 002); flat: every PE talks to every PE directly (the baseline).
+// (DeepEP's hierarchical combine); flat: every PE talks to every PE directly (the baseline).
 enum class MoeAlgo { kHier, kFlat };
 MoeAlgo parse_moe_algo(const std::string& name);  // hier, flat
 const char* moe_algo_name(MoeAlgo algo);

@@ -1,5 +1,5 @@
-// Intra-node barrier over shared memory, pull mode as in seed 004's core-level sync.
-// Cost: each member writes one local slot; the leader reads L-1 slots, then writes one
+// Intra-node barrier over shared memory, pull mode as in the SHMEM barrier design's core-level
+// sync. Cost: each member writes one local slot; the leader reads L-1 slots, then writes one
 // release slot that L-1 members read. No transport traffic.
 #include <atomic>
 

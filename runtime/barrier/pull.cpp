@@ -1,4 +1,4 @@
-// V3, centralised pull barrier among n leaders (the default, seed 004): each leader
+// V3, centralised pull barrier among n leaders (the default, the SHMEM barrier design): each leader
 // publishes its arrival in its own slot, with no remote write at all, then reads every other
 // leader's slot until it reaches the epoch.
 // Cost: one round; n-1 remote reads per leader (repeated while a peer has not arrived).

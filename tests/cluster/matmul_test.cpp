@@ -130,6 +130,25 @@ TEST(MatmulJob, PathsOutsideTheDataDirAreRefusedAndRelativeOnesAreTakenFromIt) {
   EXPECT_TRUE(std::filesystem::exists(cluster.dir() + "/relative/out/C_1.npy"));
 }
 
+// A job's host memory is estimated before it runs and refused above --job-memory, with the
+// figure and the limit, instead of ending in std::bad_alloc.
+TEST(MatmulJob, AJobAboveTheHostMemoryLimitIsRefusedWithTheFigures) {
+  ClusterOptions limited = shape(2, 1);
+  limited.extra_args = {"--job-memory", "256MiB"};
+  TestCluster cluster(limited);
+  const CliRun deep =
+      cli(target(cluster) + " submit matmul --op gemm-allreduce --m 64 --n 64 --k 1048576");
+  EXPECT_EQ(deep.exit_code, 2) << deep.out;
+  EXPECT_NE(deep.out.find("needs about"), std::string::npos) << deep.out;
+  EXPECT_NE(deep.out.find("--job-memory 256.0 MiB"), std::string::npos) << deep.out;
+  const CliRun huge = cli(target(cluster) +
+                          " submit matmul --op matmul-reduce-scatter --m 1048576 --n 1048576 "
+                          "--k 1048576");
+  EXPECT_EQ(huge.exit_code, 2) << huge.out;
+  EXPECT_EQ(submit_json(cluster, "--op gemm-allreduce --m 64 --n 64 --k 64 --verify")["verified"],
+            true);
+}
+
 TEST(MatmulJob, BadJobsGetClearErrorsAndTheClusterGoesOn) {
   TestCluster cluster(shape(2, 1));
   CliRun zero = cli(target(cluster) + " submit matmul --op gemm-allreduce --m 0 --n 4 --k 4");

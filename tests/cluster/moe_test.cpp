@@ -130,6 +130,15 @@ TEST(MoeJobs, BadJobsNameTheFieldAndTheClusterGoesOn) {
   EXPECT_NE(nlohmann::json::parse(chunk.out)["error"].get<std::string>().find("half of"),
             std::string::npos)
       << chunk.out;
+  // Larger than the 64 MiB heap: named once per PE, with what to shrink for a MoE job.
+  CliRun big = cli(target(cluster) +
+                   " submit combine --tokens 4096 --hidden 7168 --topk 8 --experts 64 --json");
+  EXPECT_EQ(big.exit_code, 1) << big.out;
+  const std::string error = nlohmann::json::parse(big.out)["error"].get<std::string>();
+  EXPECT_NE(error.find("of symmetric heap"), std::string::npos) << error;
+  EXPECT_NE(error.find("shrink the job (--tokens"), std::string::npos) << error;
+  EXPECT_EQ(error.find("tiles"), std::string::npos) << error;
+  EXPECT_EQ(error.find("PE 0: PE 0"), std::string::npos) << error;
   EXPECT_EQ(
       submit(cluster, "combine --tokens 16 --hidden 8 --topk 2 --experts 4 --verify")["verified"],
       true);

@@ -1,4 +1,4 @@
-// The fused operators (issue 4): every op x dtype x mode on 1 to 3 nodes x 1 to 3 ranks, with
+// The fused operators: every op x dtype x mode on 1 to 3 nodes x 1 to 3 ranks, with
 // ragged shapes (no dimension a multiple of a tile or of the PE count), verified against the
 // f32 reference; stage / interval extremes and both stage transfers; several compute and comm
 // threads; bitwise determinism across jobs; and the errors a bad job gets.

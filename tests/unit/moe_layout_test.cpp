@@ -1,4 +1,4 @@
-// The MoE groundwork (issue 5): option validation, generated and file routings, the dispatch
+// The MoE groundwork: option validation, generated and file routings, the dispatch
 // layout against a brute-force count, the channel split, the inter-node bytes of the
 // hierarchical and flat combines, and the references.
 #include <gtest/gtest.h>
