@@ -24,6 +24,7 @@ build_packages=(
   iproute2 procps
   python3 python3-yaml
   chromium  # the dashboard test loads the page in headless Chromium
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev  # the fuzz targets (tests/fuzz)
 )
 bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin perftest)
 softroce_packages=(rdma-core ibverbs-providers ibverbs-utils perftest

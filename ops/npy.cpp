@@ -1,6 +1,7 @@
 #include "ops/npy.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 
@@ -10,6 +11,7 @@ namespace symmesh {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
+constexpr uint64_t kMaxDimension = uint64_t{1} << 32;
 
 size_t descr_size(const std::string& descr) {
   if (descr == "<i8") return 8;
@@ -73,9 +75,35 @@ NpyArray read_npy(const std::string& path) {
       comma != std::string::npos && shape.find_first_not_of("0123456789,", 1) == shape.size() - 1 &&
       std::count(shape.begin(), shape.end(), ',') == (shape[shape.size() - 2] == ',' ? 2 : 1);
   if (!two_d || comma == 1) fail("shape " + shape + " is not 2-D (rows, cols)");
-  array.rows = std::stoll(shape.substr(1, comma - 1));
-  array.cols = std::stoll(shape.substr(comma + 1));
-  const size_t bytes = size_t(array.rows) * array.cols * descr_size(array.descr);
+  const auto dimension = [&](std::string_view digits) {
+    uint64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (error != std::errc() || end == digits.data() || value > kMaxDimension) {
+      fail("shape " + shape + ": a dimension is not a number in 0.." +
+           std::to_string(kMaxDimension));
+    }
+    return value;
+  };
+  const std::string_view dims(shape);
+  const uint64_t rows = dimension(dims.substr(1, comma - 1));
+  const size_t cols_end = shape.find_first_of(",)", comma + 1);
+  const uint64_t cols = dimension(dims.substr(comma + 1, cols_end - comma - 1));
+  array.rows = int64_t(rows);
+  array.cols = int64_t(cols);
+  // The data must be in the file before anything is allocated for it.
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(rows, cols, &bytes) ||
+      __builtin_mul_overflow(bytes, uint64_t(descr_size(array.descr)), &bytes)) {
+    fail("shape " + shape + " is larger than any file");
+  }
+  const std::streamoff at = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::streamoff file_end = in.tellg();
+  in.seekg(at);
+  if (at < 0 || file_end < at || bytes > uint64_t(file_end - at)) {
+    fail("truncated: the shape needs " + std::to_string(bytes) + " bytes of data, the file has " +
+         std::to_string(file_end > at ? file_end - at : 0));
+  }
   array.data.resize(bytes);
   if (!in.read(reinterpret_cast<char*>(array.data.data()), std::streamsize(bytes))) {
     fail("truncated: the shape needs " + std::to_string(bytes) + " bytes of data");

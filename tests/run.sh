@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The one test command: installs what it needs, builds, and runs the whole suite (ctest),
-# the soft-RoCE suite (tests/softroce/run.sh: verbs on a real or QEMU-guest rxe device), then
-# the unit tests again under AddressSanitizer+UndefinedBehaviorSanitizer and ThreadSanitizer.
+# the soft-RoCE suite (tests/softroce/run.sh: verbs on a real or QEMU-guest rxe device), the
+# fuzz targets, then the unit tests again under AddressSanitizer+UndefinedBehaviorSanitizer and
+# ThreadSanitizer.
 # SYMMESH_SKIP_SANITIZERS=1 skips the sanitizer builds (for quick local runs);
-# SYMMESH_SKIP_SOFTROCE=1 skips the soft-RoCE suite, and says so.
+# SYMMESH_SKIP_SOFTROCE=1 skips the soft-RoCE suite, and says so; SYMMESH_SKIP_FUZZ=1 skips
+# the libFuzzer targets (tests/fuzz/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,16 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 tests/softroce/run.sh build
+
+# libFuzzer targets (clang, AddressSanitizer + UBSan): each on its seed corpus and 5 s more.
+if [[ "${SYMMESH_SKIP_FUZZ:-0}" == 1 ]]; then
+  echo "tests/run.sh: fuzzing skipped (SYMMESH_SKIP_FUZZ=1)"
+else
+  CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSYMMESH_FUZZ=ON >/dev/null
+  cmake --build build-fuzz -j "$jobs" --target symmesh_fuzzers
+  tests/fuzz/run.sh build-fuzz
+fi
 
 if [[ "${SYMMESH_SKIP_SANITIZERS:-0}" == 1 ]]; then
   echo "tests/run.sh: sanitizer builds skipped (SYMMESH_SKIP_SANITIZERS=1)"

@@ -50,10 +50,16 @@ TEST(Npy, ReadsHeadersAsNumPyWritesThemAndRefusesOtherLayouts) {
   EXPECT_EQ(array.descr, "<f2");
   EXPECT_EQ(array.rows, 3);
   EXPECT_EQ(array.cols, 2);
-  for (const char* bad : {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }",
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }",
-                          "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }"}) {
+  for (const char* bad :
+       {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }",
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }",
+        // Found by the fuzzer: a dimension that is no number, and one so
+        // large that allocating for it before reading would end the daemon.
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999, 2), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }"}) {
     write_raw(path, bad, 64);
     EXPECT_THROW(read_npy(path), InvalidArgument) << bad;
   }

@@ -1,0 +1,20 @@
+// libFuzzer: sizes and durations as people write them (--heap-size 1GiB, --wait-timeout 60s).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/units.h"
+#include "transport/errors.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    symmesh::format_bytes(symmesh::parse_size(text, "--size"));
+  } catch (const symmesh::Error&) {
+  }
+  try {
+    symmesh::parse_duration(text, "--duration");
+  } catch (const symmesh::Error&) {
+  }
+  return 0;
+}

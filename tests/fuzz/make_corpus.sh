@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/) from readable
+# text: protobuf messages through `protoc --encode`, each framed with its 4-byte length.
+# Run it again after a wire message changes; the files it writes are committed.
+set -euo pipefail
+cd "$(dirname "$0")"
+proto=../../proto
+out=corpus
+rm -rf "$out"
+mkdir -p "$out"/{frame,handshake,control_request,npy,config,units}
+
+encode() {  # MESSAGE TEXT -> protobuf bytes on stdout
+  protoc --proto_path="$proto" --encode="symmesh.wire.$1" "$proto"/*.proto <<<"$2"
+}
+framed() {  # MESSAGE TEXT -> length-prefixed bytes on stdout (little-endian length)
+  local body
+  body=$(mktemp)
+  encode "$1" "$2" >"$body"
+  python3 -c "import sys,struct; sys.stdout.buffer.write(struct.pack('<I', int(sys.argv[1])))" \
+    "$(stat -c %s "$body")"
+  cat "$body"
+  rm -f "$body"
+}
+
+framed DataHeader 'kind: PUT offset: 4096 length: 64 src_pe: 1' >"$out/frame/put"
+{ framed DataHeader 'kind: PUT offset: 0 length: 8 has_signal: true signal_offset: 64 signal_value: 1'
+  framed DataHeader 'kind: GET_REQUEST offset: 128 length: 16 token: 7'; } >"$out/frame/two"
+framed DataHeader 'kind: PUT offset: 18446744073709551615 length: 2' >"$out/frame/wrap"
+
+nonce='nonce: "0123456789abcdef0123456789abcdef"'
+{ framed AuthHello "protocol_version: 2 role: ROLE_CONTROL $nonce"
+  framed AuthProof 'mac: "0123456789abcdef0123456789abcdef"'
+  framed AuthHello "protocol_version: 2 role: ROLE_CONTROL node_rank: 0 incarnation: 1 $nonce"
+  framed AuthResult 'ok: true mac: "0123456789abcdef0123456789abcdef"'
+  framed NodeHello 'protocol_version: 2 node_rank: 1 nodes: 4 ranks_per_node: 2 heap_size: 1048576 tcp_connections: 2'
+} >"$out/handshake/full"
+framed AuthHello "protocol_version: 1 $nonce" >"$out/handshake/old-version"
+
+encode ClientRequest 'status {}' >"$out/control_request/status"
+encode ClientRequest 'submit { collective { op: "allreduce" bytes: 4096 dtype: "f32" algo: "ring" iters: 2 verify: true } }' >"$out/control_request/collective"
+encode ClientRequest 'submit { matmul { op: "gemm-allreduce" m: 64 n: 64 k: 1048576 dtype: "bf16" iters: 5 output: "../../etc" } }' >"$out/control_request/matmul"
+encode ClientRequest 'submit { moe { op: "combine" tokens: 16 hidden: 8 topk: 2 experts: 4 iters: 1 routing: "/tmp" } } detach: true' >"$out/control_request/moe"
+encode ClientRequest 'submit { barrier { algo: "kary" k: 4 iters: 10 } }' >"$out/control_request/barrier"
+
+python3 - "$out/npy" <<'PY'
+import struct, sys
+def npy(descr, shape, payload):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%d, %d), }" % (descr, *shape)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + payload
+open(sys.argv[1] + "/f32", "wb").write(npy("<f4", (2, 3), struct.pack("<6f", *range(6))))
+open(sys.argv[1] + "/i8", "wb").write(npy("<i8", (1, 2), struct.pack("<2q", -1, 5)))
+open(sys.argv[1] + "/bf16", "wb").write(npy("<u2", (2, 2), struct.pack("<4H", 0x3f80, 0, 1, 2)))
+PY
+
+cat >"$out/config/node.toml" <<'TOML'
+node-rank = 1
+nodes = 2
+ranks-per-node = 2
+bootstrap = "10.0.0.1:7399"
+listen = "10.0.0.2"
+heap-size = "1GiB"
+secret-file = "/etc/symmesh/secret"
+heartbeat = "500ms"
+job-memory = "2GiB"
+TOML
+printf 'nodes = "two"\n[table]\nx = 1\n' >"$out/config/bad.toml"
+
+for text in 1GiB 64MiB 512 1.5KiB 60s 10ms 2m 0 18446744073709551615 -1 1e9; do
+  printf '%s' "$text" >"$out/units/$text"
+done
