@@ -26,6 +26,8 @@ else
   cmake --build build-fuzz -j "$jobs" --target symmesh_fuzzers
   tests/fuzz/run.sh build-fuzz
 fi
+# Fault drills, bad inputs and a 2-minute soak (node kills, client kills, cancels), one table.
+tests/reliability-report.sh build 120
 
 if [[ "${SYMMESH_SKIP_SANITIZERS:-0}" == 1 ]]; then
   echo "tests/run.sh: sanitizer builds skipped (SYMMESH_SKIP_SANITIZERS=1)"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One table of how symmesh holds up: the fault drills (tests/faults), the soak (bench/soak.sh:
+# mixed jobs under client kills, cancels and node kills), the bad inputs (the BadInput and port
+# tests, the fuzz targets' executions when tests/fuzz/run.sh ran before), the connections
+# opened and dropped. Exits non-zero when anything that must be 0 is not, or a fault was not
+# survived. Usage: tests/reliability-report.sh BUILD_DIR [SOAK_SECONDS (default 120)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: tests/reliability-report.sh BUILD_DIR [SOAK_SECONDS]}
+soak_seconds=${2:-120}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$build/bin/symmesh_fault_tests" --gtest_output="json:$work/faults.json" >"$work/faults.log" 2>&1 || true
+"$build/bin/symmesh_cluster_tests" --gtest_filter='BadInput.*:ControlPort.*:DataPort.*' \
+  --gtest_output="json:$work/bad.json" >"$work/bad.log" 2>&1 || true
+python3 bench/soak.py --bin "$build/bin" --duration "$soak_seconds" --summary "$work/soak.json" \
+  >"$work/soak.log" 2>&1 || true
+cat "$work/soak.log"
+fuzz_runs=0
+for log in build-fuzz/fuzz-artifacts/*.log; do
+  [[ -e "$log" ]] || continue
+  runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
+  fuzz_runs=$((fuzz_runs + runs))
+done
+
+python3 - "$work" "$fuzz_runs" <<'PY'
+import json, sys
+work, fuzz_runs = sys.argv[1], int(sys.argv[2])
+def suite(name):
+    try:
+        report = json.load(open(f"{work}/{name}.json"))
+    except (OSError, ValueError):
+        return 0, 1
+    tests = report.get("tests", 0)
+    return tests - report.get("failures", 0) - report.get("errors", 0), tests
+try:
+    soak = json.load(open(f"{work}/soak.json"))
+except (OSError, ValueError):
+    soak = {}
+drills_ok, drills = suite("faults")
+bad_ok, bad = suite("bad")
+faults = drills + soak.get("faults", 0) + soak.get("client_kills", 0)
+survived = drills_ok + soak.get("survived", 0) + soak.get("client_kills", 0)
+rows = [
+    ("faults injected / survived (drills, node kills, client kills)", f"{faults} / {survived}"),
+    ("bad inputs tried / refused (tests; fuzz executions refused or harmless)",
+     f"{bad + fuzz_runs} / {bad_ok + fuzz_runs}"),
+    ("connections opened / leaked", f"{soak.get('opened', 0)} / {soak.get('leaked', 0)}"),
+    ("jobs verified / wrong / hung", f"{soak.get('verified', 0)} / {soak.get('wrong', 0)} / "
+                                     f"{soak.get('hung', 0)}"),
+    ("jobs failed with a named error / another", f"{soak.get('failed_named', 0)} / "
+                                                 f"{soak.get('failed_unnamed', 0)}"),
+]
+print("symmesh reliability report")
+print("| what | count |")
+print("|---|---|")
+for label, value in rows:
+    print(f"| {label} | {value} |")
+ok = (survived == faults and bad_ok == bad and soak.get("passed", False))
+print(f"reliability: {survived + bad_ok} passed, {faults - survived + bad - bad_ok + (0 if soak.get('passed') else 1)} failed")
+sys.exit(0 if ok else 1)
+PY
