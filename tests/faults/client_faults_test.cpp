@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "tests/cluster/test_cluster.h"
+#include "tests/faults/drills.h"
 #include "transport/auth.h"
 #include "transport/errors.h"
 
@@ -34,13 +35,6 @@ wire::JobRecord wait_for_job(TestCluster& cluster,
 
 bool running(const wire::JobRecord& job) {
   return job.state() == "running";
-}
-
-// The next job after a fault: a verified allreduce.
-void next_job_verifies(TestCluster& cluster) {
-  const auto result = cluster.run(collective_job("allreduce", 1 << 20, "f32", "ring"));
-  EXPECT_TRUE(result.ok()) << result.error();
-  EXPECT_TRUE(result.verified());
 }
 
 TEST(ClientFaults, AKilledCliCancelsItsJobAndTheNextJobVerifiesWithin15Seconds) {
