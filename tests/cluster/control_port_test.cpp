@@ -65,7 +65,7 @@ void reflection_is_refused(const HostPort& port, wire::AuthRole role) {
   }
 }
 
-// Waits until `family{kind}` on node 0 reaches `at_least`; returns the last value seen.
+// Waits until symmesh_errors_total{kind} at `url` reaches `at_least`; returns the last value.
 double wait_for_errors(const std::string& url, const std::string& kind, double at_least) {
   const Deadline deadline = deadline_after(std::chrono::seconds(15));
   double value = -1;
@@ -94,6 +94,23 @@ TEST(DataPort, ReflectingTheServersChallengeGetsNoConnectionAndIsCounted) {
   EXPECT_GE(wait_for_errors(url, "auth", 3), 3);
   const auto result = cluster.run(collective_job("allreduce", 1 << 20, "f32", "ring"));
   EXPECT_TRUE(result.ok() && result.verified()) << result.error();
+}
+
+// The root's bootstrap port stays open for the cluster's life: the same attack gets no
+// place in the cluster there either, and a wrong secret is refused and counted.
+TEST(BootstrapPort, ReflectionAndAWrongSecretGetNoPlaceAndAreCounted) {
+  TestCluster cluster(shape(2, 1));
+  const std::string url = status_url(cluster, 0);
+  reflection_is_refused(cluster.bootstrap(), wire::ROLE_BOOTSTRAP);
+  auto channel = open(cluster.bootstrap());
+  EXPECT_THROW(
+      authenticate_client(*channel, "a-wrong-secret-of-enough-bytes",
+                          AuthIdentity{wire::ROLE_BOOTSTRAP, 1, 1, 0}, deadline_after(kIo)),
+      AuthError);
+  EXPECT_GE(wait_for_errors(url, "auth", 4), 4);
+  const auto status = cluster.client(0)->status(deadline_after(kIo));
+  EXPECT_EQ(status.state(), "ready");
+  EXPECT_EQ(status.epoch(), 1u) << "an attacker made the cluster re-form";
 }
 
 TEST(ControlPort, UnauthenticatedConnectionsAreCappedAndTimedOut) {

@@ -122,7 +122,8 @@ TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) 
   secret_ = "secret-" + std::to_string(random()) + std::to_string(random());
   secret_file_ = dir_ + "/secret";
   write_secret_file(secret_file_, secret_);
-  const uint16_t bootstrap = free_port();
+  bootstrap_port_ = free_port();
+  const uint16_t bootstrap = bootstrap_port_;
   for (int n = 0; n < options_.nodes; ++n) control_ports_.push_back(free_port());
   for (int n = 0; n < options_.nodes; ++n) {
     std::vector<std::string> args = {bin_dir() + "/symmeshd",

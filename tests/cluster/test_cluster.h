@@ -61,6 +61,7 @@ class TestCluster {
   void wait_ready(std::chrono::seconds timeout = std::chrono::seconds(60));
   std::unique_ptr<Client> client(int node = 0);
   HostPort control(int node) const { return HostPort{"127.0.0.1", control_ports_.at(node)}; }
+  HostPort bootstrap() const { return HostPort{"127.0.0.1", bootstrap_port_}; }
   const std::string& secret() const { return secret_; }
   const std::string& secret_file() const { return secret_file_; }
   const std::string& dir() const { return dir_; }
@@ -76,6 +77,7 @@ class TestCluster {
   std::string secret_;
   std::string secret_file_;
   std::vector<uint16_t> control_ports_;
+  uint16_t bootstrap_port_ = 0;
   std::vector<std::unique_ptr<DaemonProcess>> daemons_;
   std::vector<std::vector<std::string>> args_;  // each node's command line
   int restarts_ = 0;
