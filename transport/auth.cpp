@@ -205,20 +205,16 @@ wire::AuthHello authenticate_server(BlockingChannel& channel, const std::string&
   ServerHandshake handshake(secret, me);
   wire::AuthHello theirs;
   channel.read(theirs, deadline, kMaxHandshakeFrame);
-  auto hello = handshake.on_client_hello(theirs);
-  if (!hello.refused.empty()) {
-    write_refusal(channel, hello.reply, deadline);
-    throw AuthError("refused " + channel.peer_name() + ": " + hello.refused, hello.kind);
-  }
-  channel.write(hello.reply, deadline);
+  // Sends a step's reply; a refusal then ends the handshake with the reason.
+  const auto answer = [&](const auto& step) {
+    if (step.refused.empty()) return channel.write(step.reply, deadline);
+    write_refusal(channel, step.reply, deadline);
+    throw AuthError("refused " + channel.peer_name() + ": " + step.refused, step.kind);
+  };
+  answer(handshake.on_client_hello(theirs));
   wire::AuthProof proof;
   channel.read(proof, deadline, kMaxHandshakeFrame);
-  auto result = handshake.on_client_proof(proof);
-  if (!result.refused.empty()) {
-    write_refusal(channel, result.reply, deadline);
-    throw AuthError("refused " + channel.peer_name() + ": " + result.refused, result.kind);
-  }
-  channel.write(result.reply, deadline);
+  answer(handshake.on_client_proof(proof));
   return handshake.client();
 }
 

@@ -94,19 +94,24 @@ TEST(Auth, RoleMismatchIsRefusedNamingBothRolesAsABadRequest) {
   EXPECT_EQ(out.server_kind, "bad_request");
 }
 
-// A version 1 peer sends its hello first, as version 2 does: the answer names both versions
-// and carries no nonce and nothing derived from the secret.
-TEST(Auth, AnOlderVersionIsRefusedNamingBothVersions) {
-  Pair pair = connected_pair();
-  const auto deadline = deadline_after(std::chrono::seconds(10));
-  auto server = std::async(std::launch::async, [&]() -> std::string {
+// The server side of a handshake in the background: its error ("" when it succeeded).
+std::future<std::string> server_error(BlockingChannel& channel, Deadline deadline) {
+  return std::async(std::launch::async, [&channel, deadline]() -> std::string {
     try {
-      authenticate_server(*pair.server, kSecret, kServer, deadline);
+      authenticate_server(channel, kSecret, kServer, deadline);
       return "";
     } catch (const std::exception& e) {
       return e.what();
     }
   });
+}
+
+// A version 1 peer sends its hello first, as version 2 does: the answer names both versions
+// and carries no nonce and nothing derived from the secret.
+TEST(Auth, AnOlderVersionIsRefusedNamingBothVersions) {
+  Pair pair = connected_pair();
+  const auto deadline = deadline_after(std::chrono::seconds(10));
+  auto server = server_error(*pair.server, deadline);
   wire::AuthHello old;
   old.set_protocol_version(1);
   old.set_nonce(std::string(32, 'x'));
@@ -124,14 +129,7 @@ TEST(Auth, AnOlderVersionIsRefusedNamingBothVersions) {
 TEST(Auth, AnOversizedFrameBeforeAuthenticationIsRefusedUnread) {
   Pair pair = connected_pair();
   const auto deadline = deadline_after(std::chrono::seconds(10));
-  auto server = std::async(std::launch::async, [&]() -> std::string {
-    try {
-      authenticate_server(*pair.server, kSecret, kServer, deadline);
-      return "";
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-  });
+  auto server = server_error(*pair.server, deadline);
   char prefix[kLengthPrefixBytes];
   write_length_prefix(kMaxHandshakeFrame + 1, prefix);
   pair.client->write_raw(std::string(prefix, sizeof(prefix)), deadline);
