@@ -67,7 +67,7 @@ void reflection_is_refused(const HostPort& port, wire::AuthRole role) {
 
 // Waits until symmesh_errors_total{kind} at `url` reaches `at_least`; returns the last value.
 double wait_for_errors(const std::string& url, const std::string& kind, double at_least) {
-  const Deadline deadline = deadline_after(std::chrono::seconds(15));
+  const Deadline deadline = deadline_after(std::chrono::seconds(30));
   double value = -1;
   while (Clock::now() < deadline) {
     value = metric(url, "symmesh_errors_total", {{"kind", kind}});
@@ -127,6 +127,26 @@ TEST(ControlPort, UnauthenticatedConnectionsAreCappedAndTimedOut) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
   EXPECT_GE(wait_for_errors(url, "timeout", 1), 1);
   silent.clear();
+  EXPECT_EQ(cluster.client(0)->status(deadline_after(kIo)).state(), "ready");
+}
+
+// A client that asks and never reads: its answers queue up to the socket's buffers, and when
+// a write has been blocked for the write timeout the connection is closed and counted; the
+// daemon serves the others meanwhile.
+TEST(ControlPort, AClientThatStopsReadingIsClosedAndCounted) {
+  TestCluster cluster(shape(2, 2));
+  const std::string url = status_url(cluster, 0);
+  const uint64_t traced = submit_job(cluster, "barrier --iters 20000 --trace");
+  ASSERT_NE(traced, 0u);
+  auto channel = open(cluster.control(0));
+  authenticate_client(*channel, cluster.secret(), AuthIdentity{wire::ROLE_CONTROL, 0, 0, 0},
+                      deadline_after(kIo));
+  wire::ClientRequest request;
+  request.mutable_job()->set_job_id(traced);
+  request.mutable_job()->set_trace(true);
+  for (int i = 0; i < 32; ++i) channel->write(request, deadline_after(kIo));  // never read
+  EXPECT_EQ(cluster.client(0)->status(deadline_after(kIo)).state(), "ready");
+  EXPECT_GE(wait_for_errors(url, "slow_client", 1), 1);
   EXPECT_EQ(cluster.client(0)->status(deadline_after(kIo)).state(), "ready");
 }
 
