@@ -35,7 +35,8 @@ JOBS = [
                  "--iters", "2", "--verify"]),
 ]
 # What a failed job's error names when a fault caused it.
-NAMED = ("node ", "cancelled", "PE ", "re-forming", "not serving", "lost the connection")
+NAMED = ("node ", "cancelled", "PE ", "re-forming", "not serving", "lost the connection",
+         "lost the daemon")
 
 
 def free_port():

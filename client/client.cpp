@@ -103,7 +103,13 @@ std::optional<wire::JobResult> Client::follow(
   channel_->write(request, deadline);
   for (;;) {
     wire::ClientResponse response;
-    channel_->read(response, deadline);
+    try {
+      channel_->read(response, deadline);
+    } catch (const PeerError& e) {
+      throw PeerError("lost the daemon at " + channel_->peer_name() +
+                      " before the job's result (the daemon stopped or was killed; the job is "
+                      "cancelled unless --detach): " + e.what());
+    }
     if (response.has_event()) {
       if (on_event && !on_event(response.event())) return std::nullopt;
       continue;
