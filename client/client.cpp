@@ -108,7 +108,8 @@ std::optional<wire::JobResult> Client::follow(
     } catch (const PeerError& e) {
       throw PeerError("lost the daemon at " + channel_->peer_name() +
                       " before the job's result (the daemon stopped or was killed; the job is "
-                      "cancelled unless --detach): " + e.what());
+                      "cancelled unless --detach): " +
+                      e.what());
     }
     if (response.has_event()) {
       if (on_event && !on_event(response.event())) return std::nullopt;

@@ -154,7 +154,9 @@ void TcpConnection::send(OutFrame frame) {
   {
     std::lock_guard lock(write_mutex_);
     if (!open_.load()) {
-      fail_completion(frame.written, "connection to " + peer_name_ + " is closed");
+      fail_completion(frame.written, "connection " + std::to_string(index_) + " to node " +
+                                         std::to_string(peer_node_) + " (" + peer_name_ +
+                                         ") is closed");
       return;
     }
     if (!writing_ && queue_.empty()) {
@@ -163,7 +165,8 @@ void TcpConnection::send(OutFrame frame) {
       wire_sent(local_node_, peer_node_, index_);  // after the bytes (and their reads) left
       if (written < 0 && error != EAGAIN && error != EWOULDBLOCK) {
         failure = std::string("write failed: ") + std::strerror(error);
-        fail_completion(frame.written, "writing to " + peer_name_ + ": " + failure);
+        fail_completion(frame.written, "writing to node " + std::to_string(peer_node_) + " (" +
+                                           peer_name_ + "): " + failure);
       } else {
         frame.sent = written > 0 ? size_t(written) : 0;
         if (frame.sent == frame_size(frame)) {
