@@ -38,13 +38,14 @@ void NodeAgent::stop() {
 }
 
 void NodeAgent::handle(const wire::JobCommand& command) {
+  std::lock_guard lock(mutex_);
   if (command.phase() == wire::ABORT) {
-    if (running_job_.load() == command.job_id()) {
-      node_.doorbell().abort(command.reason());
-    }
+    // Remembered too: an ABORT may overtake the RUN it ends (still queued here).
+    aborted_job_ = command.job_id();
+    aborted_reason_ = command.reason();
+    if (running_job_.load() == command.job_id()) node_.doorbell().abort(command.reason());
     return;
   }
-  std::lock_guard lock(mutex_);
   queue_.push_back(command);
   wake_.notify_all();
 }
@@ -105,7 +106,11 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
     throw;
   }
   const auto started = Clock::now();
-  running_job_.store(report.job_id());
+  {
+    std::lock_guard lock(mutex_);
+    if (aborted_job_ == report.job_id()) throw AbortedError(aborted_reason_);
+    running_job_.store(report.job_id());
+  }
   const int ranks = node_.ranks_per_node();
   std::vector<PeJobOutcome> outcomes(ranks);
   std::mutex error_mutex;

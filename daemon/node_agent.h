@@ -55,7 +55,9 @@ class NodeAgent {
   std::condition_variable wake_;
   std::deque<wire::JobCommand> queue_;
   bool stopping_ = false;
-  std::atomic<uint64_t> running_job_{0};
+  std::atomic<uint64_t> running_job_{0};  // set under mutex_, with the ABORT check
+  uint64_t aborted_job_ = 0;              // the last job an ABORT named (under mutex_)
+  std::string aborted_reason_;
   std::atomic<uint64_t> jobs_run_{0};
   std::atomic<uint64_t> jobs_failed_{0};
   progress::JobProgress& progress_;

@@ -80,7 +80,11 @@ TEST(ClientFaults, AClientLeavingThroughAForwardingNodeCancelsItsJob) {
       cluster, [](const wire::JobRecord& j) { return j.state() == "cancelled"; },
       std::chrono::seconds(15));
   EXPECT_NE(cancelled.result().error().find("its client left"), std::string::npos)
-      << cancelled.DebugString();
+      << cancelled.DebugString() << "\nstatus:\n"
+      << cluster.client(0)->status(deadline_after(std::chrono::seconds(10))).DebugString()
+      << "\nnode 1:\n"
+      << cluster.daemon(1).log() << "\nnode 0:\n"
+      << cluster.daemon(0).log();
   next_job_verifies(cluster);
 }
 
