@@ -27,9 +27,9 @@ uint64_t matmul_pe_bytes(const wire::MatmulJob& job, int n_pes) {
   const uint64_t per_mode = a + b + 2 * c + (gathered ? m * k * e : 0);
   const uint64_t modes = job.mode() == "both" || job.mode().empty() ? 2 : 1;
   const uint64_t generate = std::max(a_rows * k, k * n) * 4;
-  const uint64_t verify = job.verify() ? k * n * 4 + a_rows * k * 4 + 2 * c_rows * n * 4 +
-                                             (gathered ? m * k * e : 0)
-                                       : 0;
+  const uint64_t verify =
+      job.verify() ? k * n * 4 + a_rows * k * 4 + 2 * c_rows * n * 4 + (gathered ? m * k * e : 0)
+                   : 0;
   return modes * per_mode + generate + verify;
 }
 
@@ -42,8 +42,7 @@ uint64_t moe_pe_bytes(const wire::MoeJob& job, int n_pes) {
   const uint64_t copies = std::min<uint64_t>(job.topk(), uint64_t(n_pes));
   uint64_t bytes = t * h * 2 * (3 + job.biases()) + t * copies * h * (2 + partial);
   if (job.verify()) {
-    bytes += job.op() == "dispatch" ? uint64_t(n_pes) * t * h * 2 + t * copies * h * 2
-                                    : t * h * 8;
+    bytes += job.op() == "dispatch" ? uint64_t(n_pes) * t * h * 2 + t * copies * h * 2 : t * h * 8;
   }
   return bytes;
 }

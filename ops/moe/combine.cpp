@@ -101,7 +101,7 @@ class Combiner {
   std::vector<void*> allocations_;
 };
 
-// Seed 002's pipeline: NVL senders, forwarders, receivers, per channel.
+// DeepEP's hierarchical combine pipeline: NVL senders, forwarders, receivers, per channel.
 class HierCombiner final : public Combiner {
  public:
   HierCombiner(Pe& pe, const MoeOptions& o, const DispatchResult& d, const Routing& routing,
