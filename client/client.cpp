@@ -1,7 +1,7 @@
 #include "client/client.h"
 
+#include "common/errors.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 namespace {

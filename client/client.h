@@ -6,8 +6,8 @@
 #include <memory>
 #include <optional>
 
-#include "jobs.pb.h"
 #include "transport/channel.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

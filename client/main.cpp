@@ -8,8 +8,8 @@
 #include "client/client.h"
 #include "client/output.h"
 #include "client/progress_line.h"
+#include "common/errors.h"
 #include "common/units.h"
-#include "transport/errors.h"
 #include "transport/secret_file.h"
 
 namespace {

@@ -9,10 +9,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "common/chrome_trace.h"
+#include "common/errors.h"
 #include "common/units.h"
-#include "common/wire_json.h"
-#include "transport/errors.h"
+#include "wire/chrome_trace.h"
+#include "wire/json.h"
 
 namespace symmesh {
 

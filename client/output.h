@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "jobs.pb.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

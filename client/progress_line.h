@@ -7,7 +7,7 @@
 #include <chrono>
 #include <string>
 
-#include "jobs.pb.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "bootstrap.pb.h"
 #include "transport/channel.h"
+#include "wire/bootstrap.pb.h"
 
 namespace symmesh {
 

@@ -6,8 +6,8 @@
 #include <functional>
 #include <map>
 
+#include "common/errors.h"
 #include "common/units.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/errors.h"
 #include "daemon/control_session.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 namespace {

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "jobs.pb.h"
 #include "transport/channel.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

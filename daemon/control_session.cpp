@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 #include "transport/frame.h"
 
 namespace symmesh {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/errors.h"
 #include "daemon/jobs/job.h"
-#include "transport/errors.h"
 #include "transport/wait.h"
 
 namespace symmesh {

@@ -13,7 +13,7 @@
 #include <optional>
 #include <thread>
 
-#include "control.pb.h"
+#include "wire/control.pb.h"
 
 namespace symmesh {
 

@@ -3,15 +3,15 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include "common/chrome_trace.h"
+#include "common/errors.h"
 #include "common/units.h"
-#include "common/wire_json.h"
 #include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/host_memory.h"
 #include "runtime/barrier.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 #include "transport/secret_file.h"
+#include "wire/chrome_trace.h"
+#include "wire/json.h"
 
 namespace symmesh {
 namespace {

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <thread>
 
-#include "bootstrap.pb.h"
 #include "common/progress.h"
 #include "daemon/config.h"
 #include "daemon/control_server.h"
@@ -24,6 +23,7 @@
 #include "daemon/status/metrics.h"
 #include "daemon/status/status_server.h"
 #include "runtime/node.h"
+#include "wire/bootstrap.pb.h"
 
 namespace symmesh {
 

@@ -2,10 +2,10 @@
 // and what a lost link or transport does.
 #include <spdlog/spdlog.h>
 
+#include "common/errors.h"
 #include "daemon/bootstrap.h"
 #include "daemon/daemon.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 namespace {

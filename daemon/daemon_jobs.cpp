@@ -2,11 +2,11 @@
 // coordinator (directly on node 0, forwarded over the link elsewhere).
 #include <spdlog/spdlog.h>
 
+#include "common/errors.h"
 #include "daemon/daemon.h"
 #include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/host_memory.h"
 #include "daemon/jobs/job.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 

@@ -1,6 +1,6 @@
 // What the daemon says about itself: `symmesh status` and GET /status, /health and /metrics.
-#include "common/wire_json.h"
 #include "daemon/daemon.h"
+#include "wire/json.h"
 
 namespace symmesh {
 namespace {

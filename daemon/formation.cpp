@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

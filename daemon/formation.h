@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap.pb.h"
 #include "daemon/config.h"
 #include "runtime/node.h"
 #include "runtime/wire_set.h"
+#include "wire/bootstrap.pb.h"
 
 namespace symmesh {
 

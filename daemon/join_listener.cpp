@@ -2,9 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/errors.h"
 #include "daemon/bootstrap.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 

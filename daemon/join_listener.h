@@ -14,8 +14,8 @@
 #include <mutex>
 #include <thread>
 
-#include "bootstrap.pb.h"
 #include "transport/channel.h"
+#include "wire/bootstrap.pb.h"
 
 namespace symmesh {
 

@@ -1,6 +1,6 @@
 #include "daemon/link.h"
 
-#include "transport/errors.h"
+#include "common/errors.h"
 #include "transport/frame.h"
 
 namespace symmesh {

@@ -13,8 +13,8 @@
 #include <mutex>
 #include <thread>
 
-#include "control.pb.h"
 #include "transport/channel.h"
+#include "wire/control.pb.h"
 
 namespace symmesh {
 

@@ -4,11 +4,11 @@
 
 #include <optional>
 
-#include "common/job_trace.h"
 #include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/host_memory.h"
 #include "daemon/jobs/job.h"
 #include "runtime/pe.h"
+#include "wire/job_trace.h"
 
 namespace symmesh {
 

@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "common/progress.h"
-#include "control.pb.h"
 #include "daemon/status/metrics.h"
 #include "runtime/node.h"
+#include "wire/control.pb.h"
 
 namespace symmesh {
 

@@ -1,6 +1,6 @@
 #include "ops/gemm.h"
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

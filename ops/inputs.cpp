@@ -1,7 +1,7 @@
 #include "ops/inputs.h"
 
+#include "common/errors.h"
 #include "ops/npy.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 

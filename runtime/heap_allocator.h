@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <map>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 

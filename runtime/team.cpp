@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "common/errors.h"
 #include "runtime/layout.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 

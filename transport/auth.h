@@ -1,4 +1,4 @@
-// The handshake that opens every connection (proto/auth.proto has the message flow): the
+// The handshake that opens every connection (wire/auth.proto has the message flow): the
 // client proves it knows the cluster secret first, then the server; each proof is an
 // HMAC-SHA256 (OpenSSL libcrypto) over a transcript that binds the direction, both nonces,
 // both sides' role and identity and the protocol version, so a proof taken from one
@@ -10,8 +10,8 @@
 
 #include <string>
 
-#include "auth.pb.h"
 #include "transport/channel.h"
+#include "wire/auth.pb.h"
 
 namespace symmesh {
 

@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 #include "transport/frame.h"
 
 namespace symmesh {

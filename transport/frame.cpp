@@ -1,6 +1,6 @@
 #include "transport/frame.h"
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

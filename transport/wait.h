@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "common/errors.h"
 #include "common/trace.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "ops/fused/inputs.h"
+#include "ops/fused/operator.h"
 #include "ops/fused/tiles.h"
-#include "ops/fused/workers.h"
 #include "ops/gemm.h"
 
 namespace {

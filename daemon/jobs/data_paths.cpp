@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

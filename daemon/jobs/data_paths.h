@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "jobs.pb.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

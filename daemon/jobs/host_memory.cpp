@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
+#include "common/errors.h"
 #include "common/units.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "jobs.pb.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

@@ -6,8 +6,8 @@
 #include <optional>
 #include <vector>
 
-#include "jobs.pb.h"
 #include "runtime/pe.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

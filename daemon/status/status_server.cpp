@@ -3,8 +3,8 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include "common/errors.h"
 #include "daemon/status/dashboard_page.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 namespace {

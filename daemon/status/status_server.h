@@ -1,7 +1,7 @@
 // The daemon's HTTP status endpoint (cpp-httplib), read-only, on its own threads:
 //   GET /         the dashboard (dashboard.html, compiled in), which polls the two below
 //   GET /health   200 "ok" when the daemon is in the cluster and serving, else 503 and why
-//   GET /status   the daemon's status as JSON (common/wire_json: what `symmesh status --json`
+//   GET /status   the daemon's status as JSON (wire/json: what `symmesh status --json`
 //                 prints), with its jobs
 //   GET /metrics  Prometheus text format 0.0.4
 //   GET /jobs/ID/trace  a traced job's timeline as Chrome trace-event JSON (the root only;

@@ -31,8 +31,8 @@ class AllgatherMatmul final : public FusedOperator {
         row_bytes_(size_t(options.k) * dtype_size(options.dtype)),
         max_chunks_((split_.rows_per_part + o_.tile_m - 1) / o_.tile_m) {
     gather_ = static_cast<std::byte*>(
-        symmetric_zeroed(pe, size_t(o_.m) * row_bytes_, "allgather-matmul gather_out (m x k)"));
-    arrived_ = static_cast<uint64_t*>(symmetric_zeroed(
+        fused_workspace(pe, size_t(o_.m) * row_bytes_, "allgather-matmul gather_out (m x k)"));
+    arrived_ = static_cast<uint64_t*>(fused_workspace(
         pe, size_t(n_) * max_chunks_ * sizeof(uint64_t), "allgather-matmul chunk flags"));
     // Work: the local shard's tiles, then chunk by chunk the other PEs' tiles, PE-1 first.
     const int64_t col_tiles = (o_.n + o_.tile_n - 1) / o_.tile_n;

@@ -43,15 +43,15 @@ class GemmAllreduce final : public FusedOperator {
         partials_(size_t(grid_.count()) * tile_floats_, 0.0f) {
     const std::string tiles = "tiles x tile_m x tile_n f32";
     recv_ = static_cast<float*>(
-        symmetric_zeroed(pe, size_t(n_) * max_owned_ * tile_floats_ * sizeof(float),
-                         "gemm-allreduce receive slots (ranks x owned " + tiles + ")"));
-    reduced_ = static_cast<float*>(symmetric_zeroed(
+        fused_workspace(pe, size_t(n_) * max_owned_ * tile_floats_ * sizeof(float),
+                        "gemm-allreduce receive slots (ranks x owned " + tiles + ")"));
+    reduced_ = static_cast<float*>(fused_workspace(
         pe, partials_.size() * sizeof(float), "gemm-allreduce reduced output (" + tiles + ")"));
-    ready_ = static_cast<uint64_t*>(symmetric_zeroed(
+    ready_ = static_cast<uint64_t*>(fused_workspace(
         pe, size_t(max_owned_ * subs_per_tile_) * sizeof(uint64_t), "subtile-ready counters"));
     summary_ = static_cast<uint64_t*>(
-        symmetric_zeroed(pe, size_t(o_.comm_threads) * sizeof(uint64_t), "summary doorbells"));
-    arrived_ = static_cast<uint64_t*>(symmetric_zeroed(pe, sizeof(uint64_t), "arrival counter"));
+        fused_workspace(pe, size_t(o_.comm_threads) * sizeof(uint64_t), "summary doorbells"));
+    arrived_ = static_cast<uint64_t*>(fused_workspace(pe, sizeof(uint64_t), "arrival counter"));
     // Compute order: tiles of owner PE+1 first, this PE's last.
     for (int step = 1; step <= n_; ++step) {
       for (int64_t t = (me_ + step) % n_; t < grid_.count(); t += n_) order_.push_back(t);

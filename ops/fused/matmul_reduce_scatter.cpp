@@ -42,14 +42,14 @@ class MatmulReduceScatter final : public FusedOperator {
     const size_t stage_bytes = size_t(o_.stages) * stage_floats_ * sizeof(float);
     const std::string shape = "stages x ranks x comm_interval x tile_m x tile_n f32";
     workspace_ = static_cast<float*>(
-        symmetric_zeroed(pe, stage_bytes, "matmul-reduce-scatter workspace (" + shape + ")"));
+        fused_workspace(pe, stage_bytes, "matmul-reduce-scatter workspace (" + shape + ")"));
     if (o_.transfer == StageTransfer::kPush) {
       inbox_ = static_cast<float*>(
-          symmetric_zeroed(pe, stage_bytes, "matmul-reduce-scatter inbox (" + shape + ")"));
+          fused_workspace(pe, stage_bytes, "matmul-reduce-scatter inbox (" + shape + ")"));
     }
     const size_t flag_bytes = size_t(n_) * o_.stages * sizeof(uint64_t);
-    ready_ = static_cast<uint64_t*>(symmetric_zeroed(pe, flag_bytes, "stage flags"));
-    consumed_ = static_cast<uint64_t*>(symmetric_zeroed(pe, flag_bytes, "stage flags"));
+    ready_ = static_cast<uint64_t*>(fused_workspace(pe, flag_bytes, "stage flags"));
+    consumed_ = static_cast<uint64_t*>(fused_workspace(pe, flag_bytes, "stage flags"));
   }
 
   ~MatmulReduceScatter() override {

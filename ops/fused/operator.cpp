@@ -1,11 +1,5 @@
 #include "ops/fused/operator.h"
 
-#include "common/units.h"
-
-#include <cstring>
-
-#include "runtime/heap_allocator.h"
-
 namespace symmesh {
 
 void shape_tensors(const FusedOptions& o, const Pe& pe, FusedTensors& t) {
@@ -36,22 +30,6 @@ std::unique_ptr<FusedOperator> make_fused(Pe& pe, Gemm& gemm, const FusedOptions
     default:
       return make_allgather_matmul(pe, gemm, options);
   }
-}
-
-void* symmetric_zeroed(Pe& pe, size_t bytes, const std::string& what, const std::string& shrink) {
-  void* address = nullptr;
-  try {
-    address = pe.malloc(std::max<size_t>(bytes, 8));
-  } catch (const HeapExhausted& error) {
-    // The allocator's message names the PE and says to raise --heap-size; this one leads.
-    std::string why = error.what();
-    if (why.starts_with("PE ")) why = why.substr(why.find(": ") + 2);
-    throw HeapExhausted(pe_error(pe.my_pe(), what + " needs " + format_bytes(bytes) +
-                                                 " of symmetric heap: " + why + ", or shrink " +
-                                                 shrink));
-  }
-  std::memset(address, 0, std::max<size_t>(bytes, 8));
-  return address;
 }
 
 }  // namespace symmesh

@@ -11,6 +11,7 @@
 
 #include "ops/fused/options.h"
 #include "ops/gemm.h"
+#include "ops/roles/workspace.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
@@ -53,9 +54,9 @@ std::unique_ptr<FusedOperator> make_gemm_allreduce(Pe& pe, Gemm& gemm, const Fus
 std::unique_ptr<FusedOperator> make_allgather_matmul(Pe& pe, Gemm& gemm,
                                                      const FusedOptions& options);
 
-// Symmetric allocation for an operator's workspace: zeroed, and a HeapExhausted names `what`
-// and what to shrink instead of raising --heap-size.
-void* symmetric_zeroed(Pe& pe, size_t bytes, const std::string& what,
-                       const std::string& shrink = "the tiles (--tile-m, --tile-n)");
+// The operator's workspace (ops/roles/workspace.h): a heap too small names the tiles to shrink.
+inline void* fused_workspace(Pe& pe, size_t bytes, const std::string& what) {
+  return symmetric_zeroed(pe, bytes, what, "the tiles (--tile-m, --tile-n)");
+}
 
 }  // namespace symmesh

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

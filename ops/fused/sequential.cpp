@@ -23,21 +23,19 @@ class Sequential final : public FusedOperator {
     switch (o_.op) {
       case FusedOp::kMatmulReduceScatter:
         src_ =
-            symmetric_zeroed(pe, padded * o_.n * sizeof(float), "sequential C (padded m x n f32)");
-        dst_ = symmetric_zeroed(pe, size_t(split_.rows_per_part) * o_.n * sizeof(float),
-                                "sequential D (m/ranks x n f32)");
+            fused_workspace(pe, padded * o_.n * sizeof(float), "sequential C (padded m x n f32)");
+        dst_ = fused_workspace(pe, size_t(split_.rows_per_part) * o_.n * sizeof(float),
+                               "sequential D (m/ranks x n f32)");
         break;
       case FusedOp::kGemmAllreduce:
-        src_ =
-            symmetric_zeroed(pe, size_t(o_.m) * o_.n * sizeof(float), "sequential C (m x n f32)");
+        src_ = fused_workspace(pe, size_t(o_.m) * o_.n * sizeof(float), "sequential C (m x n f32)");
         dst_ =
-            symmetric_zeroed(pe, size_t(o_.m) * o_.n * sizeof(float), "sequential sum (m x n f32)");
+            fused_workspace(pe, size_t(o_.m) * o_.n * sizeof(float), "sequential sum (m x n f32)");
         break;
       case FusedOp::kAllgatherMatmul:
-        src_ = symmetric_zeroed(pe, size_t(split_.rows_per_part) * o_.k * element,
-                                "sequential shard (m/ranks x k)");
-        dst_ =
-            symmetric_zeroed(pe, padded * o_.k * element, "sequential gather_out (padded m x k)");
+        src_ = fused_workspace(pe, size_t(split_.rows_per_part) * o_.k * element,
+                               "sequential shard (m/ranks x k)");
+        dst_ = fused_workspace(pe, padded * o_.k * element, "sequential gather_out (padded m x k)");
         break;
     }
   }

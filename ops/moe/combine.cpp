@@ -5,8 +5,9 @@
 #include <cstring>
 
 #include "common/trace.h"
-#include "ops/fused/operator.h"
-#include "ops/fused/workers.h"
+#include "ops/roles/comm_port.h"
+#include "ops/roles/roles.h"
+#include "ops/roles/workspace.h"
 #include "runtime/barrier.h"
 
 namespace symmesh {

@@ -1,6 +1,6 @@
 #include "ops/moe/options.h"
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "common/errors.h"
 #include "ops/npy.h"
 #include "ops/seeded.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 namespace {

@@ -5,9 +5,9 @@
 
 #include "common/progress.h"
 #include "common/trace.h"
-#include "ops/fused/workers.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
+#include "ops/roles/roles.h"
 
 namespace symmesh {
 namespace {

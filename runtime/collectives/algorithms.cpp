@@ -1,6 +1,6 @@
 #include "runtime/collectives.h"
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 

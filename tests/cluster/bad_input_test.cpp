@@ -5,11 +5,11 @@
 
 #include <fstream>
 
-#include "data.pb.h"
+#include "common/errors.h"
 #include "tests/cluster/test_cluster.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 #include "transport/frame.h"
+#include "wire/data.pb.h"
 
 namespace symmesh::testing {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <thread>
 
+#include "common/errors.h"
 #include "tests/cluster/http_get.h"
 #include "tests/cluster/test_cluster.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 #include "transport/frame.h"
 
 namespace symmesh::testing {

@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 extern char** environ;
 

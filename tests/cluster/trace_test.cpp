@@ -17,9 +17,9 @@
 #include <set>
 #include <thread>
 
-#include "common/chrome_trace.h"
 #include "tests/cluster/test_cluster.h"
 #include "tests/common/chrome_trace_check.h"
+#include "wire/chrome_trace.h"
 
 namespace symmesh::testing {
 namespace {

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/errors.h"
 #include "tests/cluster/test_cluster.h"
 #include "tests/faults/drills.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 
 namespace symmesh::testing {
 namespace {

@@ -9,10 +9,10 @@
 #include <future>
 #include <thread>
 
+#include "common/errors.h"
 #include "tests/cluster/http_get.h"
 #include "tests/cluster/test_cluster.h"
 #include "tests/faults/drills.h"
-#include "transport/errors.h"
 
 namespace symmesh::testing {
 namespace {

@@ -4,12 +4,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/errors.h"
 #include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/host_memory.h"
 #include "daemon/jobs/job.h"
-#include "jobs.pb.h"
-#include "transport/errors.h"
 #include "transport/frame.h"
+#include "wire/jobs.pb.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace symmesh;

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "data.pb.h"
-#include "transport/errors.h"
+#include "common/errors.h"
 #include "transport/frame.h"
 #include "transport/segment_ops.h"
+#include "wire/data.pb.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace symmesh;

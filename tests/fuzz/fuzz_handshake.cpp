@@ -6,11 +6,11 @@
 #include <string_view>
 #include <vector>
 
-#include "bootstrap.pb.h"
+#include "common/errors.h"
 #include "daemon/bootstrap.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 #include "transport/frame.h"
+#include "wire/bootstrap.pb.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/errors.h"
 #include "ops/npy.h"
-#include "transport/errors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = memfd_create("fuzz.npy", MFD_CLOEXEC);

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/errors.h"
 #include "common/units.h"
-#include "transport/errors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

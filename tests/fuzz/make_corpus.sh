@@ -4,7 +4,7 @@
 # Run it again after a wire message changes; the files it writes are committed.
 set -euo pipefail
 cd "$(dirname "$0")"
-proto=../../proto
+proto=../../wire
 out=corpus
 rm -rf "$out"
 mkdir -p "$out"/{frame,handshake,control_request,npy,config,units}

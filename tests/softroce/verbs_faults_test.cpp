@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "common/errors.h"
 #include "tests/cluster/test_cluster.h"
 #include "tests/faults/drills.h"
-#include "transport/errors.h"
 
 namespace symmesh::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 namespace symmesh {
 

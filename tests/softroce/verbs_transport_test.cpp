@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "runtime/barrier.h"
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 namespace symmesh {
 namespace {

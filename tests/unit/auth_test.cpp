@@ -8,7 +8,7 @@
 #include <fstream>
 #include <future>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 #include "transport/secret_file.h"
 
 namespace symmesh {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 namespace symmesh {
 namespace {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/barrier.h"
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 namespace symmesh {
 namespace {

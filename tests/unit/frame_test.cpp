@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include "data.pb.h"
-#include "jobs.pb.h"
-#include "transport/errors.h"
+#include "common/errors.h"
+#include "wire/data.pb.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 namespace {

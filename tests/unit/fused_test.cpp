@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "ops/fused/runner.h"
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 namespace symmesh {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 namespace symmesh {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <mutex>
 
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 namespace symmesh {
 namespace {

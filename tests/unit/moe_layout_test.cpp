@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <numeric>
 
+#include "common/errors.h"
 #include "ops/moe/reference.h"
 #include "ops/npy.h"
-#include "transport/errors.h"
 
 namespace symmesh {
 namespace {

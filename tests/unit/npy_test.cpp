@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

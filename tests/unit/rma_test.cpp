@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "runtime/barrier.h"
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 #ifndef SYMMESH_RMA_TRANSPORT
 #define SYMMESH_RMA_TRANSPORT "tcp"

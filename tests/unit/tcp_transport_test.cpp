@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/barrier.h"
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 #include "transport/auth.h"
 #include "transport/frame.h"
 

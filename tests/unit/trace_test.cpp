@@ -5,11 +5,11 @@
 
 #include <thread>
 
-#include "common/chrome_trace.h"
-#include "common/job_trace.h"
 #include "common/progress.h"
 #include "common/trace.h"
 #include "tests/common/chrome_trace_check.h"
+#include "wire/chrome_trace.h"
+#include "wire/job_trace.h"
 
 namespace symmesh {
 namespace {

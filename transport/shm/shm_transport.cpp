@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 #include "transport/segment_ops.h"
 
 namespace symmesh {

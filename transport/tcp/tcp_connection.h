@@ -16,7 +16,7 @@
 #include <mutex>
 #include <string>
 
-#include "data.pb.h"
+#include "wire/data.pb.h"
 
 namespace symmesh {
 

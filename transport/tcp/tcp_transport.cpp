@@ -4,8 +4,8 @@
 
 #include <cstring>
 
+#include "common/errors.h"
 #include "transport/auth.h"
-#include "transport/errors.h"
 #include "transport/segment_ops.h"
 
 namespace symmesh {

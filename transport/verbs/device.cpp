@@ -7,7 +7,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 namespace {

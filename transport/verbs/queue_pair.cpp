@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-#include "transport/errors.h"
+#include "common/errors.h"
 
 namespace symmesh {
 

@@ -39,12 +39,12 @@
 #include <unordered_set>
 #include <vector>
 
-#include "bootstrap.pb.h"
 #include "transport/transport.h"
 #include "transport/verbs/bounce_ring.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/queue_pair.h"
 #include "transport/wait.h"
+#include "wire/bootstrap.pb.h"
 
 namespace symmesh {
 

@@ -1,4 +1,4 @@
-#include "runtime/local_cluster.h"
+#include "tests/support/local_cluster.h"
 
 #include <exception>
 #include <mutex>

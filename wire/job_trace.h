@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "common/trace.h"
-#include "jobs.pb.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

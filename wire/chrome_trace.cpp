@@ -1,4 +1,4 @@
-#include "common/chrome_trace.h"
+#include "wire/chrome_trace.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "common/job_trace.h"
+#include "wire/job_trace.h"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
 // K nodes in one process, TCP on loopback (or verbs on a local RDMA device) between them:
-// the runtime without the daemon, for tests and for programs that embed symmesh. Each run() is a
+// the runtime without the daemon, for the tests. Each run() is a
 // fresh job: the wires are flushed, sync pools zeroed and allocations freed first, as the daemon
 // does between jobs.
 #pragma once

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jobs.pb.h"
+#include "wire/jobs.pb.h"
 
 namespace symmesh {
 

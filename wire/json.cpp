@@ -1,4 +1,4 @@
-#include "common/wire_json.h"
+#include "wire/json.h"
 
 namespace symmesh {
 namespace {
