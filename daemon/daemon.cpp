@@ -157,6 +157,7 @@ void Daemon::start() {
 
   if (is_root()) {
     join_->on_joined([this] { changed_.notify_all(); });
+    join_->fence_with([this](const wire::NodeHello& hello) { return fenced(hello); });
     join_->start();
   }
   // Status and the control port serve during bootstrap too (state: bootstrapping).
@@ -189,6 +190,25 @@ wire::NodeHello Daemon::base_hello() const {
   return hello;
 }
 
+std::string Daemon::fenced(const wire::NodeHello& hello) const {
+  // An incarnation is its daemon's start time (microseconds since the epoch): one from further
+  // ahead than any clock skew would fence its slot against every real restart.
+  constexpr uint64_t kMaxAheadUs = uint64_t{24} * 3600 * 1000000;
+  const int node = static_cast<int>(hello.node_rank());
+  const uint64_t known = membership_.incarnation(node);
+  if (hello.incarnation() < known) {
+    return "node " + std::to_string(node) + " said hello with incarnation " +
+           std::to_string(hello.incarnation()) + ", older than the daemon that replaced it (" +
+           std::to_string(known) + "): fenced";
+  }
+  if (hello.incarnation() > start_time_us() + kMaxAheadUs) {
+    return "node " + std::to_string(node) + " said hello with incarnation " +
+           std::to_string(hello.incarnation()) +
+           ", a start time more than a day ahead of node 0's clock: check the clocks";
+  }
+  return "";
+}
+
 void Daemon::monitor_loop() {
   const auto every = std::max(config_.heartbeat / 4, std::chrono::milliseconds(10));
   std::unique_lock lock(mutex_);
@@ -215,6 +235,16 @@ void Daemon::apply(const std::vector<MembershipChange>& changes) {
       coordinator_->on_node_down(change.node, change.reason);
     }
     if (coordinator_ && change.to == NodeState::kUp) coordinator_->on_node_up(change.node);
+    // A member that stops hearing the root acts as if the link broke: a dead host or a cut
+    // network sends no reset, and the kernel would hold the connection for many minutes.
+    if (!is_root() && change.node == 0 && change.to == NodeState::kDown) {
+      uint64_t epoch = 0;
+      {
+        std::lock_guard lock(mutex_);
+        epoch = epoch_;
+      }
+      lost(0, epoch, "no heartbeat from the root: " + change.reason);
+    }
   }
   if (changes.empty()) return;
   std::lock_guard lock(mutex_);

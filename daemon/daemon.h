@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/progress.h"
@@ -78,6 +79,8 @@ class Daemon {
   // A link or transport to `node` failed during formation `epoch`.
   void lost(int node, uint64_t epoch, const std::string& why);
   void monitor_loop();
+  // Why a joiner's hello may not wait at the bootstrap port (empty: it may).
+  std::string fenced(const wire::NodeHello& hello) const;
   void apply(const std::vector<MembershipChange>& changes);
   void set_state(DaemonState state);
   bool stopping();
@@ -136,7 +139,7 @@ class Daemon {
   Clock::time_point reform_at_;
   bool root_lost_ = false;  // a member: the link to the root ended
   std::string root_lost_why_;
-  int ready_nodes_ = 0;
+  std::set<int> ready_nodes_;  // the members whose data transport is connected
   bool cluster_started_ = false;
 
   // The links and the agent of the current formation. Its own lock, taken for a send and

@@ -27,8 +27,10 @@ void Daemon::run_root() {
   for (;;) {
     try {
       if (!form_as_root(first) || !serve_as_root()) return;
-    } catch (const PeerError& e) {
-      if (first) throw;  // the first formation fails the start, naming who never came
+    } catch (const Error& e) {
+      // The first formation fails the start, naming who never came; later ones are retried
+      // (a peer that froze mid-handshake, a joiner that left, a view that could not be sent).
+      if (first) throw;
       spdlog::warn("node 0: forming the cluster failed: {}; forming it again", e.what());
     }
     first = false;
@@ -87,7 +89,7 @@ bool Daemon::form_as_root(bool first) {
   {
     std::unique_lock lock(mutex_);
     const bool all = changed_.wait_until(lock, deadline_after(config_.bootstrap_timeout), [&] {
-      return ready_nodes_ == config_.nodes - 1 || !stop_reason_.empty() || reform_;
+      return int(ready_nodes_.size()) == config_.nodes - 1 || !stop_reason_.empty() || reform_;
     });
     if (!stop_reason_.empty()) return false;
     if (!all || reform_) {
@@ -99,24 +101,39 @@ bool Daemon::form_as_root(bool first) {
   start.mutable_start();
   for (int node = 1; node < config_.nodes; ++node) send_to(node, start);
   apply(membership_.formed(Clock::now()));
+  // This node's own agent is new: whatever the torn-down formation's jobs recorded of it
+  // (a command that could not reach the old agent) is past.
+  coordinator_->on_node_up(0);
 
-  // The world barrier that ends a formation runs as a job: it proves the data plane.
+  // The world barrier that ends a formation runs as a job: it proves the data plane. Its
+  // outcome is shared with the coordinator's sink, which may answer after a stop returned.
+  struct Outcome {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::optional<wire::JobResult> result;
+  };
+  auto outcome = std::make_shared<Outcome>();
   wire::JobSpec barrier;
   barrier.mutable_barrier()->set_iters(1);  // the configured algorithm
-  std::mutex done_mutex;
-  std::condition_variable done_cv;
-  std::optional<wire::JobResult> outcome;
-  coordinator_->submit(with_defaults(barrier), [&](const wire::ClientResponse& response) {
+  coordinator_->submit(with_defaults(barrier), [outcome](const wire::ClientResponse& response) {
     if (!response.has_result()) return;
-    std::lock_guard lock(done_mutex);
-    outcome = response.result();
-    done_cv.notify_all();
+    std::lock_guard lock(outcome->mutex);
+    outcome->result = response.result();
+    outcome->done.notify_all();
   });
   {
-    std::unique_lock lock(done_mutex);
-    done_cv.wait(lock, [&] { return outcome.has_value(); });
+    // In slices, so a stop (which cancels the barrier through the coordinator) ends the wait.
+    std::unique_lock lock(outcome->mutex);
+    while (!outcome->done.wait_for(lock, std::chrono::milliseconds(200),
+                                   [&] { return outcome->result.has_value(); })) {
+      lock.unlock();
+      const bool stop = stopping();
+      lock.lock();
+      if (stop) return false;
+    }
   }
-  if (!outcome->ok()) throw PeerError("the world barrier failed: " + outcome->error());
+  const std::optional<wire::JobResult>& result = outcome->result;
+  if (!result->ok()) throw PeerError("the world barrier failed: " + result->error());
   {
     std::lock_guard lock(mutex_);
     cluster_started_ = true;
@@ -163,8 +180,10 @@ void Daemon::run_member() {
       formed = form_as_member(deadline);
       if (!formed) return;
       if (!serve_as_member(lost)) return;
-    } catch (const PeerError& e) {
-      // The root went away while this node was joining: it retries until the deadline.
+    } catch (const Error& e) {
+      // The root went away or stalled while this node was joining: it retries until the
+      // deadline (a refusal to fix, InvalidArgument, ends the start at once).
+      if (dynamic_cast<const InvalidArgument*>(&e)) throw;
       if (Clock::now() >= deadline) throw;
       spdlog::warn("node {}: joining failed: {}; trying again", config_.node_rank, e.what());
       lost = true;
@@ -272,7 +291,7 @@ void Daemon::adopt(const wire::ClusterView& view,
     std::lock_guard lock(mutex_);
     view_ = view;
     epoch_ = epoch;
-    ready_nodes_ = 0;
+    ready_nodes_.clear();
     cluster_started_ = false;
     reform_ = false;
     root_lost_ = false;
@@ -361,7 +380,7 @@ void Daemon::teardown(const std::string& why) {
       coordinator_->on_node_down(node, "the cluster is re-forming (" + why + ")");
     }
   }
-  node_->doorbell().abort("the cluster is re-forming: " + why);
+  if (node_) node_->doorbell().abort("the cluster is re-forming: " + why);
   std::vector<std::unique_ptr<Link>> links;
   std::unique_ptr<NodeAgent> agent;
   {
@@ -437,10 +456,15 @@ void Daemon::read_from_node(Link& link, uint64_t epoch) {
       link.receive(message);
       apply(membership_.heard(n, Clock::now()));
       if (message.has_report()) {
+        // A node reports for itself only.
+        if (message.report().node_rank() != uint32_t(n)) {
+          throw PeerError("node " + std::to_string(n) + " sent a report for node " +
+                          std::to_string(message.report().node_rank()));
+        }
         coordinator_->on_report(message.report());
       } else if (message.has_ready()) {
         std::lock_guard lock(mutex_);
-        ++ready_nodes_;
+        ready_nodes_.insert(n);
         changed_.notify_all();
       } else if (message.has_abandon()) {
         abandon_forwarded(n, message.abandon().request_id());

@@ -84,6 +84,7 @@ void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
   }
   wires_.tcp->connect(endpoints, deadline);
   std::vector<bool> over_verbs(config_.nodes, false);
+  std::vector<std::string> reasons(config_.nodes);
   for (const auto& info : view.node()) {
     const int n = static_cast<int>(info.node_rank());
     if (n == config_.node_rank) continue;
@@ -91,7 +92,7 @@ void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
     if (wires_.verbs && info.has_verbs()) {
       wires_.verbs->connect(n, info.verbs());
       over_verbs[n] = true;
-      reasons_[n] =
+      reasons[n] =
           "verbs: " + wires_.verbs->device().describe() +
           (config_.transport == "verbs" ? ", forced by --transport" : ", both ends have a device");
       continue;
@@ -105,7 +106,12 @@ void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
       why = wires_.verbs ? "verbs: " + peer + " has none (" + info.verbs_absent() + ")"
                          : "verbs: " + verbs_absent_;
     }
-    reasons_[n] = "tcp: " + why;
+    reasons[n] = "tcp: " + why;
+  }
+  {
+    // Published at once: the status endpoint reads them from its own threads.
+    std::lock_guard lock(reasons_mutex_);
+    reasons_ = std::move(reasons);
   }
   wires_.attach(node_, over_verbs);
 }
@@ -127,11 +133,12 @@ void Formation::on_refused(std::function<void(const std::string&)> callback) {
 }
 
 bool Formation::peer_up(int node) const {
-  if (reasons_.at(node).rfind("verbs", 0) == 0) return wires_.verbs->peer_up(node);
+  if (reason(node).rfind("verbs", 0) == 0) return wires_.verbs->peer_up(node);
   return wires_.tcp && wires_.tcp->peer_up(node);
 }
 
 std::string Formation::reason(int node) const {
+  std::lock_guard lock(reasons_mutex_);
   return reasons_.at(node);
 }
 

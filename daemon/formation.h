@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,8 @@ class Formation {
   Node& node_;
   WireSet wires_;
   std::string verbs_absent_;  // why this node has no verbs transport
-  std::vector<std::string> reasons_;
+  mutable std::mutex reasons_mutex_;
+  std::vector<std::string> reasons_;  // per node: which transport and why
 };
 
 }  // namespace symmesh

@@ -123,23 +123,32 @@ void JoinListener::admit(std::unique_ptr<BlockingChannel> channel) {
   }
   const int node = static_cast<int>(hello.node_rank());
   std::function<void()> joined;
+  std::string fenced;
+  std::unique_ptr<Joiner> replaced;
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
+    if (fence_) fenced = fence_(hello);
     auto& slot = waiting_[node];
-    if (slot && slot->hello.incarnation() > hello.incarnation()) {
-      refuse(*channel, "",
-             "node " + std::to_string(node) + " has a newer daemon waiting to join (incarnation " +
-                 std::to_string(slot->hello.incarnation()) + "): this one is fenced");
-      return;
+    if (fenced.empty() && slot && slot->hello.incarnation() > hello.incarnation()) {
+      fenced = "node " + std::to_string(node) +
+               " has a newer daemon waiting to join (incarnation " +
+               std::to_string(slot->hello.incarnation()) + "): this one is fenced";
     }
-    if (slot)
-      refuse(*slot->channel, "", "a newer hello for node " + std::to_string(node) + " came");
-    spdlog::info("bootstrap: node {} (incarnation {}) joins from {}", node, hello.incarnation(),
-                 channel->peer_name());
-    slot = std::make_unique<Joiner>(Joiner{std::move(hello), std::move(channel)});
-    joined = joined_;
+    if (fenced.empty()) {
+      spdlog::info("bootstrap: node {} (incarnation {}) joins from {}", node, hello.incarnation(),
+                   channel->peer_name());
+      replaced = std::move(slot);
+      slot = std::make_unique<Joiner>(Joiner{std::move(hello), std::move(channel)});
+      joined = joined_;
+    } else if (!slot) {
+      waiting_.erase(node);
+    }
   }
+  // Refusals are written outside the lock: a slow peer holds up nobody else.
+  if (!fenced.empty()) return refuse(*channel, "fenced", fenced);
+  if (replaced)
+    refuse(*replaced->channel, "", "a newer hello for node " + std::to_string(node) + " came");
   changed_.notify_all();
   if (joined) joined();
 }
@@ -174,6 +183,11 @@ std::vector<std::unique_ptr<Joiner>> JoinListener::take() {
   for (auto& [node, joiner] : waiting_) out.at(node) = std::move(joiner);
   waiting_.clear();
   return out;
+}
+
+void JoinListener::fence_with(std::function<std::string(const wire::NodeHello&)> fence) {
+  std::lock_guard lock(mutex_);
+  fence_ = std::move(fence);
 }
 
 void JoinListener::notify() {

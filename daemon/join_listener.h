@@ -48,6 +48,9 @@ class JoinListener {
   void notify();
   // Called whenever a joiner arrives (on a worker thread).
   void on_joined(std::function<void()> callback);
+  // Checked for every authenticated hello before it may wait: a non-empty answer refuses it
+  // (counted as "fenced"), e.g. an incarnation older than the one the cluster knows.
+  void fence_with(std::function<std::string(const wire::NodeHello&)> fence);
 
  private:
   void accept_loop();
@@ -60,6 +63,7 @@ class JoinListener {
   const wire::NodeHello cluster_;
   std::function<void(const std::string&)> refused_;
   std::function<void()> joined_;
+  std::function<std::string(const wire::NodeHello&)> fence_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<int, std::unique_ptr<Joiner>> waiting_;

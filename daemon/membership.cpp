@@ -154,6 +154,11 @@ NodeState Membership::state(int node) const {
   return slots_.at(node).state;
 }
 
+uint64_t Membership::incarnation(int node) const {
+  std::lock_guard lock(mutex_);
+  return slots_.at(node).incarnation;
+}
+
 bool Membership::all_up() const {
   std::lock_guard lock(mutex_);
   for (const auto& slot : slots_) {

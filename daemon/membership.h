@@ -63,6 +63,8 @@ class Membership {
 
   std::vector<NodeSlot> slots() const;
   NodeState state(int node) const;
+  // The incarnation the slot holds (0 before its first join).
+  uint64_t incarnation(int node) const;
   bool all_up() const;
   // The nodes that are not up, each with its state, why, since when and when last heard;
   // empty when all are.

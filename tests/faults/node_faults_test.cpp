@@ -1,6 +1,6 @@
 // Fault drills on nodes: a member or the root killed mid-job and started again with the same
-// command line, a node frozen (SIGSTOP) and thawed, a data connection cut under a running
-// cluster. Each fault ends the job in flight with an error naming the node within its
+// command line, a member or the root frozen (SIGSTOP) and thawed, a data connection cut under a
+// running cluster. Each fault ends the job in flight with an error naming the node within its
 // deadline, /health says what is wrong meanwhile, and the cluster serves (and verifies)
 // again after it: the membership re-forms with the restarted daemon's new incarnation.
 #include <gtest/gtest.h>
@@ -101,6 +101,23 @@ TEST(NodeFaults, AFrozenNodeFailsTheJobWithinTheDeadlineAndServesAgainWhenThawed
       << cluster.daemon(0).log();
   next_job_verifies(cluster);
   EXPECT_EQ(get(url, "/health").status, 200);
+}
+
+// A frozen root sends nothing, not even a reset: a member notices by the root's silent
+// heartbeats, lets go of the link (the kernel would hold it for many minutes) and keeps
+// trying to join; thawed, the root re-forms the cluster with it.
+TEST(NodeFaults, AFrozenRootIsLetGoByItsMembersAndTheClusterServesAgainWhenThawed) {
+  TestCluster cluster(drill_shape(2, 1));
+  kill(cluster.daemon(0).pid(), SIGSTOP);
+  EXPECT_TRUE(wait_for_status(
+      cluster, 1, [](const wire::StatusReply& s) { return s.state() == "forming"; },
+      std::chrono::seconds(15)))
+      << cluster.daemon(1).log();
+  kill(cluster.daemon(0).pid(), SIGCONT);
+  ASSERT_TRUE(wait_for_status(cluster, 0, serving, std::chrono::seconds(30)))
+      << cluster.daemon(0).log();
+  next_job_verifies(cluster, 1);
+  EXPECT_TRUE(cluster.daemon(1).running());
 }
 
 // `ss -K` closes a socket from outside the process (a cable pulled, a middlebox reset): the
