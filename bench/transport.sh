@@ -3,7 +3,7 @@
 # run: put bandwidth from 4 KiB to 16 MiB (a window of puts, then quiet) and 8-byte
 # put_signal latency (one way: half a ping-pong), between two symmeshd daemons of one rank
 # each; ib_write_bw and ib_write_lat (perftest) on the same device and GID.
-# Where the host has no RDMA device (../shared/SOFTROCE.md), the whole run happens inside
+# Where the host has no RDMA device (docs/OPERATIONS.md, "Soft-RoCE"), the whole run happens inside
 # the soft-RoCE QEMU guest of tests/softroce, so every figure comes from the same emulated
 # machine: soft-RoCE under TCG is slow, and the ratios are what to read.
 # Every figure is the median over RUNS runs (default 3). Ratios: symmesh / perftest.

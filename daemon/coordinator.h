@@ -1,6 +1,6 @@
 // The root's job coordinator: jobs run one at a time in submission order, each on all nodes
 // in the phases QUIESCE, RESET, RUN. A failed node fails the job and aborts it everywhere; a
-// node that is down fails every job until the cluster is restarted. While a job runs its
+// node that is down fails every job until it rejoins (the cluster re-forms). While a job runs its
 // client gets a progress event (PE 0's iterations done) every kProgressEvery.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Waiting without burning the CPU (ARCHITECTURE.md, "Waiting"): spin briefly, then yield,
+// Waiting without burning the CPU (docs/ARCHITECTURE.md, "Waiting"): spin briefly, then yield,
 // then park on the node's doorbell with a deadline. Whoever changes memory that a PE may be
 // waiting on (a local put, a TCP receive, an abort) rings the doorbell.
 #pragma once

@@ -7,8 +7,8 @@
 // thread j drains queues j, j + comm_threads, ...: each tile is split into subtiles of subtile_m
 // rows and put into the owner's receive slot for this PE, bumping the owner's per-subtile ready
 // counter (put_signal) and the summary doorbell of the owner's comm thread that all-gathers
-// that subtile (reversed stripes, as in the seed). That thread, seeing the counter reach n,
-// adds the n partials in rank order (fixed: bitwise deterministic) and puts the sum to every
+// that subtile (reversed stripes, as in CATCOC's AllReduce). That thread, seeing the counter reach
+// n, adds the n partials in rank order (fixed: bitwise deterministic) and puts the sum to every
 // other PE, starting at a peer rotated by the subtile id. Counters only grow: a run's target is
 // n x the run's number.
 //

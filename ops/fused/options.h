@@ -15,7 +15,7 @@ FusedOp parse_fused_op(const std::string& name);  // matmul-reduce-scatter, gemm
 const char* fused_op_name(FusedOp op);
 
 // How matmul-reduce-scatter moves a finished stage to its owner: the owner reads it from the
-// producer's workspace (pull, the seed's CopyDirect::Get) or the producer writes it into the
+// producer's workspace (pull, as CATCOC's CopyDirect::Get does) or the producer writes it into the
 // owner's inbox (push).
 enum class StageTransfer { kPull, kPush };
 StageTransfer parse_stage_transfer(const std::string& name);  // pull, push
@@ -25,7 +25,7 @@ struct FusedOptions {
   FusedOp op = FusedOp::kMatmulReduceScatter;
   int64_t m = 0, n = 0, k = 0;
   DType dtype = DType::kBF16;
-  // CPU tiles are larger than the seeds' NPU tiles: on this machine's oneDNN brgemm a
+  // CPU tiles are larger than CATLASS's NPU tiles: on this machine's oneDNN brgemm a
   // 256 x 512 tile runs as fast as one GEMM over the whole problem (bench/fused.sh).
   int64_t tile_m = 256;
   int64_t tile_n = 512;

@@ -1,6 +1,6 @@
 // A fused job on one PE, as the daemon and the tests run it: inputs, a warm-up of each mode,
 // then `iters` timed runs with the sequential baseline and the fused operator taking turns; the
-// figures every fused op reports (ARCHITECTURE.md; medians over iterations of the slowest PE),
+// figures every fused op reports (docs/ARCHITECTURE.md; medians over iterations of the slowest PE),
 // verification against the reference, determinism across iterations, and the outputs as .npy.
 // Every PE calls it with the same job and gets the same report.
 #pragma once

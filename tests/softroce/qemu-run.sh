@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command as root inside a QEMU guest that boots Debian's kernel with rdma_rxe and
 # sees the host's / read-only (so it runs the host-built binaries at their own paths).
-# Pure emulation (TCG): nested KVM is broken on these machines (../shared/SOFTROCE.md).
+# Pure emulation (TCG): nested KVM is broken on these machines (docs/OPERATIONS.md, "Soft-RoCE").
 # Usage: qemu-run.sh IMAGE_DIR RESULTS_DIR -- COMMAND...
 #   IMAGE_DIR from guest-image.sh; RESULTS_DIR is writable in the guest at the same path.
 # Prints the command's output; exits with its exit code (or 125 when the guest itself failed).

@@ -2,7 +2,7 @@
 # The soft-RoCE suite: the verbs transport and two symmeshd daemons with --transport verbs,
 # on a real RDMA device. Where the host kernel can provide one (a device exists, or
 # `rdma link add ... type rxe` works) the tests run on the host; otherwise inside a QEMU
-# guest booting Debian's own kernel with rdma_rxe (see ../shared/SOFTROCE.md for why).
+# guest booting Debian's own kernel with rdma_rxe (see docs/OPERATIONS.md, "Soft-RoCE", for why).
 # Usage: tests/softroce/run.sh [BUILD_DIR]     (default: build; built here if needed)
 # SYMMESH_SKIP_SOFTROCE=1 skips it, saying so, for machines that truly cannot run either;
 # SYMMESH_SOFTROCE_FILTER (a gtest filter) runs a part, SYMMESH_SOFTROCE_REPEAT times (default 1:

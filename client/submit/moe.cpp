@@ -1,0 +1,95 @@
+// symmesh submit dispatch|combine: the MoE exchange. Both take the same options; combine runs
+// its own dispatch first, untimed.
+#include "client/submit/submit_kind.h"
+
+namespace symmesh {
+
+SubmitKind moe_kind(const std::string& op) {
+  return {
+      .name = op,
+      .help = op == "dispatch"
+                  ? "MoE dispatch: every token to the PEs of its experts, one copy per node"
+                  : "MoE combine (DeepEP's hierarchical combine): expert outputs back home, "
+                    "reduced per node, then across nodes",
+      .message = "moe",
+      .fixed = {{"op", op}},
+      .options = {
+          {.flag = "--tokens",
+           .field = "tokens",
+           .help = "tokens per PE (0..1048576)",
+           .accepts = in_range(0, uint64_t{1} << 20),
+           .required = true},
+          {.flag = "--hidden",
+           .field = "hidden",
+           .help = "bf16 elements per token, a multiple of 8",
+           .required = true},
+          {.flag = "--topk", .field = "topk", .help = "experts per token", .required = true},
+          {.flag = "--experts",
+           .field = "experts",
+           .help = "experts, a multiple of the PE count",
+           .required = true},
+          {.flag = "--weighting",
+           .field = "weighting",
+           .help = "none (DeepEP normal mode) or topk",
+           .fallback = "topk",
+           .accepts = one_of({"none", "topk"})},
+          {.flag = "--bias",
+           .field = "biases",
+           .help = "bias tensors the receivers add (0..2)",
+           .fallback = "0",
+           .accepts = in_range(0, 2)},
+          {.flag = "--partial-dtype",
+           .field = "partial_dtype",
+           .help = "what partial sums travel in",
+           .fallback = "bf16",
+           .accepts = one_of({"bf16", "f32"})},
+          {.flag = "--channels",
+           .field = "channels",
+           .help = "threads per PE (1..64)",
+           .fallback = "1",
+           .accepts = in_range(1, 64)},
+          {.flag = "--algo",
+           .field = "algo",
+           .help = "combine: hier or flat (the baseline)",
+           .fallback = "hier",
+           .accepts = one_of({"hier", "flat"})},
+          {.flag = "--routing",
+           .field = "routing",
+           .help = "uniform, skewed, or a directory (inside the daemons' --data-dir) of "
+                   "topk_idx_<pe>.npy and topk_weights_<pe>.npy",
+           .fallback = "uniform"},
+          {.flag = "--chunk-tokens",
+           .field = "chunk_tokens",
+           .help = "tokens per published tail (at most half a ring)",
+           .fallback = "16"},
+          {.flag = "--nvl-ring-tokens",
+           .field = "nvl_ring_tokens",
+           .help = "per (channel, peer) shared-memory ring",
+           .fallback = "64"},
+          {.flag = "--rdma-ring-tokens",
+           .field = "rdma_ring_tokens",
+           .help = "per (channel, node) RDMA ring",
+           .fallback = "64"},
+          {.flag = "--iters",
+           .field = "iters",
+           .help = "timed runs after a warm-up (1..1000)",
+           .fallback = "5",
+           .accepts = in_range(1, 1000)},
+          {.flag = "--seed",
+           .field = "seed",
+           .help = "seed of the generated tokens and routing",
+           .fallback = "1"},
+          {.flag = "--verify",
+           .field = "verify",
+           .help = "check every PE's result against the reference"},
+          {.flag = "--inputs",
+           .field = "inputs",
+           .help = "directory of x_<pe>.npy (and bias_<i>_<pe>.npy), read by every daemon, "
+                   "inside its --data-dir"},
+          {.flag = "--output",
+           .field = "output",
+           .help = "combine: directory for combined_x_<pe>.npy, inside the daemons' --data-dir"},
+      }};
+}
+
+}  // namespace symmesh

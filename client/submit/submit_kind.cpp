@@ -1,0 +1,117 @@
+#include "client/submit/submit_kind.h"
+
+#include <charconv>
+
+#include "common/errors.h"
+#include "common/units.h"
+
+namespace symmesh {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+
+const FieldDescriptor& field_of(const google::protobuf::Message& message, const std::string& name) {
+  const FieldDescriptor* field = message.GetDescriptor()->FindFieldByName(name);
+  if (!field) {
+    throw InvalidArgument(message.GetDescriptor()->full_name() + " has no field '" + name + "'");
+  }
+  return *field;
+}
+
+uint64_t number(const std::string& flag, const std::string& text, uint64_t max) {
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value > max) {
+    throw InvalidArgument(flag + " " + text + " is not a whole number in 0.." +
+                          std::to_string(max));
+  }
+  return value;
+}
+
+void set_field(google::protobuf::Message& message, const JobOption& row, const std::string& text) {
+  const FieldDescriptor& field = field_of(message, row.field);
+  const auto* reflection = message.GetReflection();
+  const uint64_t value = row.size ? parse_size(text, row.flag) : 0;
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      reflection->SetString(&message, &field, text);
+      break;
+    case FieldDescriptor::CPPTYPE_BOOL:
+      reflection->SetBool(&message, &field, text == "true");
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      reflection->SetUInt32(&message, &field,
+                            uint32_t(row.size ? value : number(row.flag, text, UINT32_MAX)));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      reflection->SetUInt64(&message, &field,
+                            row.size ? value : number(row.flag, text, UINT64_MAX));
+      break;
+    default:
+      throw InvalidArgument(row.flag + ": field '" + row.field + "' is of a type no option sets");
+  }
+}
+
+}  // namespace
+
+std::vector<SubmitKind> submit_kinds() {
+  return {barrier_kind(), collective_kind(),    transport_kind(),
+          matmul_kind(),  moe_kind("dispatch"), moe_kind("combine")};
+}
+
+CLI::Validator one_of(std::vector<std::string> choices) {
+  return CLI::IsMember(std::move(choices));
+}
+
+CLI::Validator in_range(uint64_t low, uint64_t high) {
+  return CLI::Range(low, high);
+}
+
+wire::JobSpec make_spec(const SubmitKind& kind, const std::map<std::string, std::string>& values) {
+  wire::JobSpec spec;
+  const FieldDescriptor& which = field_of(spec, kind.message);
+  google::protobuf::Message& message = *spec.GetReflection()->MutableMessage(&spec, &which);
+  for (const auto& [field, text] : kind.fixed) {
+    message.GetReflection()->SetString(&message, &field_of(message, field), text);
+  }
+  for (const JobOption& row : kind.options) {
+    const auto given = values.find(row.flag);
+    const std::string& text = given != values.end() ? given->second : row.fallback;
+    if (!text.empty()) set_field(message, row, text);
+  }
+  return spec;
+}
+
+SubmitCommand::SubmitCommand(CLI::App& submit, SubmitKind kind)
+    : kind_(std::move(kind)), app_(submit.add_subcommand(kind_.name, kind_.help)) {
+  const google::protobuf::Message& prototype =
+      wire::JobSpec::default_instance().GetReflection()->GetMessage(
+          wire::JobSpec::default_instance(),
+          &field_of(wire::JobSpec::default_instance(), kind_.message));
+  for (const JobOption& row : kind_.options) {
+    const auto type = field_of(prototype, row.field).cpp_type();
+    if (type == FieldDescriptor::CPPTYPE_BOOL) {
+      app_->add_flag(row.flag, switches_[row.flag], row.help);
+      continue;
+    }
+    std::string& value = values_[row.flag];
+    value = row.fallback;
+    CLI::Option* option = app_->add_option(row.flag, value, row.help);
+    option->type_name(row.size                                  ? "SIZE"
+                      : type == FieldDescriptor::CPPTYPE_STRING ? "TEXT"
+                                                                : "UINT");
+    if (row.required) option->required();
+    if (row.accepts) option->check(*row.accepts);
+    if (!row.fallback.empty()) option->capture_default_str();
+  }
+}
+
+wire::JobSpec SubmitCommand::spec() const {
+  std::map<std::string, std::string> values = values_;
+  for (const auto& [flag, on] : switches_) {
+    if (on) values[flag] = "true";
+  }
+  return make_spec(kind_, values);
+}
+
+}  // namespace symmesh
