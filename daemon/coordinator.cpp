@@ -78,7 +78,7 @@ uint64_t Coordinator::submit(const wire::JobSpec& spec, Sink client) {
     }
     wire::JobRecord record;
     record.set_job_id(next_job_id_++);
-    record.set_kind(job_kind(spec));
+    record.set_kind(job_kind_of(spec).name(spec));
     record.set_state("queued");
     record.set_submitted_unix_s(unix_seconds());
     record.set_traced(spec.trace());
@@ -425,9 +425,7 @@ void Coordinator::send_progress(std::unique_lock<std::mutex>& lock, uint64_t job
 wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec,
                                  wire::JobTrace& trace) {
   wire::JobResult result;
-  result.set_verify_requested((spec.has_collective() && spec.collective().verify()) ||
-                              (spec.has_matmul() && spec.matmul().verify()) ||
-                              (spec.has_moe() && spec.moe().verify()));
+  result.set_verify_requested(job_kind_of(spec).verify_requested(spec));
   {
     std::lock_guard lock(mutex_);
     if (!down_.empty()) {
@@ -455,18 +453,14 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec,
     return result;
   }
   // The slowest node in each iteration.
-  std::vector<double> iterations(reports.front().iteration_s_size(), 0.0);
-  bool verified = true;
-  double max_err = 0;
+  JobTally tally;
   for (const auto& report : reports) {
-    for (int i = 0; i < report.iteration_s_size() && i < int(iterations.size()); ++i) {
-      iterations[i] = std::max(iterations[i], report.iteration_s(i));
-    }
-    verified = verified && report.verified();
-    max_err = std::max(max_err, report.max_abs_err());
+    tally.add(report.iteration_s(), report.verified(), report.max_abs_err());
   }
+  const bool verified = tally.verified;
+  const double max_err = tally.max_abs_err;
   result.set_ok(true);
-  summarize_job(spec, nodes_, ranks_per_node_, iterations, result);
+  summarize_job(spec, ClusterShape{nodes_, ranks_per_node_}, tally.iteration_s, result);
   for (const auto& report : reports) {
     if (!report.transport().empty()) result.set_transport(report.transport());
     if (report.has_matmul()) *result.mutable_matmul() = report.matmul();

@@ -11,11 +11,8 @@
 namespace symmesh {
 
 wire::JobSpec Daemon::with_defaults(wire::JobSpec spec) const {
-  if (spec.has_barrier()) {
-    auto* job = spec.mutable_barrier();
-    if (job->algo().empty()) job->set_algo(config_.barrier_algo);
-    if (job->k() == 0) job->set_k(config_.barrier_k);
-  }
+  job_kind_of(spec).fill_defaults(spec,
+                                  JobDefaults{config_.barrier_algo, uint32_t(config_.barrier_k)});
   return spec;
 }
 
@@ -30,7 +27,7 @@ ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::
   }
   // Checked here for the client's sake; every node checks its own paths again before it runs.
   const wire::JobSpec confined = confine_job_paths(spec, data_dir_);
-  check_job_spec(confined, config_.nodes, config_.ranks_per_node);
+  check_job_spec(confined, ClusterShape{config_.nodes, config_.ranks_per_node});
   check_job_memory(confined, config_.nodes, config_.ranks_per_node, job_memory_);
   // A job needs every node: with one not up it would only wait for it, so it fails now.
   if (!membership_.all_up()) {

@@ -99,12 +99,13 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
   wire::JobSpec spec;
   try {
     spec = confine_job_paths(requested, limits_.data_dir);
-    check_job_spec(spec, node_.nodes(), node_.ranks_per_node());
+    check_job_spec(spec, ClusterShape{node_.nodes(), node_.ranks_per_node()});
     check_job_memory(spec, node_.nodes(), node_.ranks_per_node(), limits_.job_memory);
   } catch (const std::exception&) {
     metrics_.error("bad_request");
     throw;
   }
+  const JobKind& kind = job_kind_of(spec);
   const auto started = Clock::now();
   {
     std::lock_guard lock(mutex_);
@@ -126,19 +127,11 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
       const progress::Binding counted(global == 0 ? &progress_ : nullptr);
       try {
         Pe pe(node_, local);
-        outcomes[local] = run_job_on_pe(pe, spec);
+        outcomes[local] = kind.run_on_pe(pe, spec);
         pe.quiet();
-        if (global == 0 && spec.has_transport()) {
+        if (global == 0) {
           std::lock_guard lock(error_mutex);
-          report.set_transport(transport_between(pe));
-        }
-        if (global == 0 && outcomes[local].matmul) {
-          std::lock_guard lock(error_mutex);
-          *report.mutable_matmul() = *outcomes[local].matmul;
-        }
-        if (global == 0 && outcomes[local].moe) {
-          std::lock_guard lock(error_mutex);
-          *report.mutable_moe() = *outcomes[local].moe;
+          outcomes[local].report_figures(report);
         }
       } catch (const std::exception& e) {
         const bool aborted = dynamic_cast<const AbortedError*>(&e) != nullptr;
@@ -163,7 +156,7 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
         job_trace_to_wire(*recorder, node_.rank(), kTraceSpansPerJob / size_t(node_.nodes()));
   }
   ++jobs_run_;
-  metrics_.job_ran(job_kind(spec), first_error.empty(),
+  metrics_.job_ran(kind.name(spec), first_error.empty(),
                    std::chrono::duration<double>(Clock::now() - started).count());
   if (!first_error.empty()) metrics_.error("job");
   if (!first_error.empty()) {
@@ -174,23 +167,14 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
     spdlog::warn("node {}: job {} failed: {}", node_.rank(), report.job_id(), first_error);
     return;
   }
-  const size_t iterations = outcomes[0].iteration_s.size();
-  bool verified = true;
-  double max_err = 0;
-  for (size_t i = 0; i < iterations; ++i) {
-    double slowest = 0;
-    for (const auto& outcome : outcomes) slowest = std::max(slowest, outcome.iteration_s.at(i));
-    report.add_iteration_s(slowest);
-  }
-  if (spec.has_barrier()) {
-    metrics_.barrier_latencies({report.iteration_s().begin(), report.iteration_s().end()});
-  }
+  JobTally tally;
   for (const auto& outcome : outcomes) {
-    verified = verified && outcome.verified;
-    max_err = std::max(max_err, outcome.max_abs_err);
+    tally.add(outcome.iteration_s, outcome.verified, outcome.max_abs_err);
   }
-  report.set_verified(verified);
-  report.set_max_abs_err(max_err);
+  *report.mutable_iteration_s() = {tally.iteration_s.begin(), tally.iteration_s.end()};
+  if (&kind == &barrier_job_kind()) metrics_.barrier_latencies(tally.iteration_s);
+  report.set_verified(tally.verified);
+  report.set_max_abs_err(tally.max_abs_err);
 }
 
 }  // namespace symmesh

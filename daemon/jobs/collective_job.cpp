@@ -1,9 +1,11 @@
 // The collective job: seeded inputs on every PE, a warm-up call, `iters` timed calls (each
 // after a barrier, so all PEs start together), then an element-wise check of this PE's
 // output against the reference computed from the same seeded inputs.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "common/errors.h"
 #include "common/progress.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
@@ -35,14 +37,22 @@ Buffers buffer_counts(const std::string& op, size_t count, int n) {
   return {count, count};
 }
 
-}  // namespace
+// The algorithm a collective job runs ("auto" resolved).
+std::string collective_algo(const wire::CollectiveJob& job, const ClusterShape& shape) {
+  if (job.op() == "alltoall") return "direct";
+  if (job.algo().empty() || job.algo() == "auto") {
+    return shape.nodes > 1 && shape.ranks_per_node > 1 ? "hier" : "ring";
+  }
+  return job.algo();
+}
 
-PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job) {
+PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   const DType dtype = parse_dtype(job.dtype());
   const ReduceOp reduce = parse_reduce_op(job.reduce().empty() ? "sum" : job.reduce());
   const int n = pe.n_pes();
   const int me = pe.my_pe();
-  const std::string algo_name = collective_algo(job, pe.node().nodes(), pe.node().ranks_per_node());
+  const std::string algo_name =
+      collective_algo(job, ClusterShape{pe.node().nodes(), pe.node().ranks_per_node()});
   const CollAlgo algo = parse_coll_algo(algo_name);
   const size_t element = dtype_size(dtype);
   const size_t count = job.bytes() / element;
@@ -104,6 +114,93 @@ PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job) {
   pe.free(dst);
   pe.free(src);
   return outcome;
+}
+
+uint64_t element_bytes(const wire::CollectiveJob& job) {
+  return dtype_size(parse_dtype(job.dtype().empty() ? "f32" : job.dtype()));
+}
+
+class CollectiveJobKind : public JobKind {
+ public:
+  std::string name(const wire::JobSpec&) const override { return "collective"; }
+
+  void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
+    const auto& job = spec.collective();
+    const int n = shape.n_pes();
+    static const char* kOps[] = {"allreduce", "reduce-scatter", "allgather", "alltoall"};
+    if (std::find(std::begin(kOps), std::end(kOps), job.op()) == std::end(kOps)) {
+      throw InvalidArgument("--op '" + job.op() +
+                            "' is not one of: allreduce, reduce-scatter, allgather, alltoall");
+    }
+    const DType dtype = parse_dtype(job.dtype());
+    const ReduceOp reduce = parse_reduce_op(job.reduce().empty() ? "sum" : job.reduce());
+    if (reduce == ReduceOp::kMax && job.op() != "allreduce") {
+      throw InvalidArgument("--reduce max is only for allreduce");
+    }
+    const std::string algo = collective_algo(job, shape);
+    if (job.op() == "alltoall") {
+      if (!job.algo().empty() && job.algo() != "auto" && job.algo() != "direct") {
+        throw InvalidArgument("--algo '" + job.algo() +
+                              "': alltoall has one algorithm, direct (pairwise puts)");
+      }
+    } else if (algo != "ring" && algo != "hier") {
+      throw InvalidArgument("--algo '" + job.algo() + "' is not one of: ring, hier, auto");
+    }
+    const size_t element = dtype_size(dtype);
+    if (job.bytes() < element || job.bytes() % element != 0) {
+      throw InvalidArgument("--bytes " + std::to_string(job.bytes()) +
+                            " must be a positive multiple of the " + dtype_name(dtype) +
+                            " element size (" + std::to_string(element) + " bytes)");
+    }
+    if (job.op() == "alltoall" && job.bytes() % (element * n) != 0) {
+      throw InvalidArgument("--bytes " + std::to_string(job.bytes()) + " must divide into " +
+                            std::to_string(n) + " equal blocks of " + dtype_name(dtype) +
+                            " elements for alltoall (a multiple of " + std::to_string(element * n) +
+                            " bytes)");
+    }
+    check_iterations(job.iters(), 100000);
+  }
+
+  // A verified collective keeps the expected output and its input, in f32.
+  uint64_t pe_host_bytes(const wire::JobSpec& spec, int pes) const override {
+    const auto& job = spec.collective();
+    if (!job.verify()) return 0;
+    return job.bytes() / element_bytes(job) * 4 * (uint64_t(pes) + 1);
+  }
+
+  bool verify_requested(const wire::JobSpec& spec) const override {
+    return spec.collective().verify();
+  }
+
+  PeJobOutcome run_on_pe(Pe& pe, const wire::JobSpec& spec) const override {
+    return run_collective(pe, spec.collective());
+  }
+
+  void summarize(const wire::JobSpec& spec, const ClusterShape& shape, double median,
+                 wire::JobResult& result) const override {
+    const auto& job = spec.collective();
+    const int n = shape.n_pes();
+    result.set_op(job.op());
+    result.set_dtype(job.dtype());
+    result.set_bytes(job.bytes());
+    result.set_algo(collective_algo(job, shape));
+    // NCCL-tests: algbw = S / t with S the op's "size"; busbw = algbw x the op's factor.
+    double size = static_cast<double>(job.bytes());
+    double factor = double(n - 1) / n;
+    if (job.op() == "allreduce") factor = 2.0 * (n - 1) / n;
+    if (job.op() == "allgather") size *= n;  // SIZE is each PE's contribution
+    if (median > 0) {
+      result.set_algbw_gbps(size / median / 1e9);
+      result.set_busbw_gbps(size / median / 1e9 * factor);
+    }
+  }
+};
+
+}  // namespace
+
+const JobKind& collective_job_kind() {
+  static const CollectiveJobKind kind;
+  return kind;
 }
 
 }  // namespace symmesh

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "common/errors.h"
+#include "daemon/jobs/job.h"
 
 namespace symmesh {
 namespace {
@@ -63,20 +64,8 @@ std::string confine_to_data_dir(const std::string& path, const std::string& data
 }
 
 wire::JobSpec confine_job_paths(wire::JobSpec spec, const std::string& data_dir) {
-  auto confine = [&](std::string* path, const std::string& flag) {
+  for (const auto& [path, flag] : job_kind_of(spec).paths(spec)) {
     if (!path->empty()) *path = confine_to_data_dir(*path, data_dir, flag);
-  };
-  if (spec.has_matmul()) {
-    confine(spec.mutable_matmul()->mutable_inputs(), "--inputs");
-    confine(spec.mutable_matmul()->mutable_output(), "--output");
-  }
-  if (spec.has_moe()) {
-    auto* moe = spec.mutable_moe();
-    confine(moe->mutable_inputs(), "--inputs");
-    confine(moe->mutable_output(), "--output");
-    if (moe->routing() != "uniform" && moe->routing() != "skewed") {
-      confine(moe->mutable_routing(), "--routing");
-    }
   }
   return spec;
 }

@@ -1,47 +1,96 @@
 // The jobs a daemon runs: every PE of the cluster runs the same body (SPMD); each PE times
 // its iterations, a node reports the slowest of its PEs per iteration, and the root the
 // slowest node, from which the figures are computed.
+//
+// A kind of job (barrier, collective, transport, matmul, MoE) is one JobKind in one file,
+// found through one table by the spec's oneof case (job_kind_of): the daemon, the node agent
+// and the coordinator ask it, never the spec's case themselves.
 #pragma once
 
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "runtime/cluster_shape.h"
 #include "runtime/pe.h"
+#include "wire/control.pb.h"
 #include "wire/jobs.pb.h"
 
 namespace symmesh {
 
+// What the daemons' configuration supplies to jobs that leave it out.
+struct JobDefaults {
+  std::string barrier_algo;
+  uint32_t barrier_k = 0;
+};
+
+// What one PE brings back from a job.
 struct PeJobOutcome {
   std::vector<double> iteration_s;
   bool verified = true;
   double max_abs_err = 0;
+  // The kind's own figures (PE 0's go into the node's report).
   std::optional<wire::MatmulFigures> matmul;
   std::optional<wire::MoeFigures> moe;
+  std::string transport;  // the transport a transport job measured
+
+  void report_figures(wire::NodeJobReport& report) const;
 };
 
-// Refuses a spec the cluster cannot run, naming the field and the allowed values.
-void check_job_spec(const wire::JobSpec& spec, int nodes, int ranks_per_node);
-// barrier, collective, transport, matmul, dispatch or combine.
-std::string job_kind(const wire::JobSpec& spec);
+// The slowest-PE fold: per iteration the slowest time, the verification of all, the largest
+// error. The node agent folds its PEs' outcomes, the coordinator its nodes' reports.
+struct JobTally {
+  std::vector<double> iteration_s;
+  bool verified = true;
+  double max_abs_err = 0;
 
-PeJobOutcome run_job_on_pe(Pe& pe, const wire::JobSpec& spec);
+  template <class Times>
+  void add(const Times& times, bool ok, double abs_err) {
+    if (iteration_s.size() < size_t(times.size())) iteration_s.resize(times.size(), 0.0);
+    size_t i = 0;
+    for (double t : times) iteration_s[i] = std::max(iteration_s[i], t), ++i;
+    verified = verified && ok;
+    max_abs_err = std::max(max_abs_err, abs_err);
+  }
+};
 
+class JobKind {
+ public:
+  virtual ~JobKind() = default;
+  // barrier, collective, transport, matmul, dispatch or combine.
+  virtual std::string name(const wire::JobSpec& spec) const = 0;
+  // Fills what the job left to the cluster's configuration (recorded with the job).
+  virtual void fill_defaults(wire::JobSpec&, const JobDefaults&) const {}
+  // Refuses a spec the cluster cannot run, naming the field and the allowed values.
+  virtual void check(const wire::JobSpec& spec, const ClusterShape& shape) const = 0;
+  // The job's file paths with the flags that name them (confined to the data directory).
+  virtual std::vector<std::pair<std::string*, std::string>> paths(wire::JobSpec&) const {
+    return {};
+  }
+  // Host memory one PE takes outside the symmetric heap (inputs, outputs, reference).
+  virtual uint64_t pe_host_bytes(const wire::JobSpec&, int /*pes*/) const { return 0; }
+  virtual bool verify_requested(const wire::JobSpec&) const { return false; }
+  virtual PeJobOutcome run_on_pe(Pe& pe, const wire::JobSpec& spec) const = 0;
+  // The kind's fields of `result` (op, algo, dtype, bytes, bandwidths) given the median.
+  virtual void summarize(const wire::JobSpec& spec, const ClusterShape& shape, double median_s,
+                         wire::JobResult& result) const = 0;
+};
+
+// The kind of `spec`; throws InvalidArgument when it names none.
+const JobKind& job_kind_of(const wire::JobSpec& spec);
+// Each kind (one file each).
+const JobKind& barrier_job_kind();
+const JobKind& collective_job_kind();
+const JobKind& transport_job_kind();
+const JobKind& matmul_job_kind();
+const JobKind& moe_job_kind();
+
+void check_job_spec(const wire::JobSpec& spec, const ClusterShape& shape);
 // Fills the figures of `result` from the per-iteration times of the whole cluster.
-void summarize_job(const wire::JobSpec& spec, int nodes, int ranks_per_node,
+void summarize_job(const wire::JobSpec& spec, const ClusterShape& shape,
                    const std::vector<double>& iteration_s, wire::JobResult& result);
-
-// The algorithm a collective job runs ("auto" resolved).
-std::string collective_algo(const wire::CollectiveJob& job, int nodes, int ranks_per_node);
-
-PeJobOutcome run_barrier_job(Pe& pe, const wire::BarrierJob& job);
-PeJobOutcome run_collective_job(Pe& pe, const wire::CollectiveJob& job);
-PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job);
-PeJobOutcome run_matmul_job(Pe& pe, const wire::MatmulJob& job);
-// Refuses a matmul job the cluster cannot run (the fields, modes, files named).
-void check_matmul_job(const wire::MatmulJob& job, int n_pes);
-PeJobOutcome run_moe_job(Pe& pe, const wire::MoeJob& job);
-void check_moe_job(const wire::MoeJob& job, int nodes, int ranks_per_node);
-// The transport PE 0 uses to reach a transport job's partner PE.
-std::string transport_between(Pe& pe);
+// Refuses an iteration count outside 1..max, naming --iters.
+void check_iterations(uint32_t iters, uint32_t max);
 
 }  // namespace symmesh

@@ -1,5 +1,6 @@
 // The matmul job: a fused operator (or its sequential baseline) through ops/fused/runner, with
 // one oneDNN primitive cache for the daemon's whole life, shared by its PEs and jobs.
+#include <algorithm>
 #include <filesystem>
 
 #include "daemon/jobs/job.h"
@@ -39,21 +40,12 @@ Gemm& daemon_gemm() {
   return gemm;
 }
 
-}  // namespace
-
-void check_matmul_job(const wire::MatmulJob& job, int n_pes) {
-  validate(fused_job(job).options, n_pes);
-  if (job.iters() > 1000) {
-    throw InvalidArgument("--iters " + std::to_string(job.iters()) + " is outside 1..1000");
-  }
-}
-
-PeJobOutcome run_matmul_job(Pe& pe, const wire::MatmulJob& job) {
+PeJobOutcome run_matmul(Pe& pe, const wire::MatmulJob& job) {
   const FusedJob fused = fused_job(job);
   if (!fused.output_dir.empty()) std::filesystem::create_directories(fused.output_dir);
   const FusedReport r = run_fused_job(pe, daemon_gemm(), fused);
   PeJobOutcome outcome;
-  outcome.iteration_s.push_back(r.pipelined_s.value_or(r.sequential_s));
+  outcome.iteration_s = r.iteration_s;
   outcome.verified = r.verified;
   outcome.max_abs_err = r.max_abs_err;
   wire::MatmulFigures& f = outcome.matmul.emplace();
@@ -80,6 +72,65 @@ PeJobOutcome run_matmul_job(Pe& pe, const wire::MatmulJob& job) {
   f.set_mode(fused_mode_name(fused.mode));
   f.set_transfer(stage_transfer_name(fused.options.transfer));
   return outcome;
+}
+
+// One PE of a fused matmul job: per mode its A, B, C and the warm-up's C kept for the
+// determinism check (and the gathered A); inputs generated in f32 first; with --verify the
+// reference's f32 copies of A and B, one product band and its C.
+uint64_t matmul_pe_bytes(const wire::MatmulJob& job, int n_pes) {
+  const uint64_t m = job.m(), n = job.n(), k = job.k();
+  const uint64_t e = job.dtype() == "f32" ? 4 : 2;
+  const bool gathered = job.op() == "allgather-matmul";
+  const uint64_t a_rows = gathered ? (m + n_pes - 1) / n_pes : m;
+  const uint64_t c_rows = job.op() == "matmul-reduce-scatter" ? (m + n_pes - 1) / n_pes : m;
+  const uint64_t a = a_rows * k * e, b = k * n * e, c = c_rows * n * 4;
+  const uint64_t per_mode = a + b + 2 * c + (gathered ? m * k * e : 0);
+  const uint64_t modes = job.mode() == "both" || job.mode().empty() ? 2 : 1;
+  const uint64_t generate = std::max(a_rows * k, k * n) * 4;
+  const uint64_t verify =
+      job.verify() ? k * n * 4 + a_rows * k * 4 + 2 * c_rows * n * 4 + (gathered ? m * k * e : 0)
+                   : 0;
+  return modes * per_mode + generate + verify;
+}
+
+class MatmulJobKind : public JobKind {
+ public:
+  std::string name(const wire::JobSpec&) const override { return "matmul"; }
+
+  void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
+    validate(fused_job(spec.matmul()).options, shape.n_pes());
+    check_iterations(spec.matmul().iters(), 1000);
+  }
+
+  std::vector<std::pair<std::string*, std::string>> paths(wire::JobSpec& spec) const override {
+    return {{spec.mutable_matmul()->mutable_inputs(), "--inputs"},
+            {spec.mutable_matmul()->mutable_output(), "--output"}};
+  }
+
+  uint64_t pe_host_bytes(const wire::JobSpec& spec, int pes) const override {
+    return matmul_pe_bytes(spec.matmul(), pes);
+  }
+
+  bool verify_requested(const wire::JobSpec& spec) const override { return spec.matmul().verify(); }
+
+  PeJobOutcome run_on_pe(Pe& pe, const wire::JobSpec& spec) const override {
+    return run_matmul(pe, spec.matmul());
+  }
+
+  void summarize(const wire::JobSpec& spec, const ClusterShape&, double,
+                 wire::JobResult& result) const override {
+    const auto& job = spec.matmul();
+    result.set_op(job.op());
+    result.set_dtype(job.dtype());
+    result.set_algo(job.mode());
+  }
+};
+
+}  // namespace
+
+const JobKind& matmul_job_kind() {
+  static const MatmulJobKind kind;
+  return kind;
 }
 
 }  // namespace symmesh

@@ -1,6 +1,8 @@
 // The MoE jobs: dispatch, or combine after an untimed dispatch, through ops/moe/runner.
+#include <algorithm>
 #include <filesystem>
 
+#include "common/errors.h"
 #include "daemon/jobs/job.h"
 #include "ops/moe/runner.h"
 
@@ -35,21 +37,12 @@ MoeJob moe_job(const wire::MoeJob& w) {
   return job;
 }
 
-}  // namespace
-
-void check_moe_job(const wire::MoeJob& job, int nodes, int ranks_per_node) {
-  validate(moe_job(job).options, nodes, ranks_per_node);
-  if (job.iters() < 1 || job.iters() > 1000) {
-    throw InvalidArgument("--iters " + std::to_string(job.iters()) + " is outside 1..1000");
-  }
-}
-
-PeJobOutcome run_moe_job(Pe& pe, const wire::MoeJob& w) {
+PeJobOutcome run_moe(Pe& pe, const wire::MoeJob& w) {
   const MoeJob job = moe_job(w);
   if (!job.output_dir.empty()) std::filesystem::create_directories(job.output_dir);
   const MoeReport r = run_moe_job(pe, job);
   PeJobOutcome outcome;
-  outcome.iteration_s.push_back(r.median_s);
+  outcome.iteration_s = r.iteration_s;
   outcome.verified = r.verified;
   outcome.max_abs_err = r.max_abs_err;
   wire::MoeFigures& f = outcome.moe.emplace();
@@ -63,6 +56,64 @@ PeJobOutcome run_moe_job(Pe& pe, const wire::MoeJob& w) {
   f.set_weighting(moe_weighting_name(job.options.weighting));
   f.set_partial_dtype(dtype_name(job.options.partial_dtype));
   return outcome;
+}
+
+// One PE of a MoE job: its tokens, biases and two copies of the result; the tokens it
+// receives (about topk per token, at most one per PE) and their expert outputs; with
+// --verify the reference (for dispatch, every PE's tokens).
+uint64_t moe_pe_bytes(const wire::MoeJob& job, int n_pes) {
+  const uint64_t t = job.tokens(), h = job.hidden();
+  const uint64_t partial = job.partial_dtype() == "f32" ? 4 : 2;
+  const uint64_t copies = std::min<uint64_t>(job.topk(), uint64_t(n_pes));
+  uint64_t bytes = t * h * 2 * (3 + job.biases()) + t * copies * h * (2 + partial);
+  if (job.verify()) {
+    bytes += job.op() == "dispatch" ? uint64_t(n_pes) * t * h * 2 + t * copies * h * 2 : t * h * 8;
+  }
+  return bytes;
+}
+
+class MoeJobKind : public JobKind {
+ public:
+  std::string name(const wire::JobSpec& spec) const override { return spec.moe().op(); }
+
+  void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
+    validate(moe_job(spec.moe()).options, shape.nodes, shape.ranks_per_node);
+    check_iterations(spec.moe().iters(), 1000);
+  }
+
+  std::vector<std::pair<std::string*, std::string>> paths(wire::JobSpec& spec) const override {
+    auto* moe = spec.mutable_moe();
+    std::vector<std::pair<std::string*, std::string>> paths{{moe->mutable_inputs(), "--inputs"},
+                                                            {moe->mutable_output(), "--output"}};
+    if (moe->routing() != "uniform" && moe->routing() != "skewed") {
+      paths.emplace_back(moe->mutable_routing(), "--routing");
+    }
+    return paths;
+  }
+
+  uint64_t pe_host_bytes(const wire::JobSpec& spec, int pes) const override {
+    return moe_pe_bytes(spec.moe(), pes);
+  }
+
+  bool verify_requested(const wire::JobSpec& spec) const override { return spec.moe().verify(); }
+
+  PeJobOutcome run_on_pe(Pe& pe, const wire::JobSpec& spec) const override {
+    return run_moe(pe, spec.moe());
+  }
+
+  void summarize(const wire::JobSpec& spec, const ClusterShape&, double,
+                 wire::JobResult& result) const override {
+    const auto& job = spec.moe();
+    result.set_op(job.op());
+    result.set_algo(job.op() == "combine" ? job.algo() : "hier");
+  }
+};
+
+}  // namespace
+
+const JobKind& moe_job_kind() {
+  static const MoeJobKind kind;
+  return kind;
 }
 
 }  // namespace symmesh

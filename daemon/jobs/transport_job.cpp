@@ -1,6 +1,7 @@
 // Point-to-point transport figures between PE 0 and its partner: the first PE of node 1
 // (PE 1 on a single node). Every other PE only joins the barriers, and reports zero time,
 // so the slowest-PE aggregation yields the active pair's figures.
+#include "common/errors.h"
 #include "common/progress.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
@@ -23,13 +24,7 @@ double put_window(Pe& pe, std::byte* remote, const std::byte* local, size_t byte
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-}  // namespace
-
-std::string transport_between(Pe& pe) {
-  return pe.node().transport_name(pe.node_of(partner_of(pe)));
-}
-
-PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job) {
+PeJobOutcome run_transport(Pe& pe, const wire::TransportJob& job) {
   const int partner = partner_of(pe);
   const bool sender = pe.my_pe() == 0;
   const bool receiver = pe.my_pe() == partner;
@@ -71,7 +66,50 @@ PeJobOutcome run_transport_job(Pe& pe, const wire::TransportJob& job) {
     pe.quiet();
   }
   barrier_all(pe);
+  // What the figures went over: the transport PE 0 uses to reach its partner.
+  if (sender) outcome.transport = pe.node().transport_name(pe.node_of(partner));
   return outcome;
+}
+
+class TransportJobKind : public JobKind {
+ public:
+  std::string name(const wire::JobSpec&) const override { return "transport"; }
+
+  void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
+    const auto& job = spec.transport();
+    if (job.op() != "put-bw" && job.op() != "put-signal-lat") {
+      throw InvalidArgument("--op '" + job.op() + "' is not one of: put-bw, put-signal-lat");
+    }
+    if (shape.n_pes() < 2) throw InvalidArgument("a transport job needs 2 PEs; the cluster has 1");
+    if (job.bytes() < 1 || job.bytes() > (uint64_t{1} << 30)) {
+      throw InvalidArgument("--bytes " + std::to_string(job.bytes()) + " is outside 1..1GiB");
+    }
+    if (job.window() > 4096) {
+      throw InvalidArgument("--window " + std::to_string(job.window()) + " is outside 1..4096");
+    }
+    check_iterations(job.iters(), 100000);
+  }
+
+  PeJobOutcome run_on_pe(Pe& pe, const wire::JobSpec& spec) const override {
+    return run_transport(pe, spec.transport());
+  }
+
+  void summarize(const wire::JobSpec& spec, const ClusterShape&, double median,
+                 wire::JobResult& result) const override {
+    const auto& job = spec.transport();
+    result.set_op(job.op());
+    result.set_bytes(job.bytes());
+    const double moved =
+        double(job.bytes()) * (job.op() == "put-bw" ? (job.window() ? job.window() : 64) : 1);
+    if (median > 0) result.set_algbw_gbps(moved / median / 1e9);
+  }
+};
+
+}  // namespace
+
+const JobKind& transport_job_kind() {
+  static const TransportJobKind kind;
+  return kind;
 }
 
 }  // namespace symmesh

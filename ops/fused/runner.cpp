@@ -124,6 +124,7 @@ FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
 
   FusedReport r;
   r.gemm_path = gemm.path(o.dtype);
+  r.iteration_s = chosen.total;
   r.compute_s = median(sequential.compute);
   r.comm_s = median(sequential.comm);
   r.comm_cpu_s = median(sequential.comm_cpu);

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ops/fused/inputs.h"
 #include "ops/fused/operator.h"
@@ -43,6 +44,7 @@ struct FusedReport {
   double wire_gbps = 0;  // bytes on the wire per PE / the time of the chosen mode
   uint64_t wire_bytes = 0;
   std::string gemm_path;
+  std::vector<double> iteration_s;  // the chosen mode's runs, each the slowest PE's time
 };
 
 // Throws InvalidArgument for bad options or inputs before any PE allocates anything.

@@ -9,14 +9,9 @@
 #include <vector>
 
 #include "ops/moe/routing.h"
+#include "runtime/cluster_shape.h"
 
 namespace symmesh {
-
-struct ClusterShape {
-  int nodes = 1;
-  int ranks_per_node = 1;
-  int n_pes() const { return nodes * ranks_per_node; }
-};
 
 struct DispatchLayout {
   int64_t tokens = 0;

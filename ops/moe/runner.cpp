@@ -77,6 +77,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   }
   report.deterministic = max_over_pes(pe, report.deterministic ? 0.0 : 1.0) == 0.0;
   report.median_s = median(times);
+  report.iteration_s = times;
   const int64_t all_tokens = sum_over_pes(pe, routing.tokens);
   report.tokens_per_s = double(all_tokens) / report.median_s;
   report.algbw_gbps = double(all_tokens) * double(o.hidden) * 2 / report.median_s / 1e9;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ops/moe/combine.h"
 
@@ -29,10 +30,11 @@ struct MoeReport {
   double tolerance = 0;  // per element, relative to max(1, |reference|)
   bool deterministic = true;
   double median_s = 0;
-  double tokens_per_s = 0;       // every PE's tokens per second
-  double algbw_gbps = 0;         // every PE's bf16 tokens (tokens x hidden x 2 bytes) per second
-  int64_t inter_node_bytes = 0;  // per run, all PEs
-  int64_t intra_node_bytes = 0;  // per run, all PEs
+  std::vector<double> iteration_s;  // every timed run, each the slowest PE's time
+  double tokens_per_s = 0;          // every PE's tokens per second
+  double algbw_gbps = 0;            // every PE's bf16 tokens (tokens x hidden x 2 bytes) per second
+  int64_t inter_node_bytes = 0;     // per run, all PEs
+  int64_t intra_node_bytes = 0;     // per run, all PEs
   int64_t flat_inter_node_bytes = 0;  // what the flat combine moves between nodes
 };
 

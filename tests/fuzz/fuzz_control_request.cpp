@@ -25,9 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [nodes, ranks] : {std::pair{1, 1}, std::pair{2, 2}, std::pair{3, 2}}) {
     try {
       const wire::JobSpec spec = confine_job_paths(request.submit(), "/nonexistent-data-dir");
-      check_job_spec(spec, nodes, ranks);
+      check_job_spec(spec, ClusterShape{nodes, ranks});
       check_job_memory(spec, nodes, ranks, uint64_t{1} << 30);
-      job_kind(spec);
+      job_kind_of(spec).name(spec);
     } catch (const Error&) {
     }
   }
