@@ -36,9 +36,14 @@ std::unique_ptr<Client> Client::connect(const HostPort& daemon, const std::strin
 
 wire::ClientResponse Client::ask(const wire::ClientRequest& request,
                                  wire::ClientResponse::BodyCase expected, Deadline deadline) {
-  channel_->write(request, deadline);
   wire::ClientResponse response;
-  channel_->read(response, deadline);
+  try {
+    channel_->write(request, deadline);
+    channel_->read(response, deadline);
+  } catch (const PeerError& e) {
+    throw PeerError("lost the daemon at " + channel_->peer_name() +
+                    " before its answer (the daemon stopped or was killed): " + e.what());
+  }
   if (response.has_error()) {
     if (response.refusal() == wire::REFUSAL_UNAVAILABLE) throw PeerError(response.error());
     throw InvalidArgument(response.error());
@@ -100,10 +105,10 @@ wire::JobResult Client::wait(uint64_t job_id,
 std::optional<wire::JobResult> Client::follow(
     const wire::ClientRequest& request, const std::function<bool(const wire::JobEvent&)>& on_event,
     Deadline deadline) {
-  channel_->write(request, deadline);
-  for (;;) {
+  for (bool first = true;; first = false) {
     wire::ClientResponse response;
     try {
+      if (first) channel_->write(request, deadline);
       channel_->read(response, deadline);
     } catch (const PeerError& e) {
       throw PeerError("lost the daemon at " + channel_->peer_name() +
