@@ -41,8 +41,7 @@ wire::ClientResponse Client::ask(const wire::ClientRequest& request,
     channel_->write(request, deadline);
     channel_->read(response, deadline);
   } catch (const PeerError& e) {
-    throw PeerError("lost the daemon at " + channel_->peer_name() +
-                    " before its answer (the daemon stopped or was killed): " + e.what());
+    throw lost_daemon("its answer", e);
   }
   if (response.has_error()) {
     if (response.refusal() == wire::REFUSAL_UNAVAILABLE) throw PeerError(response.error());
@@ -52,6 +51,11 @@ wire::ClientResponse Client::ask(const wire::ClientRequest& request,
     throw PeerError("the daemon answered a request with something else (a version mismatch?)");
   }
   return response;
+}
+
+PeerError Client::lost_daemon(const std::string& before, const PeerError& cause) const {
+  return PeerError("lost the daemon at " + channel_->peer_name() + " before " + before +
+                   " (the daemon stopped or was killed): " + cause.what());
 }
 
 wire::StatusReply Client::status(Deadline deadline) {
@@ -111,10 +115,7 @@ std::optional<wire::JobResult> Client::follow(
       if (first) channel_->write(request, deadline);
       channel_->read(response, deadline);
     } catch (const PeerError& e) {
-      throw PeerError("lost the daemon at " + channel_->peer_name() +
-                      " before the job's result (the daemon stopped or was killed; the job is "
-                      "cancelled unless --detach): " +
-                      e.what());
+      throw lost_daemon("the job's result (a job submitted without --detach is cancelled)", e);
     }
     if (response.has_event()) {
       if (on_event && !on_event(response.event())) return std::nullopt;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/errors.h"
 #include "transport/channel.h"
 #include "wire/jobs.pb.h"
 
@@ -50,6 +51,8 @@ class Client {
   // cannot answer it now).
   wire::ClientResponse ask(const wire::ClientRequest& request,
                            wire::ClientResponse::BodyCase expected, Deadline deadline);
+  // The daemon went away (stopped, killed, its connection cut) before `before`.
+  PeerError lost_daemon(const std::string& before, const PeerError& cause) const;
   std::unique_ptr<BlockingChannel> channel_;
 };
 

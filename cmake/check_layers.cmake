@@ -1,6 +1,6 @@
 # cmake -P check_layers.cmake -DSOURCE_DIR=... -DLAYERS="common;wire;...": every quoted
-cmake_policy(VERSION 3.25)
 # include of a layer's sources names its own layer or a lower one.
+cmake_policy(VERSION 3.25)
 set(violations "")
 list(LENGTH LAYERS layer_count)
 math(EXPR last "${layer_count} - 1")

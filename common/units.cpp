@@ -1,6 +1,7 @@
 #include "common/units.h"
 
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <utility>
 
@@ -25,6 +26,18 @@ uint64_t parse_size(const std::string& text, const std::string& what) {
                           "or TiB, for example 64MiB)");
   }
   return std::stoull(text.substr(0, digits)) << shift;
+}
+
+uint64_t parse_count(const std::string& text, const std::string& what, uint64_t low,
+                     uint64_t high) {
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < low ||
+      value > high) {
+    throw InvalidArgument(what + ": '" + text + "' is not an integer in " + std::to_string(low) +
+                          ".." + std::to_string(high));
+  }
+  return value;
 }
 
 std::chrono::milliseconds parse_duration(const std::string& text, const std::string& what) {

@@ -83,9 +83,15 @@ wire::ClusterView bootstrap_join(BlockingChannel& link, const wire::NodeHello& m
   if (reply.has_error()) throw InvalidArgument("the root refused this node: " + reply.error());
   const wire::ClusterView& view = reply.view();
   // The view indexes this node's tables: every entry in its place, this daemon among them.
-  const bool shaped = view.nodes() == mine.nodes() && view.node_size() == int(mine.nodes()) &&
-                      view.ranks_per_node() == mine.ranks_per_node();
-  for (int node = 0; shaped && node < view.node_size(); ++node) {
+  if (view.nodes() != mine.nodes() || view.node_size() != int(mine.nodes()) ||
+      view.ranks_per_node() != mine.ranks_per_node()) {
+    throw PeerError("the root's cluster view has " + std::to_string(view.node_size()) +
+                    " entries for " + std::to_string(view.nodes()) + " nodes x " +
+                    std::to_string(view.ranks_per_node()) + " ranks; this node runs " +
+                    std::to_string(mine.nodes()) + " nodes x " +
+                    std::to_string(mine.ranks_per_node()) + " ranks");
+  }
+  for (int node = 0; node < view.node_size(); ++node) {
     if (view.node(node).node_rank() != uint32_t(node) ||
         (node == int(mine.node_rank()) && view.node(node).incarnation() != mine.incarnation())) {
       throw PeerError("the root's cluster view lists node " +
@@ -95,13 +101,6 @@ wire::ClusterView bootstrap_join(BlockingChannel& link, const wire::NodeHello& m
                       std::to_string(node) + " in place, this daemon with incarnation " +
                       std::to_string(mine.incarnation()));
     }
-  }
-  if (!shaped) {
-    throw PeerError("the root's cluster view has " + std::to_string(view.node_size()) +
-                    " entries for " + std::to_string(view.nodes()) + " nodes x " +
-                    std::to_string(view.ranks_per_node()) + " ranks; this node runs " +
-                    std::to_string(mine.nodes()) + " nodes x " +
-                    std::to_string(mine.ranks_per_node()) + " ranks");
   }
   return view;
 }

@@ -19,18 +19,7 @@ struct Key {
 };
 
 int parse_int(const std::string& text, const std::string& what, int low, int high) {
-  size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || value < low || value > high) {
-    throw InvalidArgument(what + ": '" + text + "' is not an integer in " + std::to_string(low) +
-                          ".." + std::to_string(high));
-  }
-  return static_cast<int>(value);
+  return static_cast<int>(parse_count(text, what, uint64_t(low), uint64_t(high)));
 }
 
 std::map<std::string, Key> keys() {

@@ -457,8 +457,6 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec,
   for (const auto& report : reports) {
     tally.add(report.iteration_s(), report.verified(), report.max_abs_err());
   }
-  const bool verified = tally.verified;
-  const double max_err = tally.max_abs_err;
   result.set_ok(true);
   summarize_job(spec, ClusterShape{nodes_, ranks_per_node_}, tally.iteration_s, result);
   for (const auto& report : reports) {
@@ -467,11 +465,11 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec,
     if (report.has_moe()) *result.mutable_moe() = report.moe();
   }
   if (result.verify_requested()) {
-    result.set_verified(verified);
-    result.set_max_abs_err(max_err);
-    if (!verified) {
+    result.set_verified(tally.verified);
+    result.set_max_abs_err(tally.max_abs_err);
+    if (!tally.verified) {
       result.set_ok(false);
-      result.set_error("verification failed: max abs error " + std::to_string(max_err) +
+      result.set_error("verification failed: max abs error " + std::to_string(tally.max_abs_err) +
                        " against the reference");
     }
   }

@@ -180,10 +180,11 @@ void Daemon::run_member() {
       formed = form_as_member(deadline);
       if (!formed) return;
       if (!serve_as_member(lost)) return;
+    } catch (const InvalidArgument&) {
+      throw;  // refused by the root: a configuration to fix
     } catch (const Error& e) {
       // The root went away or stalled while this node was joining: it retries until the
-      // deadline (a refusal to fix, InvalidArgument, ends the start at once).
-      if (dynamic_cast<const InvalidArgument*>(&e)) throw;
+      // deadline.
       if (Clock::now() >= deadline) throw;
       spdlog::warn("node {}: joining failed: {}; trying again", config_.node_rank, e.what());
       lost = true;

@@ -1,7 +1,5 @@
 #include "client/submit/submit_kind.h"
 
-#include <charconv>
-
 #include "common/errors.h"
 #include "common/units.h"
 
@@ -18,20 +16,16 @@ const FieldDescriptor& field_of(const google::protobuf::Message& message, const 
   return *field;
 }
 
-uint64_t number(const std::string& flag, const std::string& text, uint64_t max) {
-  uint64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value > max) {
-    throw InvalidArgument(flag + " " + text + " is not a whole number in 0.." +
-                          std::to_string(max));
-  }
-  return value;
-}
-
 void set_field(google::protobuf::Message& message, const JobOption& row, const std::string& text) {
   const FieldDescriptor& field = field_of(message, row.field);
   const auto* reflection = message.GetReflection();
-  const uint64_t value = row.size ? parse_size(text, row.flag) : 0;
+  auto number = [&](uint64_t max) {
+    if (!row.size) return parse_count(text, row.flag, 0, max);
+    const uint64_t bytes = parse_size(text, row.flag);
+    if (bytes > max)
+      throw InvalidArgument(row.flag + ": '" + text + "' is above " + format_bytes(max));
+    return bytes;
+  };
   switch (field.cpp_type()) {
     case FieldDescriptor::CPPTYPE_STRING:
       reflection->SetString(&message, &field, text);
@@ -40,12 +34,10 @@ void set_field(google::protobuf::Message& message, const JobOption& row, const s
       reflection->SetBool(&message, &field, text == "true");
       break;
     case FieldDescriptor::CPPTYPE_UINT32:
-      reflection->SetUInt32(&message, &field,
-                            uint32_t(row.size ? value : number(row.flag, text, UINT32_MAX)));
+      reflection->SetUInt32(&message, &field, uint32_t(number(UINT32_MAX)));
       break;
     case FieldDescriptor::CPPTYPE_UINT64:
-      reflection->SetUInt64(&message, &field,
-                            row.size ? value : number(row.flag, text, UINT64_MAX));
+      reflection->SetUInt64(&message, &field, number(UINT64_MAX));
       break;
     default:
       throw InvalidArgument(row.flag + ": field '" + row.field + "' is of a type no option sets");
@@ -76,7 +68,8 @@ wire::JobSpec make_spec(const SubmitKind& kind, const std::map<std::string, std:
   }
   for (const JobOption& row : kind.options) {
     const auto given = values.find(row.flag);
-    const std::string& text = given != values.end() ? given->second : row.fallback;
+    const bool named = given != values.end() && !given->second.empty();
+    const std::string& text = named ? given->second : row.fallback;
     if (!text.empty()) set_field(message, row, text);
   }
   return spec;
@@ -94,15 +87,13 @@ SubmitCommand::SubmitCommand(CLI::App& submit, SubmitKind kind)
       app_->add_flag(row.flag, switches_[row.flag], row.help);
       continue;
     }
-    std::string& value = values_[row.flag];
-    value = row.fallback;
-    CLI::Option* option = app_->add_option(row.flag, value, row.help);
+    CLI::Option* option = app_->add_option(row.flag, values_[row.flag], row.help);
     option->type_name(row.size                                  ? "SIZE"
                       : type == FieldDescriptor::CPPTYPE_STRING ? "TEXT"
                                                                 : "UINT");
     if (row.required) option->required();
     if (row.accepts) option->check(*row.accepts);
-    if (!row.fallback.empty()) option->capture_default_str();
+    if (!row.fallback.empty()) option->default_str(row.fallback);
   }
 }
 

@@ -46,7 +46,8 @@ SubmitKind moe_kind(const std::string& op);  // dispatch or combine
 CLI::Validator one_of(std::vector<std::string> choices);
 CLI::Validator in_range(uint64_t low, uint64_t high);
 
-// The job a kind describes with `values` (flag -> text; a switch is "true" when given).
+// The job a kind describes with `values` (flag -> text; a switch is "true" when given; a flag
+// missing or empty takes its row's fallback).
 // Throws InvalidArgument naming the flag of a value that does not fit its field.
 wire::JobSpec make_spec(const SubmitKind& kind, const std::map<std::string, std::string>& values);
 

@@ -116,10 +116,6 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   return outcome;
 }
 
-uint64_t element_bytes(const wire::CollectiveJob& job) {
-  return dtype_size(parse_dtype(job.dtype().empty() ? "f32" : job.dtype()));
-}
-
 class CollectiveJobKind : public JobKind {
  public:
   std::string name(const wire::JobSpec&) const override { return "collective"; }
@@ -165,7 +161,8 @@ class CollectiveJobKind : public JobKind {
   uint64_t pe_host_bytes(const wire::JobSpec& spec, int pes) const override {
     const auto& job = spec.collective();
     if (!job.verify()) return 0;
-    return job.bytes() / element_bytes(job) * 4 * (uint64_t(pes) + 1);
+    const size_t element = dtype_size(parse_dtype(job.dtype().empty() ? "f32" : job.dtype()));
+    return job.bytes() / element * 4 * (uint64_t(pes) + 1);
   }
 
   bool verify_requested(const wire::JobSpec& spec) const override {

@@ -48,8 +48,9 @@ struct JobTally {
   template <class Times>
   void add(const Times& times, bool ok, double abs_err) {
     if (iteration_s.size() < size_t(times.size())) iteration_s.resize(times.size(), 0.0);
-    size_t i = 0;
-    for (double t : times) iteration_s[i] = std::max(iteration_s[i], t), ++i;
+    for (size_t i = 0; i < size_t(times.size()); ++i) {
+      iteration_s[i] = std::max(iteration_s[i], double(times[i]));
+    }
     verified = verified && ok;
     max_abs_err = std::max(max_abs_err, abs_err);
   }

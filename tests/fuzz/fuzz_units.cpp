@@ -1,4 +1,5 @@
-// libFuzzer: sizes and durations as people write them (--heap-size 1GiB, --wait-timeout 60s).
+// libFuzzer: sizes, durations and counts as people write them (--heap-size 1GiB,
+// --wait-timeout 60s, --nodes 4).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     symmesh::parse_duration(text, "--duration");
+  } catch (const symmesh::Error&) {
+  }
+  try {
+    symmesh::parse_count(text, "--count", 1, 512);
   } catch (const symmesh::Error&) {
   }
   return 0;

@@ -43,6 +43,20 @@ TEST(SubmitKinds, DefaultsAndFixedFieldsReachTheJob) {
   EXPECT_EQ(barrier.barrier().algo(), "");  // the cluster's default
 }
 
+TEST(SubmitKinds, AParsedCommandLineMakesItsJobWithTheDefaultsOfWhatItLeftOut) {
+  CLI::App app;
+  CLI::App* submit = app.add_subcommand("submit");
+  SubmitCommand matmul(*submit, matmul_kind());
+  app.parse("submit matmul --op gemm-allreduce --m 16 --n 8 --k 8 --verify", false);
+  ASSERT_TRUE(matmul.parsed());
+  const wire::JobSpec spec = matmul.spec();
+  EXPECT_EQ(spec.matmul().op(), "gemm-allreduce");
+  EXPECT_EQ(spec.matmul().m(), 16u);
+  EXPECT_EQ(spec.matmul().tile_n(), 512u);
+  EXPECT_EQ(spec.matmul().mode(), "both");
+  EXPECT_TRUE(spec.matmul().verify());
+}
+
 TEST(SubmitKinds, AValueThatDoesNotFitIsRefusedNamingItsFlag) {
   for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
            {"--hidden", "abc"}, {"--topk", "4294967296"}, {"--seed", "-1"}}) {
