@@ -22,7 +22,26 @@ extern char** environ;
 
 namespace symmesh::testing {
 
+// A port for a daemon to bind later. Not one the kernel hands out by itself: every outgoing
+// connection (of any test running alongside) takes its source port from the ephemeral range,
+// so a port found free there may be taken before the daemon binds it. Below that range, at
+// random, probed free.
 uint16_t free_port() {
+  int ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  thread_local std::mt19937 random(std::random_device{}());
+  if (ephemeral_low > 10001) {
+    std::uniform_int_distribution<int> pick(10000, ephemeral_low - 1);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const auto port = static_cast<uint16_t>(pick(random));
+      try {
+        Listener probe(HostPort{"127.0.0.1", port});
+        return port;
+      } catch (const std::exception&) {
+        // In use: another.
+      }
+    }
+  }
   Listener probe(HostPort{"127.0.0.1", 0});
   return probe.local_endpoint().port;
 }
