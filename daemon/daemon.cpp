@@ -10,6 +10,7 @@
 #include "runtime/barrier.h"
 #include "transport/auth.h"
 #include "transport/secret_file.h"
+#include "transport/tcp/address.h"
 #include "wire/chrome_trace.h"
 #include "wire/json.h"
 
@@ -20,13 +21,6 @@ std::string hostname() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
-}
-
-wire::Endpoint endpoint(const HostPort& at) {
-  wire::Endpoint out;
-  out.set_host(at.host);
-  out.set_port(at.port);
-  return out;
 }
 
 uint64_t start_time_us() {
@@ -185,7 +179,7 @@ wire::NodeHello Daemon::base_hello() const {
   hello.set_transport_request(config_.transport);
   hello.set_barrier_algo(config_.barrier_algo);
   hello.set_barrier_k(config_.barrier_k);
-  if (control_) *hello.mutable_control_endpoint() = endpoint(control_->local_endpoint());
+  if (control_) *hello.mutable_control_endpoint() = endpoint_message(control_->local_endpoint());
   if (status_server_) hello.set_status_url(status_server_->url());
   return hello;
 }

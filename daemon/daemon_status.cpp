@@ -1,15 +1,9 @@
 // What the daemon says about itself: `symmesh status` and GET /status, /health and /metrics.
 #include "daemon/daemon.h"
+#include "transport/tcp/address.h"
 #include "wire/json.h"
 
 namespace symmesh {
-namespace {
-
-std::string text(const wire::Endpoint& at) {
-  return at.host() + ":" + std::to_string(at.port());
-}
-
-}  // namespace
 
 wire::StatusReply Daemon::status() {
   wire::StatusReply reply;
@@ -37,7 +31,7 @@ wire::StatusReply Daemon::status() {
       auto* node = reply.add_node();
       node->set_node_rank(info.node_rank());
       node->set_hostname(info.hostname());
-      node->set_control_endpoint(text(info.control_endpoint()));
+      node->set_control_endpoint(host_port(info.control_endpoint()).str());
       node->set_ranks(view_.ranks_per_node());
       node->set_status_url(info.status_url());
       const NodeSlot& slot = slots.at(n);
@@ -52,7 +46,7 @@ wire::StatusReply Daemon::status() {
       const std::string reason = formation_ ? formation_->reason(n) : "";
       peer->set_transport(reason.empty() ? "pending" : node_->transport_name(n));
       peer->set_reason(reason.empty() ? "forming" : reason);
-      peer->set_data_endpoint(text(info.data_endpoint()));
+      peer->set_data_endpoint(host_port(info.data_endpoint()).str());
       peer->set_up(!reason.empty() && formation_->peer_up(n) && slot.state == NodeState::kUp);
     }
   }

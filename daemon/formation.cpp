@@ -7,16 +7,6 @@
 #include "common/errors.h"
 
 namespace symmesh {
-namespace {
-
-wire::Endpoint endpoint(const HostPort& at) {
-  wire::Endpoint out;
-  out.set_host(at.host);
-  out.set_port(at.port);
-  return out;
-}
-
-}  // namespace
 
 Formation::Formation(const DaemonConfig& config, Node& node, const std::string& secret,
                      uint64_t incarnation)
@@ -72,17 +62,12 @@ void Formation::fill_hello(wire::NodeHello& hello) const {
     hello.set_verbs_absent(verbs_absent_);
   }
   const HostPort data = wires_.tcp ? wires_.tcp->listening_on() : HostPort{config_.listen, 0};
-  *hello.mutable_data_endpoint() = endpoint(data);
+  *hello.mutable_data_endpoint() = endpoint_message(data);
 }
 
 void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
   if (!wires_.tcp) return;
-  std::vector<HostPort> endpoints;
-  for (const auto& info : view.node()) {
-    endpoints.push_back(
-        HostPort{info.data_endpoint().host(), static_cast<uint16_t>(info.data_endpoint().port())});
-  }
-  wires_.tcp->connect(endpoints, deadline);
+  wires_.tcp->connect(data_addresses(view), deadline);
   std::vector<bool> over_verbs(config_.nodes, false);
   std::vector<std::string> reasons(config_.nodes);
   for (const auto& info : view.node()) {

@@ -13,6 +13,7 @@
 #include "daemon/config.h"
 #include "runtime/node.h"
 #include "runtime/wire_set.h"
+#include "transport/tcp/address.h"
 #include "wire/bootstrap.pb.h"
 
 namespace symmesh {

@@ -1,5 +1,5 @@
 // One interface for every way of moving bytes into a node's symmetric segment: `shm` for
-// the PEs of this node, `tcp` (and later `verbs`) for other nodes. Offsets are byte offsets
+// the PEs of this node, `tcp` and `verbs` for other nodes. Offsets are byte offsets
 // into the destination node's segment; the runtime turns symmetric addresses into them.
 // Every call is made by a PE thread and names it (src_pe) so that completion (quiet) and
 // ordering (fence) are per PE, as OpenSHMEM defines them.
@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "transport/peer_health.h"
 #include "transport/peer_traffic.h"
 #include "transport/wait.h"
 
@@ -53,15 +54,21 @@ class Transport {
 };
 
 // A transport to other nodes (tcp, verbs): it can lose a peer, and between jobs it makes
-// sure everything this node sent has landed.
+// sure everything this node sent has landed. Peer health and traffic are kept the same way
+// by every such transport.
 class NetworkTransport : public Transport {
  public:
+  explicit NetworkTransport(int nodes) : health_(nodes), traffic_(nodes) {}
   virtual void flush_all(Deadline deadline) = 0;
-  virtual bool peer_up(int node) const = 0;
-  virtual std::string peer_down_reason(int node) const = 0;
+  virtual bool peer_up(int node) const { return health_.up(node); }
+  std::string peer_down_reason(int node) const { return health_.reason(node); }
   // Called once per lost peer, from a transport thread or the PE that saw it.
-  virtual void on_peer_down(std::function<void(int node, const std::string& why)> callback) = 0;
-  virtual const PeerTraffic& traffic() const = 0;
+  void on_peer_down(PeerHealth::DownCallback callback) { health_.on_down(std::move(callback)); }
+  const PeerTraffic& traffic() const { return traffic_; }
+
+ protected:
+  PeerHealth health_;
+  PeerTraffic traffic_;
 };
 
 }  // namespace symmesh

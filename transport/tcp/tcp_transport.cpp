@@ -5,30 +5,26 @@
 #include <cstring>
 
 #include "common/errors.h"
-#include "transport/auth.h"
-#include "transport/segment_ops.h"
 
 namespace symmesh {
 namespace {
 
-constexpr uint32_t kMaxStripes = 64;
 constexpr size_t kStripeAlignment = 4096;
 
 }  // namespace
 
 TcpTransport::TcpTransport(int node, int nodes, int ranks_per_node, SegmentView segment,
                            Doorbell& doorbell, std::string secret, TcpOptions options)
-    : node_(node),
+    : NetworkTransport(nodes),
+      node_(node),
       nodes_(nodes),
-      traffic_(nodes),
       ranks_per_node_(ranks_per_node),
-      segment_(segment),
       doorbell_(doorbell),
-      secret_(std::move(secret)),
       options_(options),
-      connections_(nodes, std::vector<std::shared_ptr<TcpConnection>>(
+      buffer_(segment),
+      device_(node, nodes, std::move(secret), options.incarnation, options.io_threads),
+      connections_(nodes, std::vector<std::shared_ptr<TcpPair>>(
                               static_cast<size_t>(options.connections_per_peer))),
-      down_(nodes),
       pe_states_(ranks_per_node) {
   if (options_.connections_per_peer < 1 || options_.connections_per_peer > 16) {
     throw InvalidArgument("tcp connections per peer must be in 1..16, got " +
@@ -36,10 +32,6 @@ TcpTransport::TcpTransport(int node, int nodes, int ranks_per_node, SegmentView 
   }
   for (auto& state : pe_states_) {
     state.dirty.assign(nodes, std::vector<bool>(options_.connections_per_peer, false));
-  }
-  work_.emplace(io_.get_executor());
-  for (int i = 0; i < std::max(1, options_.io_threads); ++i) {
-    io_threads_.emplace_back([this] { io_.run(); });
   }
 }
 
@@ -49,17 +41,14 @@ TcpTransport::~TcpTransport() {
 
 void TcpTransport::shutdown() {
   if (stopping_.exchange(true)) return;
-  if (listener_) listener_->stop();
-  if (accept_thread_.joinable()) accept_thread_.join();
-  std::vector<std::shared_ptr<TcpConnection>> all;
+  device_.stop_accepting();
+  std::vector<std::shared_ptr<TcpPair>> all;
   {
     std::lock_guard lock(mutex_);
     all = all_connections_;
   }
   for (auto& connection : all) connection->close("transport shut down");
-  work_.reset();
-  for (auto& thread : io_threads_) thread.join();
-  io_threads_.clear();
+  device_.stop_io();
   std::lock_guard lock(mutex_);
   all_connections_.clear();
   for (auto& row : connections_) row.assign(row.size(), nullptr);
@@ -74,53 +63,15 @@ std::string TcpTransport::describe_node(int node) const {
 }
 
 HostPort TcpTransport::listen(const HostPort& at) {
-  listener_ = std::make_unique<Listener>(at);
-  accept_thread_ = std::thread([this] { accept_loop(); });
-  return listener_->local_endpoint();
-}
-
-void TcpTransport::accept_loop() {
-  while (!stopping_.load()) {
-    auto channel = listener_->accept(deadline_after(std::chrono::milliseconds(200)));
-    if (!channel) continue;
-    try {
-      const auto hello = authenticate_server(
-          *channel, secret_,
-          AuthIdentity{wire::ROLE_DATA, uint32_t(node_), options_.incarnation, 0},
-          Clock::now() + kHandshakeTimeout);
-      if (hello.node_rank() >= uint32_t(nodes_) || hello.node_rank() == uint32_t(node_)) {
-        throw PeerError("data connection claims node rank " + std::to_string(hello.node_rank()) +
-                        "; allowed: 0.." + std::to_string(nodes_ - 1) + " except " +
-                        std::to_string(node_));
-      }
-      adopt(std::move(channel), int(hello.node_rank()), hello.connection_index());
-    } catch (const std::exception& e) {
-      spdlog::warn("node {} data listener: refused a connection from {}: {}", node_,
-                   channel->peer_name(), e.what());
-      const auto* auth = dynamic_cast<const AuthError*>(&e);
-      const std::string kind = auth                                    ? auth->kind()
-                               : dynamic_cast<const TimeoutError*>(&e) ? "timeout"
-                                                                       : "bad_request";
-      std::function<void(const std::string&)> callback;
-      {
-        std::lock_guard lock(mutex_);
-        callback = refused_callback_;
-      }
-      if (callback) callback(kind);
-    }
-  }
-}
-
-void TcpTransport::on_refused(std::function<void(const std::string&)> callback) {
-  std::lock_guard lock(mutex_);
-  refused_callback_ = std::move(callback);
+  return device_.listen(at, [this](std::unique_ptr<BlockingChannel> channel, int peer,
+                                   uint32_t index) { adopt(std::move(channel), peer, index); });
 }
 
 void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index) {
   const std::string name = channel->peer_name();
   auto connection =
-      std::make_shared<TcpConnection>(io_, channel->release_native(), node_, peer_node, index, name,
-                                      static_cast<FrameHandler&>(*this));
+      std::make_shared<TcpPair>(device_.io(), channel->release_native(), node_, peer_node, index,
+                                name, static_cast<FrameHandler&>(*this));
   {
     std::lock_guard lock(mutex_);
     all_connections_.push_back(connection);
@@ -143,17 +94,7 @@ void TcpTransport::connect(const std::vector<HostPort>& endpoints, Deadline dead
   }
   for (int peer = node_ + 1; peer < nodes_; ++peer) {
     for (int index = 0; index < options_.connections_per_peer; ++index) {
-      auto channel = BlockingChannel::connect(endpoints[peer], deadline);
-      const auto hello = authenticate_client(
-          *channel, secret_,
-          AuthIdentity{wire::ROLE_DATA, uint32_t(node_), options_.incarnation, uint32_t(index)},
-          deadline);
-      if (static_cast<int>(hello.node_rank()) != peer) {
-        throw PeerError("data endpoint " + endpoints[peer].str() + " answered as node " +
-                        std::to_string(hello.node_rank()) + ", expected node " +
-                        std::to_string(peer));
-      }
-      adopt(std::move(channel), peer, static_cast<uint32_t>(index));
+      adopt(device_.dial(endpoints[peer], peer, uint32_t(index), deadline), peer, uint32_t(index));
     }
   }
   std::unique_lock lock(mutex_);
@@ -175,29 +116,14 @@ void TcpTransport::connect(const std::vector<HostPort>& endpoints, Deadline dead
   }
 }
 
-bool TcpTransport::peer_up(int node) const {
-  std::lock_guard lock(mutex_);
-  return down_.at(node).empty();
-}
-
-std::string TcpTransport::peer_down_reason(int node) const {
-  std::lock_guard lock(mutex_);
-  return down_.at(node);
-}
-
-void TcpTransport::on_peer_down(std::function<void(int, const std::string&)> callback) {
-  std::lock_guard lock(mutex_);
-  peer_down_callback_ = std::move(callback);
-}
-
-std::shared_ptr<TcpConnection> TcpTransport::connection(int node, uint32_t index) const {
+std::shared_ptr<TcpPair> TcpTransport::connection(int node, uint32_t index) const {
   if (node < 0 || node >= nodes_ || node == node_) {
     throw InvalidArgument("tcp transport of node " + std::to_string(node_) + ": node " +
                           std::to_string(node) + " is not a peer (0.." +
                           std::to_string(nodes_ - 1) + ", not itself)");
   }
+  health_.check(node, describe_node(node));
   std::lock_guard lock(mutex_);
-  if (!down_[node].empty()) throw PeerError(describe_node(node) + " is down: " + down_[node]);
   auto connection = connections_[node][index];
   if (!connection) throw PeerError(describe_node(node) + " is not connected");
   return connection;
@@ -252,7 +178,7 @@ void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, 
     header.set_signal_id(state.next_signal_id++);
   }
 
-  std::vector<std::pair<std::shared_ptr<TcpConnection>, std::shared_ptr<Completion>>> borrowed;
+  std::vector<std::pair<std::shared_ptr<TcpPair>, std::shared_ptr<Completion>>> borrowed;
   const auto* bytes = static_cast<const std::byte*>(data);
   size_t done = 0;
   uint32_t index = striped ? 0 : home_connection(src_pe);
@@ -422,7 +348,7 @@ void TcpTransport::flush_all(Deadline deadline) {
   {
     std::lock_guard lock(mutex_);
     for (int node = 0; node < nodes_; ++node) {
-      if (node == node_ || !down_[node].empty()) continue;
+      if (node == node_ || !health_.up(node)) continue;
       for (size_t i = 0; i < connections_[node].size(); ++i) {
         if (connections_[node][i]) targets.emplace_back(node, static_cast<uint32_t>(i));
       }
@@ -431,36 +357,23 @@ void TcpTransport::flush_all(Deadline deadline) {
   send_flushes(targets, -1, deadline);
 }
 
-void TcpTransport::reply(TcpConnection& to, wire::DataHeader header, const void* payload,
-                         size_t length) {
+void TcpTransport::reply(TcpPair& to, wire::DataHeader header, const void* payload, size_t length) {
   OutFrame frame = make_frame(header);
   frame.payload = payload;
   frame.payload_length = length;
   to.send(std::move(frame));
 }
 
-std::byte* TcpTransport::payload_target(TcpConnection& from, const wire::DataHeader& header,
+std::byte* TcpTransport::payload_target(TcpPair& from, const wire::DataHeader& header,
                                         std::string& error, std::shared_ptr<void>& keep_alive) {
   std::string problem;
   switch (header.kind()) {
     case wire::PUT:
-      problem = check_range(header.offset(), header.length(), segment_.size, false);
-      if (problem.empty() && header.has_signal()) {
-        problem = check_range(header.signal_offset(), 8, segment_.size, true);
-        if (!problem.empty()) problem = "signal " + problem;
-      }
-      if (problem.empty() && header.stripe_count() > kMaxStripes) {
-        problem = "stripe count " + std::to_string(header.stripe_count()) + " above " +
-                  std::to_string(kMaxStripes);
-      }
-      if (problem.empty()) return segment_.base + header.offset();
-      break;
     case wire::GET_REQUEST:
-      problem = check_range(header.offset(), header.length(), segment_.size, false);
-      break;
     case wire::ATOMIC_ADD:
     case wire::FETCH_ADD:
-      problem = check_range(header.offset(), 8, segment_.size, true);
+      problem = buffer_.check(header);
+      if (problem.empty() && header.kind() == wire::PUT) return buffer_.put_target(header);
       break;
     case wire::GET_REPLY: {
       std::lock_guard lock(pending_mutex_);
@@ -489,7 +402,7 @@ std::byte* TcpTransport::payload_target(TcpConnection& from, const wire::DataHea
   return nullptr;
 }
 
-void TcpTransport::frame_complete(TcpConnection& from, const wire::DataHeader& header) {
+void TcpTransport::frame_complete(TcpPair& from, const wire::DataHeader& header) {
   if (header.kind() == wire::PUT || header.kind() == wire::GET_REPLY) {
     traffic_.received(from.peer_node(), header.length());
   } else if (header.kind() == wire::ATOMIC_ADD || header.kind() == wire::FETCH_ADD) {
@@ -497,59 +410,25 @@ void TcpTransport::frame_complete(TcpConnection& from, const wire::DataHeader& h
   }
   switch (header.kind()) {
     case wire::PUT:
-      if (header.has_signal()) {
-        bool last = header.stripe_count() <= 1;
-        if (!last) {
-          std::lock_guard lock(signal_mutex_);
-          const auto key = std::make_pair(header.src_pe(), header.signal_id());
-          if (++stripes_seen_[key] == header.stripe_count()) {
-            stripes_seen_.erase(key);
-            last = true;
-          }
-        }
-        if (last) {
-          apply_signal(segment_,
-                       SignalUpdate{header.signal_offset(), header.signal_value(),
-                                    header.signal_kind() == wire::SIGNAL_SET ? SignalOp::kSet
-                                                                             : SignalOp::kAdd});
-        }
-      } else {
-        std::atomic_thread_fence(std::memory_order_release);
-      }
+      buffer_.complete_put(header);
       doorbell_.ring();
       break;
     case wire::ATOMIC_ADD:
-      segment_word(segment_, header.offset()).fetch_add(header.value(), std::memory_order_acq_rel);
+      buffer_.atomic_add(header);
       doorbell_.ring();
       break;
     case wire::FETCH_ADD: {
       wire::DataHeader answer;
       answer.set_kind(wire::FETCH_ADD_REPLY);
       answer.set_token(header.token());
-      answer.set_value(segment_word(segment_, header.offset())
-                           .fetch_add(header.value(), std::memory_order_acq_rel));
+      answer.set_value(buffer_.fetch_add(header));
       doorbell_.ring();
       reply(from, answer, nullptr, 0);
       break;
     }
-    case wire::GET_REQUEST: {
-      wire::DataHeader answer;
-      answer.set_kind(wire::GET_REPLY);
-      answer.set_token(header.token());
-      answer.set_length(header.length());
-      if (header.length() == 8 && header.offset() % 8 == 0) {
-        // A word (a signal or counter another PE updates atomically): read it atomically.
-        const uint64_t word =
-            segment_word(segment_, header.offset()).load(std::memory_order_acquire);
-        OutFrame frame = make_frame(answer);
-        frame.owned_payload.assign(reinterpret_cast<const char*>(&word), sizeof(word));
-        from.send(std::move(frame));
-      } else {
-        std::atomic_thread_fence(std::memory_order_acquire);
-        reply(from, answer, segment_.base + header.offset(), header.length());
-      }
+    case wire::GET_REQUEST:
+      from.send(buffer_.get_reply(header));
       break;
-    }
     case wire::FLUSH: {
       wire::DataHeader answer;
       answer.set_kind(wire::FLUSH_REPLY);
@@ -578,20 +457,17 @@ void TcpTransport::frame_complete(TcpConnection& from, const wire::DataHeader& h
   }
 }
 
-void TcpTransport::connection_lost(TcpConnection& connection, const std::string& why) {
+void TcpTransport::connection_lost(TcpPair& connection, const std::string& why) {
   const int peer = connection.peer_node();
-  std::function<void(int, const std::string&)> callback;
-  bool peer_lost = false;
+  bool pair_connection = false;
   {
     std::lock_guard lock(mutex_);
     std::erase_if(all_connections_, [&](const auto& c) { return c.get() == &connection; });
     auto& row = connections_[peer];
-    if (connection.index() < row.size() && row[connection.index()].get() == &connection) {
-      peer_lost = down_[peer].empty();
-      if (peer_lost) down_[peer] = why;
-      callback = peer_down_callback_;
-    }
+    pair_connection =
+        connection.index() < row.size() && row[connection.index()].get() == &connection;
   }
+  const bool peer_lost = pair_connection && health_.mark_down(peer, why);
   if (stopping_.load() || closing_expected_.load()) return;
   if (!peer_lost) {
     spdlog::warn("node {}: {} (not one of the pair's connections; the peer stays up)", node_, why);
@@ -611,7 +487,7 @@ void TcpTransport::connection_lost(TcpConnection& connection, const std::string&
     }
   }
   doorbell_.ring();
-  if (callback) callback(peer, why);
+  health_.announce(peer, why);
 }
 
 }  // namespace symmesh

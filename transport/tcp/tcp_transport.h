@@ -1,5 +1,8 @@
 // The tcp transport (asio): remote writes are applied into the target segment by the
 // receiving node's io threads, every offset and length checked against the segment first.
+// Its parts, as every network transport's: the device (tcp/device.h) sets connections up,
+// a pair (tcp/pair.h) is one connection to a peer, the buffer (tcp/buffer.h) is the segment
+// as peers' frames reach it, the address (tcp/address.h) is what the bootstrap exchanges.
 //
 // Connections: `connections_per_peer` per node pair, the lower node rank dials. A PE sends
 // on its home connection (local rank modulo the count), so its operations to one node stay
@@ -12,16 +15,15 @@
 #pragma once
 
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "transport/channel.h"
-#include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/buffer.h"
+#include "transport/tcp/device.h"
+#include "transport/tcp/pair.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
 
@@ -44,7 +46,7 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
 
   // Starts accepting data connections on `at` (port 0 picks one); returns the address.
   HostPort listen(const HostPort& at);
-  HostPort listening_on() const { return listener_->local_endpoint(); }
+  HostPort listening_on() const { return device_.listening_on(); }
   // Dials the higher-ranked nodes and waits until every pair has all its connections.
   // `endpoints[n]` is node n's data address. Throws PeerError naming the missing nodes.
   void connect(const std::vector<HostPort>& endpoints, Deadline deadline);
@@ -54,14 +56,11 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   // Peers closing from now on are expected (the cluster is stopping): log nothing.
   void expect_shutdown() { closing_expected_.store(true); }
 
-  bool peer_up(int node) const override;
-  std::string peer_down_reason(int node) const override;
   // Called (on the accept thread) for each data connection refused in its handshake, with
   // how to count it: "auth", "bad_request" or "timeout".
-  void on_refused(std::function<void(const std::string& kind)> callback);
-  // Called (on an io thread) when a connection to a peer is lost.
-  void on_peer_down(std::function<void(int node, const std::string& why)> callback) override;
-  const PeerTraffic& traffic() const override { return traffic_; }
+  void on_refused(std::function<void(const std::string& kind)> callback) {
+    device_.on_refused(std::move(callback));
+  }
 
   std::string_view name() const override { return "tcp"; }
   void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
@@ -86,57 +85,43 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   };
 
   // FrameHandler
-  std::byte* payload_target(TcpConnection& from, const wire::DataHeader& header, std::string& error,
+  std::byte* payload_target(TcpPair& from, const wire::DataHeader& header, std::string& error,
                             std::shared_ptr<void>& keep_alive) override;
-  void frame_complete(TcpConnection& from, const wire::DataHeader& header) override;
+  void frame_complete(TcpPair& from, const wire::DataHeader& header) override;
   void frame_written() override { doorbell_.ring(); }
-  void connection_lost(TcpConnection& connection, const std::string& why) override;
+  void connection_lost(TcpPair& connection, const std::string& why) override;
 
-  void accept_loop();
   void adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index);
-  std::shared_ptr<TcpConnection> connection(int node, uint32_t index) const;
+  std::shared_ptr<TcpPair> connection(int node, uint32_t index) const;
   uint32_t home_connection(int src_pe) const;
   PeState& pe_state(int src_pe);
   // Registers a reply-carrying request; the caller sends it and waits.
   std::pair<uint64_t, std::shared_ptr<Pending>> register_pending(int node);
   void wait_for(const Completion& completion, Deadline deadline, const std::string& what);
-  void reply(TcpConnection& to, wire::DataHeader header, const void* payload, size_t length);
+  void reply(TcpPair& to, wire::DataHeader header, const void* payload, size_t length);
   void send_flushes(const std::vector<std::pair<int, uint32_t>>& targets, int src_pe,
                     Deadline deadline);
   std::string describe_node(int node) const;
 
   const int node_;
   const int nodes_;
-  PeerTraffic traffic_;
   const int ranks_per_node_;
-  const SegmentView segment_;
   Doorbell& doorbell_;
-  const std::string secret_;
   const TcpOptions options_;
-
-  asio::io_context io_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
-  std::vector<std::thread> io_threads_;
-  std::unique_ptr<Listener> listener_;
-  std::function<void(const std::string&)> refused_callback_;  // under mutex_
-  std::thread accept_thread_;
+  TcpBuffer buffer_;
+  TcpDevice device_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closing_expected_{false};
 
-  mutable std::mutex mutex_;  // connections_, down_, all receive-side connections
+  mutable std::mutex mutex_;  // connections_, all_connections_, endpoints_
   std::condition_variable connected_;
-  std::vector<std::vector<std::shared_ptr<TcpConnection>>> connections_;  // send set
-  std::vector<std::shared_ptr<TcpConnection>> all_connections_;
-  std::vector<std::string> down_;  // reason per node, empty while up
+  std::vector<std::vector<std::shared_ptr<TcpPair>>> connections_;  // send set
+  std::vector<std::shared_ptr<TcpPair>> all_connections_;
   std::vector<HostPort> endpoints_;
-  std::function<void(int, const std::string&)> peer_down_callback_;
 
   std::mutex pending_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
   std::atomic<uint64_t> next_token_{1};
-
-  std::mutex signal_mutex_;
-  std::map<std::pair<uint32_t, uint64_t>, uint32_t> stripes_seen_;  // (src_pe, signal_id)
 
   std::vector<PeState> pe_states_;
 };

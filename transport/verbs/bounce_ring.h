@@ -1,8 +1,8 @@
-// A PE's registered staging buffer as a ring of byte ranges. Puts copy their data in (so the
-// caller's buffer may be reused at once, and need not be registered), gets and fetch-adds
-// land their results in it. Space is taken at the tail and returned at the head, in order,
-// when the work requests using it complete. Positions grow without wrapping; a range never
-// straddles the end of the buffer (the few bytes before the end are skipped instead).
+// A PE's registered bounce buffer (buffer.h) as a ring of byte ranges. Puts copy their data in (so
+// the caller's buffer may be reused at once, and need not be registered), gets and fetch-adds land
+// their results in it. Space is taken at the tail and returned at the head, in order, when the work
+// requests using it complete. Positions grow without wrapping; a range never straddles the end of
+// the buffer (the few bytes before the end are skipped instead).
 #pragma once
 
 #include <cstdint>

@@ -14,8 +14,6 @@
 namespace symmesh {
 namespace {
 
-constexpr int kSegmentAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 constexpr int kPollBatch = 32;
 constexpr int kSpinsBeforeYield = 64;
 
@@ -65,18 +63,16 @@ VerbsTransport::Request VerbsTransport::completion_marker() {
 
 VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentView segment,
                                Doorbell& doorbell, VerbsOptions options)
-    : node_(node),
+    : NetworkTransport(nodes),
+      node_(node),
       nodes_(nodes),
-      traffic_(nodes),
       ranks_per_node_(ranks_per_node),
       segment_(segment),
       doorbell_(doorbell),
       options_(std::move(options)),
       device_(std::make_unique<VerbsDevice>(options_.device)),
-      segment_mr_(device_->register_memory(segment.base, segment.size, kSegmentAccess)),
-      remotes_(nodes),
-      down_(nodes),
-      down_is_cause_(nodes, false) {
+      segment_mr_(register_segment(*device_, segment)),
+      remotes_(nodes) {
   if (options_.bounce_bytes < 4096 || options_.signal_interval == 0 ||
       options_.signal_interval >= options_.send_depth) {
     throw InvalidArgument(
@@ -95,13 +91,10 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
                            options_.progress_thread ? channel_ : nullptr, 0);
     if (!pe->cq) throw Error("verbs: creating a send completion queue failed");
     if (options_.progress_thread) ibv_req_notify_cq(pe->cq, 0);
-    pe->bounce = std::make_unique<std::byte[]>(options_.bounce_bytes);
-    pe->bounce_mr =
-        device_->register_memory(pe->bounce.get(), options_.bounce_bytes, IBV_ACCESS_LOCAL_WRITE);
-    pe->ring = BounceRing(options_.bounce_bytes);
+    pe->bounce = std::make_unique<BounceBuffer>(*device_, options_.bounce_bytes);
     pe->qps.resize(nodes);
     for (int peer = 0; peer < nodes; ++peer) {
-      auto qp = std::make_unique<QueuePair>(*device_, pe->cq, recv_cq_, limits, 0);
+      auto qp = std::make_unique<VerbsPair>(*device_, pe->cq, recv_cq_, limits, 0);
       by_qpn_[qp->qpn()] = {peer, qp.get()};
       pe->qps[peer].qp = std::move(qp);
       pe->qps[peer].opcodes.resize(options_.send_depth);
@@ -119,9 +112,9 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
 // The QP to this node itself (qps[node_]) goes through the device to a second QP, so that
 // DeviceAtomicsTransport can add to this node's words the way peers do.
 void VerbsTransport::connect_loop(PeState& pe, const QpLimits& limits) {
-  pe.loop_in = std::make_unique<QueuePair>(*device_, pe.cq, recv_cq_, limits, 0);
+  pe.loop_in = std::make_unique<VerbsPair>(*device_, pe.cq, recv_cq_, limits, 0);
   by_qpn_[pe.loop_in->qpn()] = {node_, pe.loop_in.get()};
-  QueuePair& out = *pe.qps[node_].qp;
+  VerbsPair& out = *pe.qps[node_].qp;
   QpRemote to_in{pe.loop_in->qpn(), pe.loop_in->psn(), device_->gid(), device_->lid()};
   QpRemote to_out{out.qpn(), out.psn(), device_->gid(), device_->lid()};
   out.connect(to_in, device_->active_mtu());
@@ -149,119 +142,43 @@ void VerbsTransport::shutdown() {
 }
 
 wire::VerbsInfo VerbsTransport::local_info() const {
-  wire::VerbsInfo info;
-  info.set_protocol_version(kVerbsProtocolVersion);
-  info.set_device(device_->name());
-  info.set_gid(std::string(reinterpret_cast<const char*>(device_->gid().raw), 16));
-  info.set_gid_index(device_->gid_index());
-  info.set_lid(device_->lid());
-  info.set_port(device_->port());
-  info.set_path_mtu(device_->active_mtu());
-  info.set_mr_addr(reinterpret_cast<uint64_t>(segment_.base));
-  info.set_rkey(segment_mr_->rkey);
-  info.set_mr_length(segment_.size);
-  info.set_max_msg_sz(device_->max_msg_sz());
-  for (int local = 0; local < ranks_per_node_; ++local) {
-    for (int peer = 0; peer < nodes_; ++peer) {
-      if (peer == node_) continue;
-      auto* qp = info.add_qp();
-      qp->set_peer_node(peer);
-      qp->set_local_rank(local);
-      qp->set_qpn(pes_[local]->qps[peer].qp->qpn());
-      qp->set_psn(pes_[local]->qps[peer].qp->psn());
-    }
-  }
-  return info;
+  return verbs_address(
+      *device_, segment_, segment_mr_->rkey, node_, nodes_, ranks_per_node_,
+      [this](int local, int peer) -> const VerbsPair& { return *pes_[local]->qps[peer].qp; });
 }
 
 void VerbsTransport::connect(int peer, const wire::VerbsInfo& remote) {
-  const std::string who = "verbs: node " + std::to_string(peer);
   if (peer < 0 || peer >= nodes_ || peer == node_) {
-    throw InvalidArgument(who + " is not a peer of node " + std::to_string(node_));
+    throw InvalidArgument("verbs: node " + std::to_string(peer) + " is not a peer of node " +
+                          std::to_string(node_));
   }
-  if (remote.protocol_version() != kVerbsProtocolVersion) {
-    throw PeerError(who + ": protocol_version mismatch: it has " +
-                    std::to_string(remote.protocol_version()) + ", this node has " +
-                    std::to_string(kVerbsProtocolVersion));
-  }
-  if (remote.gid().size() != 16) {
-    throw PeerError(who + ": gid has " + std::to_string(remote.gid().size()) +
-                    " bytes, 16 expected");
-  }
-  if (remote.mr_length() != segment_.size) {
-    throw PeerError(who + ": mr_length " + std::to_string(remote.mr_length()) +
-                    " differs from this node's segment (" + std::to_string(segment_.size) + ")");
-  }
-  const auto mtu =
-      static_cast<ibv_mtu>(std::min<uint32_t>(remote.path_mtu(), device_->active_mtu()));
+  const VerbsPeerAddress address = read_verbs_address(remote, peer, node_, ranks_per_node_,
+                                                      segment_.size, device_->active_mtu());
   for (int local = 0; local < ranks_per_node_; ++local) {
-    const wire::VerbsQp* match = nullptr;
-    for (const auto& qp : remote.qp()) {
-      if (int(qp.peer_node()) == node_ && int(qp.local_rank()) == local) match = &qp;
-    }
-    if (!match) {
-      throw PeerError(who + " sent no queue pair for node " + std::to_string(node_) +
-                      " local rank " + std::to_string(local));
-    }
-    QpRemote to;
-    to.qpn = match->qpn();
-    to.psn = match->psn();
-    std::memcpy(to.gid.raw, remote.gid().data(), 16);
-    to.lid = static_cast<uint16_t>(remote.lid());
-    pes_[local]->qps[peer].qp->connect(to, mtu);
+    pes_[local]->qps[peer].qp->connect(address.pairs[local], address.path_mtu);
   }
   Remote& r = remotes_[peer];
-  r.addr = remote.mr_addr();
-  r.rkey = remote.rkey();
-  r.length = remote.mr_length();
-  r.max_message = std::min<uint64_t>(remote.max_msg_sz(), device_->max_msg_sz());
+  r.addr = address.addr;
+  r.rkey = address.rkey;
+  r.length = address.length;
+  r.max_message = std::min<uint64_t>(address.max_msg_sz, device_->max_msg_sz());
   if (options_.max_message > 0)
     r.max_message = std::min<uint64_t>(r.max_message, options_.max_message);
   r.max_message = std::min<uint64_t>(r.max_message, options_.bounce_bytes / 4);
   r.connected = true;
   spdlog::debug("verbs: connected to node {} over {} (path MTU {})", peer, device_->describe(),
-                mtu_bytes(mtu));
+                mtu_bytes(address.path_mtu));
 }
 
 bool VerbsTransport::connected(int peer) const {
   return peer >= 0 && peer < nodes_ && remotes_[peer].connected;
 }
 
-bool VerbsTransport::peer_up(int node) const {
-  std::lock_guard lock(down_mutex_);
-  return connected(node) && down_[node].empty();
-}
-
-std::string VerbsTransport::peer_down_reason(int node) const {
-  std::lock_guard lock(down_mutex_);
-  return down_.at(node);
-}
-
-void VerbsTransport::on_peer_down(std::function<void(int, const std::string&)> callback) {
-  std::lock_guard lock(down_mutex_);
-  down_callback_ = std::move(callback);
-}
-
 void VerbsTransport::mark_down(int peer, const std::string& why, bool cause) {
-  std::function<void(int, const std::string&)> callback;
-  {
-    std::lock_guard lock(down_mutex_);
-    if (!down_[peer].empty()) {
-      // A flush seen first (by the notifier) gives way to the failure that caused it.
-      if (cause && !down_is_cause_[peer]) {
-        down_[peer] = why;
-        down_is_cause_[peer] = true;
-        spdlog::error("verbs: node {}: the cause: {}", peer, why);
-      }
-      return;
-    }
-    down_[peer] = why;
-    down_is_cause_[peer] = cause;
-    callback = down_callback_;
-  }
+  if (!health_.mark_down(peer, why, cause)) return;
   spdlog::error("verbs: node {} marked down: {}", peer, why);
   doorbell_.ring();
-  if (callback) callback(peer, why);
+  health_.announce(peer, why);
 }
 
 int VerbsTransport::local_rank_of(int src_pe) const {
@@ -281,10 +198,8 @@ void VerbsTransport::check_peer(int node, const QpState* draining) const {
     throw InvalidArgument("verbs: node " + std::to_string(node_) + " has no queue pairs to node " +
                           std::to_string(node));
   }
-  std::lock_guard lock(down_mutex_);
-  if (down_[node].empty()) return;
-  if (draining && draining->qp && errored_qps_.count(draining->qp->qpn())) return;
-  throw PeerError("verbs: node " + std::to_string(node) + " is down: " + down_[node]);
+  if (health_.up(node) || (draining && in_error(*draining))) return;
+  health_.check(node, "verbs: node " + std::to_string(node));
 }
 
 void VerbsTransport::check_range(int node, uint64_t offset, uint64_t length, bool word) const {
@@ -308,7 +223,7 @@ void VerbsTransport::check_access(PeState& pe, int node, uint64_t offset, uint64
 }
 
 bool VerbsTransport::in_error(const QpState& qp) const {
-  std::lock_guard lock(down_mutex_);
+  std::lock_guard lock(errored_mutex_);
   return qp.qp && errored_qps_.count(qp.qp->qpn()) != 0;
 }
 
@@ -321,10 +236,6 @@ void VerbsTransport::settle(PeState& pe, int node, Deadline deadline) {
                       std::to_string(node) + " (QP " + std::to_string(qp.qp->qpn()) +
                       ") never completed after it failed";
              });
-}
-
-std::byte* VerbsTransport::bounce_at(PeState& pe, uint64_t position) const {
-  return pe.bounce.get() + pe.ring.offset(position);
 }
 
 uint64_t VerbsTransport::post(PeState& pe, int peer, Request request) {
@@ -350,7 +261,7 @@ uint64_t VerbsTransport::post(PeState& pe, int peer, Request request) {
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uint64_t>(request.local);
   sge.length = request.length;
-  sge.lkey = pe.bounce_mr->lkey;
+  sge.lkey = pe.bounce->lkey();
   ibv_send_wr wr{};
   wr.wr_id = work_id(peer, seq);
   wr.opcode = request.opcode;
@@ -418,7 +329,7 @@ int VerbsTransport::poll(PeState& pe) {
   while (!pe.staged.empty()) {
     const Staged& front = pe.staged.front();
     if (front.seq >= pe.qps[front.peer].completed) break;
-    pe.ring.release_to(front.ring_end);
+    pe.bounce->ring.release_to(front.ring_end);
     pe.staged.pop_front();
   }
   return n;
@@ -441,7 +352,7 @@ void VerbsTransport::wait_done(PeState& pe, int peer, uint64_t seq, const char* 
 }
 
 uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes) {
-  std::optional<uint64_t> position = pe.ring.allocate(bytes);
+  std::optional<uint64_t> position = pe.bounce->ring.allocate(bytes);
   if (position) return *position;
   spin_until(
       [&] {
@@ -455,15 +366,15 @@ uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes) {
           }
         }
         check_peer(peer);
-        position = pe.ring.allocate(bytes);
+        position = pe.bounce->ring.allocate(bytes);
         return position.has_value();
       },
       deadline_after(options_.op_timeout),
       [&] {
         std::string state = "verbs: no bounce space for " + std::to_string(bytes) +
                             " bytes within " + std::to_string(options_.op_timeout.count()) +
-                            " ms (ring " + std::to_string(pe.ring.in_use()) + " of " +
-                            std::to_string(pe.ring.capacity()) + " bytes in use by " +
+                            " ms (ring " + std::to_string(pe.bounce->ring.in_use()) + " of " +
+                            std::to_string(pe.bounce->ring.capacity()) + " bytes in use by " +
                             std::to_string(pe.staged.size()) + " requests";
         if (!pe.staged.empty()) {
           const Staged& front = pe.staged.front();
@@ -498,9 +409,9 @@ void VerbsTransport::attach(PeState& pe, int node, Request& request, const void*
     return;
   }
   const uint64_t position = stage(pe, node, request.length);
-  std::memcpy(bounce_at(pe, position), data, request.length);
-  request.local = bounce_at(pe, position);
-  request.ring_end = pe.ring.tail();
+  std::memcpy(pe.bounce->at(position), data, request.length);
+  request.local = pe.bounce->at(position);
+  request.ring_end = pe.bounce->ring.tail();
 }
 
 void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
@@ -543,12 +454,12 @@ void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_
   for (size_t done = 0; done < length;) {
     const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
     const uint64_t position = stage(pe, node, n);
-    Request request(IBV_WR_RDMA_READ, offset + done, bounce_at(pe, position), uint32_t(n));
+    Request request(IBV_WR_RDMA_READ, offset + done, pe.bounce->at(position), uint32_t(n));
     request.signaled = true;
-    request.ring_end = pe.ring.tail();
+    request.ring_end = pe.bounce->ring.tail();
     const uint64_t seq = post(pe, node, request);
     wait_done(pe, node, seq, "an RDMA read");
-    std::memcpy(bytes + done, bounce_at(pe, position), n);
+    std::memcpy(bytes + done, pe.bounce->at(position), n);
     done += n;
   }
   traffic_.sent(node, 0);
@@ -558,9 +469,9 @@ void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_
 VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uint64_t offset,
                                                       uint64_t value, bool signaled) {
   const uint64_t position = stage(pe, node, 8);
-  Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, bounce_at(pe, position), 8, value);
+  Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, pe.bounce->at(position), 8, value);
   request.signaled = signaled;
-  request.ring_end = pe.ring.tail();
+  request.ring_end = pe.bounce->ring.tail();
   const uint64_t seq = post(pe, node, request);
   if (value != 0) notify(pe, node);
   return Posted{seq, position};
@@ -582,7 +493,7 @@ uint64_t VerbsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset,
   const auto [seq, position] = post_fetch_add(pe, node, offset, value, true);
   wait_done(pe, node, seq, "an atomic fetch-add");
   uint64_t old = 0;
-  std::memcpy(&old, bounce_at(pe, position), 8);
+  std::memcpy(&old, pe.bounce->at(position), 8);
   return old;
 }
 
@@ -689,7 +600,7 @@ void VerbsTransport::notifier_loop() {
           }
         } else {
           {
-            std::lock_guard lock(down_mutex_);
+            std::lock_guard lock(errored_mutex_);
             errored_qps_.insert(wcs[i].qp_num);
           }
           mark_down(peer,

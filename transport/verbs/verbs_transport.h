@@ -1,5 +1,8 @@
 // The verbs transport (libibverbs, RC queue pairs): remote memory is written and read by
-// the RDMA device with no CPU at the target.
+// the RDMA device with no CPU at the target. Its parts, as every network transport's: the
+// device (verbs/device.h) opens the RDMA device, a pair (verbs/pair.h) is one queue pair to a
+// peer, the buffers (verbs/buffer.h) are the registered segment and bounce rings, the
+// address (verbs/address.h) is what the bootstrap exchanges.
 //
 // Memory: the node's segment is registered once (local write, remote write, read and
 // atomic); each PE has its own registered bounce ring that puts copy into, so a put returns
@@ -40,15 +43,13 @@
 #include <vector>
 
 #include "transport/transport.h"
-#include "transport/verbs/bounce_ring.h"
+#include "transport/verbs/address.h"
+#include "transport/verbs/buffer.h"
 #include "transport/verbs/device.h"
-#include "transport/verbs/queue_pair.h"
+#include "transport/verbs/pair.h"
 #include "transport/wait.h"
-#include "wire/bootstrap.pb.h"
 
 namespace symmesh {
-
-inline constexpr uint32_t kVerbsProtocolVersion = 1;
 
 // The wait policy of a node that reaches a peer over verbs (see Node::wait_policy).
 inline WaitPolicy verbs_wait_policy() {
@@ -93,11 +94,7 @@ class VerbsTransport final : public NetworkTransport {
   void flush_all(Deadline deadline) override;
   void shutdown();
 
-  bool peer_up(int node) const override;
-  std::string peer_down_reason(int node) const override;
-  // Called once per peer, from the notifier thread, when its queue pairs fail.
-  void on_peer_down(std::function<void(int node, const std::string& why)> callback) override;
-  const PeerTraffic& traffic() const override { return traffic_; }
+  bool peer_up(int node) const override { return connected(node) && health_.up(node); }
 
   std::string_view name() const override { return "verbs"; }
   void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
@@ -117,7 +114,7 @@ class VerbsTransport final : public NetworkTransport {
     bool connected = false;
   };
   struct QpState {
-    std::unique_ptr<QueuePair> qp;
+    std::unique_ptr<VerbsPair> qp;
     uint64_t posted = 0;          // sequence numbers handed out
     uint64_t completed = 0;       // every request below this has completed
     uint64_t signaled_upto = 0;   // one past the last signaled request
@@ -135,11 +132,9 @@ class VerbsTransport final : public NetworkTransport {
   struct PeState {
     std::mutex mutex;
     ibv_cq* cq = nullptr;
-    std::unique_ptr<std::byte[]> bounce;
-    MemoryRegion bounce_mr;
-    BounceRing ring{0};
+    std::unique_ptr<BounceBuffer> bounce;
     std::vector<QpState> qps;            // by node; qps[this node] loops back through the device
-    std::unique_ptr<QueuePair> loop_in;  // the far end of that loop
+    std::unique_ptr<VerbsPair> loop_in;  // the far end of that loop
     std::deque<Staged> staged;
   };
   struct Request {
@@ -178,7 +173,6 @@ class VerbsTransport final : public NetworkTransport {
   void wait_done(PeState& pe, int peer, uint64_t seq, const char* what);
   // Bounce space for `bytes`; polls (and asks for completions) until some is returned.
   uint64_t stage(PeState& pe, int peer, uint64_t bytes);
-  std::byte* bounce_at(PeState& pe, uint64_t position) const;
   bool wants_notify(QpState& qp) const;
   // A zero-length write with immediate that wakes `peer`'s waiters (see notify_interval).
   void notify(PeState& pe, int peer);
@@ -197,7 +191,6 @@ class VerbsTransport final : public NetworkTransport {
 
   const int node_;
   const int nodes_;
-  PeerTraffic traffic_;
   const int ranks_per_node_;
   const SegmentView segment_;
   Doorbell& doorbell_;
@@ -209,13 +202,10 @@ class VerbsTransport final : public NetworkTransport {
   ibv_cq* recv_cq_ = nullptr;
   std::vector<std::unique_ptr<PeState>> pes_;
   std::vector<Remote> remotes_;
-  std::unordered_map<uint32_t, std::pair<int, QueuePair*>> by_qpn_;  // qpn -> (peer, qp)
+  std::unordered_map<uint32_t, std::pair<int, VerbsPair*>> by_qpn_;  // qpn -> (peer, qp)
 
-  mutable std::mutex down_mutex_;
-  std::vector<std::string> down_;  // reason per peer, empty while up
-  std::vector<bool> down_is_cause_;
+  mutable std::mutex errored_mutex_;
   std::unordered_set<uint32_t> errored_qps_;  // queue pair numbers the notifier saw fail
-  std::function<void(int, const std::string&)> down_callback_;
 
   int stop_fd_ = -1;
   std::thread notifier_;

@@ -1,4 +1,4 @@
-#include "transport/verbs/queue_pair.h"
+#include "transport/verbs/pair.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,7 @@
 
 namespace symmesh {
 
-QueuePair::QueuePair(const VerbsDevice& device, ibv_cq* send_cq, ibv_cq* recv_cq,
+VerbsPair::VerbsPair(const VerbsDevice& device, ibv_cq* send_cq, ibv_cq* recv_cq,
                      const QpLimits& limits, uint64_t recv_id)
     : device_(device), recv_depth_(limits.recv_depth), recv_id_(recv_id) {
   ibv_qp_init_attr init{};
@@ -35,18 +35,18 @@ QueuePair::QueuePair(const VerbsDevice& device, ibv_cq* send_cq, ibv_cq* recv_cq
   psn_ = std::random_device{}() & 0xffffff;
 }
 
-QueuePair::~QueuePair() {
+VerbsPair::~VerbsPair() {
   ibv_destroy_qp(qp_);
 }
 
-void QueuePair::modify(ibv_qp_attr& attr, int mask, const char* state) {
+void VerbsPair::modify(ibv_qp_attr& attr, int mask, const char* state) {
   if (int rc = ibv_modify_qp(qp_, &attr, mask); rc != 0) {
     throw Error(std::string("verbs: moving QP ") + std::to_string(qpn()) + " to " + state +
                 " failed: " + std::strerror(rc));
   }
 }
 
-void QueuePair::connect(const QpRemote& remote, ibv_mtu mtu) {
+void VerbsPair::connect(const QpRemote& remote, ibv_mtu mtu) {
   ibv_qp_attr init{};
   init.qp_state = IBV_QPS_INIT;
   init.pkey_index = 0;
@@ -94,7 +94,7 @@ void QueuePair::connect(const QpRemote& remote, ibv_mtu mtu) {
          "RTS");
 }
 
-void QueuePair::post_receive() {
+void VerbsPair::post_receive() {
   ibv_recv_wr wr{};
   wr.wr_id = recv_id_;
   wr.num_sge = 0;

@@ -1,4 +1,4 @@
-#include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/pair.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -37,8 +37,8 @@ OutFrame make_frame(const wire::DataHeader& header) {
   return frame;
 }
 
-TcpConnection::TcpConnection(asio::io_context& io, int native_fd, int local_node, int peer_node,
-                             uint32_t index, std::string peer_name, FrameHandler& handler)
+TcpPair::TcpPair(asio::io_context& io, int native_fd, int local_node, int peer_node, uint32_t index,
+                 std::string peer_name, FrameHandler& handler)
     : strand_(asio::make_strand(io)),
       socket_(strand_, protocol_of(native_fd), native_fd),
       local_node_(local_node),
@@ -49,11 +49,11 @@ TcpConnection::TcpConnection(asio::io_context& io, int native_fd, int local_node
   socket_.set_option(asio::ip::tcp::no_delay(true));
 }
 
-void TcpConnection::start() {
+void TcpPair::start() {
   asio::dispatch(strand_, [self = shared_from_this()] { self->read_prefix(); });
 }
 
-void TcpConnection::read_prefix() {
+void TcpPair::read_prefix() {
   asio::async_read(
       socket_, asio::buffer(prefix_),
       [self = shared_from_this()](const asio::error_code& ec, size_t) {
@@ -62,7 +62,7 @@ void TcpConnection::read_prefix() {
       });
 }
 
-void TcpConnection::read_header(uint32_t length) {
+void TcpPair::read_header(uint32_t length) {
   if (length == 0 || length > kMaxDataHeader) {
     return fail("data header of " + std::to_string(length) + " bytes is outside the allowed 1.." +
                 std::to_string(kMaxDataHeader));
@@ -80,7 +80,7 @@ void TcpConnection::read_header(uint32_t length) {
                    });
 }
 
-void TcpConnection::read_payload() {
+void TcpPair::read_payload() {
   std::string error;
   std::byte* target = handler_.payload_target(*this, header_, error, payload_owner_);
   if (!error.empty()) return fail(error);
@@ -98,7 +98,7 @@ void TcpConnection::read_payload() {
                    });
 }
 
-void TcpConnection::finish_frame() {
+void TcpPair::finish_frame() {
   handler_.frame_complete(*this, header_);
   payload_owner_.reset();
   if (!discard_.empty()) std::string().swap(discard_);
@@ -149,7 +149,7 @@ ssize_t send_now(int fd, const OutFrame& frame) {
 
 }  // namespace
 
-void TcpConnection::send(OutFrame frame) {
+void TcpPair::send(OutFrame frame) {
   std::string failure;
   {
     std::lock_guard lock(write_mutex_);
@@ -186,7 +186,7 @@ void TcpConnection::send(OutFrame frame) {
   asio::post(strand_, [self = shared_from_this()] { self->write_next(); });
 }
 
-void TcpConnection::write_next() {
+void TcpPair::write_next() {
   OutFrame* frame = nullptr;
   {
     std::lock_guard lock(write_mutex_);
@@ -216,11 +216,11 @@ void TcpConnection::write_next() {
                     });
 }
 
-void TcpConnection::close(const std::string& why) {
+void TcpPair::close(const std::string& why) {
   asio::dispatch(strand_, [self = shared_from_this(), why] { self->fail(why); });
 }
 
-void TcpConnection::fail(const std::string& why) {
+void TcpPair::fail(const std::string& why) {
   if (!open_.exchange(false)) return;
   asio::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);

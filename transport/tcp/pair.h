@@ -1,4 +1,5 @@
-// One TCP data connection between two nodes, driven by the transport's io threads.
+// A tcp pair: one data connection to a peer node (a pair of nodes has connections_per_peer
+// of them), driven by the transport's io threads.
 // Reading: u32 header length, DataHeader, then the payload straight into the place the
 // transport names (the heap for a PUT, once its bounds are checked). Writing: a queue of
 // frames, each written whole; the payload of a frame may be borrowed (large puts, get
@@ -38,7 +39,7 @@ struct OutFrame {
 
 OutFrame make_frame(const wire::DataHeader& header);
 
-class TcpConnection;
+class TcpPair;
 
 // What a connection asks of its transport.
 class FrameHandler {
@@ -46,18 +47,18 @@ class FrameHandler {
   virtual ~FrameHandler() = default;
   // Where the payload of `header` goes; nullptr with `error` set refuses the frame.
   // `keep_alive` holds whatever owns the target until the payload has been read.
-  virtual std::byte* payload_target(TcpConnection& from, const wire::DataHeader& header,
+  virtual std::byte* payload_target(TcpPair& from, const wire::DataHeader& header,
                                     std::string& error, std::shared_ptr<void>& keep_alive) = 0;
   // The frame (and its payload) has arrived.
-  virtual void frame_complete(TcpConnection& from, const wire::DataHeader& header) = 0;
+  virtual void frame_complete(TcpPair& from, const wire::DataHeader& header) = 0;
   virtual void frame_written() = 0;
-  virtual void connection_lost(TcpConnection& connection, const std::string& why) = 0;
+  virtual void connection_lost(TcpPair& connection, const std::string& why) = 0;
 };
 
-class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
+class TcpPair : public std::enable_shared_from_this<TcpPair> {
  public:
-  TcpConnection(asio::io_context& io, int native_fd, int local_node, int peer_node, uint32_t index,
-                std::string peer_name, FrameHandler& handler);
+  TcpPair(asio::io_context& io, int native_fd, int local_node, int peer_node, uint32_t index,
+          std::string peer_name, FrameHandler& handler);
 
   void start();
   // Any thread: queues a frame. Fails its completion at once when the connection is closed.

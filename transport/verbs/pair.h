@@ -1,5 +1,6 @@
-// One reliable-connected queue pair and its state machine (RESET -> INIT -> RTR -> RTS).
-// Receives are zero-length: they only catch the immediate of a notifying write.
+// A verbs pair: one reliable-connected queue pair to a peer node (each local rank has its
+// own to each peer) and its state machine (RESET -> INIT -> RTR -> RTS). Receives are
+// zero-length: they only catch the immediate of a notifying write.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -23,13 +24,13 @@ struct QpLimits {
   uint32_t max_inline = 64;
 };
 
-class QueuePair {
+class VerbsPair {
  public:
-  QueuePair(const VerbsDevice& device, ibv_cq* send_cq, ibv_cq* recv_cq, const QpLimits& limits,
+  VerbsPair(const VerbsDevice& device, ibv_cq* send_cq, ibv_cq* recv_cq, const QpLimits& limits,
             uint64_t recv_id);
-  ~QueuePair();
-  QueuePair(const QueuePair&) = delete;
-  QueuePair& operator=(const QueuePair&) = delete;
+  ~VerbsPair();
+  VerbsPair(const VerbsPair&) = delete;
+  VerbsPair& operator=(const VerbsPair&) = delete;
 
   ibv_qp* get() const { return qp_; }
   uint32_t qpn() const { return qp_->qp_num; }

@@ -1,0 +1,55 @@
+#include "transport/peer_health.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/errors.h"
+
+namespace symmesh {
+
+PeerHealth::PeerHealth(int nodes)
+    : down_(std::make_unique<std::atomic<bool>[]>(size_t(nodes))),
+      reasons_(size_t(nodes)),
+      is_cause_(size_t(nodes), false) {}
+
+std::string PeerHealth::reason(int node) const {
+  std::lock_guard lock(mutex_);
+  return reasons_.at(size_t(node));
+}
+
+void PeerHealth::check(int node, const std::string& who) const {
+  if (up(node)) return;
+  throw PeerError(who + " is down: " + reason(node));
+}
+
+bool PeerHealth::mark_down(int node, const std::string& why, bool cause) {
+  std::lock_guard lock(mutex_);
+  std::string& reason = reasons_.at(size_t(node));
+  if (!reason.empty()) {
+    if (cause && !is_cause_[node]) {
+      reason = why;
+      is_cause_[node] = true;
+      spdlog::error("node {}: the cause: {}", node, why);
+    }
+    return false;
+  }
+  reason = why;
+  is_cause_[node] = cause;
+  down_[node].store(true, std::memory_order_release);
+  return true;
+}
+
+void PeerHealth::on_down(DownCallback callback) {
+  std::lock_guard lock(mutex_);
+  callback_ = std::move(callback);
+}
+
+void PeerHealth::announce(int node, const std::string& why) const {
+  DownCallback callback;
+  {
+    std::lock_guard lock(mutex_);
+    callback = callback_;
+  }
+  if (callback) callback(node, why);
+}
+
+}  // namespace symmesh

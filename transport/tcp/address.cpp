@@ -1,0 +1,22 @@
+#include "transport/tcp/address.h"
+
+namespace symmesh {
+
+wire::Endpoint endpoint_message(const HostPort& at) {
+  wire::Endpoint out;
+  out.set_host(at.host);
+  out.set_port(at.port);
+  return out;
+}
+
+HostPort host_port(const wire::Endpoint& at) {
+  return HostPort{at.host(), static_cast<uint16_t>(at.port())};
+}
+
+std::vector<HostPort> data_addresses(const wire::ClusterView& view) {
+  std::vector<HostPort> addresses;
+  for (const auto& node : view.node()) addresses.push_back(host_port(node.data_endpoint()));
+  return addresses;
+}
+
+}  // namespace symmesh
