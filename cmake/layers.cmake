@@ -9,7 +9,7 @@ function(symmesh_layer target layer)
   set(root ${PROJECT_BINARY_DIR}/include/${layer})
   file(MAKE_DIRECTORY ${root})
   file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${layer} ${root}/${layer} SYMBOLIC)
-  target_include_directories(${target} PUBLIC ${root})
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${root}>)
 endfunction()
 
 # Fails the build, naming the file and the rule, when a source includes a layer above its own.

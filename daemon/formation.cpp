@@ -31,10 +31,9 @@ Formation::Formation(const DaemonConfig& config, Node& node, const std::string& 
   options.op_timeout = config.wait_timeout;
   options.progress_thread = config.verbs_progress == "thread";
   try {
-    wires_.verbs =
-        std::make_unique<VerbsTransport>(config.node_rank, config.nodes, config.ranks_per_node,
-                                         node.segment(), node.doorbell(), options);
-    spdlog::info("node {}: verbs on {}", config.node_rank, wires_.verbs->device().describe());
+    wires_.verbs = open_verbs_transport(config.node_rank, config.nodes, config.ranks_per_node,
+                                        node.segment(), node.doorbell(), options);
+    spdlog::info("node {}: verbs on {}", config.node_rank, wires_.verbs->describe());
   } catch (const InvalidArgument&) {
     throw;  // a wrong --rdma-device or --rdma-gid-index is the user's to fix
   } catch (const std::exception& e) {
@@ -78,7 +77,7 @@ void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
       wires_.verbs->connect(n, info.verbs());
       over_verbs[n] = true;
       reasons[n] =
-          "verbs: " + wires_.verbs->device().describe() +
+          "verbs: " + wires_.verbs->describe() +
           (config_.transport == "verbs" ? ", forced by --transport" : ", both ends have a device");
       continue;
     }

@@ -172,7 +172,7 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
     tally.add(outcome.iteration_s, outcome.verified, outcome.max_abs_err);
   }
   *report.mutable_iteration_s() = {tally.iteration_s.begin(), tally.iteration_s.end()};
-  if (&kind == &barrier_job_kind()) metrics_.barrier_latencies(tally.iteration_s);
+  kind.record_metrics(metrics_, tally.iteration_s);
   report.set_verified(tally.verified);
   report.set_max_abs_err(tally.max_abs_err);
 }

@@ -14,12 +14,10 @@ void WireSet::attach(Node& node, const std::vector<bool>& over_verbs) {
     }
   }
   if (std::find(over_verbs.begin(), over_verbs.end(), true) == over_verbs.end()) return;
-  node.set_wait_policy(verbs_wait_policy());
-  if (needs_device_atomics(*verbs)) {
-    device_atomics = std::make_unique<DeviceAtomicsTransport>(
-        node.transport_to(node.rank()), *verbs, node.segment(), node.doorbell());
-    node.set_transport(node.rank(), device_atomics.get());
-  }
+  node.set_wait_policy(verbs->wait_policy());
+  own_node =
+      verbs->own_node_transport(node.transport_to(node.rank()), node.segment(), node.doorbell());
+  if (own_node) node.set_transport(node.rank(), own_node.get());
 }
 
 void WireSet::flush_all(Deadline deadline) {
@@ -32,7 +30,7 @@ void WireSet::shutdown(Node& node) {
   if (tcp) tcp->expect_shutdown();
   if (tcp) tcp->shutdown();
   if (verbs) verbs->shutdown();
-  device_atomics.reset();
+  own_node.reset();
 }
 
 }  // namespace symmesh

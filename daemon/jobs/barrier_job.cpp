@@ -45,6 +45,11 @@ class BarrierJobKind : public JobKind {
     return outcome;
   }
 
+  // The latency histogram of /metrics (symmesh_barrier_latency_seconds).
+  void record_metrics(Metrics& metrics, const std::vector<double>& iteration_s) const override {
+    metrics.barrier_latencies(iteration_s);
+  }
+
   void summarize(const wire::JobSpec& spec, const ClusterShape&, double,
                  wire::JobResult& result) const override {
     result.set_algo(spec.barrier().algo());

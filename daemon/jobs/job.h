@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/status/metrics.h"
 #include "runtime/cluster_shape.h"
 #include "runtime/pe.h"
 #include "wire/control.pb.h"
@@ -73,6 +74,8 @@ class JobKind {
   virtual uint64_t pe_host_bytes(const wire::JobSpec&, int /*pes*/) const { return 0; }
   virtual bool verify_requested(const wire::JobSpec&) const { return false; }
   virtual PeJobOutcome run_on_pe(Pe& pe, const wire::JobSpec& spec) const = 0;
+  // The kind's own metrics from this node's per-iteration times (slowest local PE each).
+  virtual void record_metrics(Metrics&, const std::vector<double>& /*iteration_s*/) const {}
   // The kind's fields of `result` (op, algo, dtype, bytes, bandwidths) given the median.
   virtual void summarize(const wire::JobSpec& spec, const ClusterShape& shape, double median_s,
                          wire::JobResult& result) const = 0;

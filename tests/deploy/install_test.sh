@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # deploy/install.sh into a fresh prefix: the binaries run, the unit starts the installed daemon
-# with the installed config path, and the example configuration is one symmeshd accepts (it
-# gets as far as reading the secret file the example names).  Usage: install_test.sh BUILD_DIR
+# with the installed config path, the example configuration is one symmeshd accepts (it gets
+# as far as reading the secret file the example names), and a program outside the tree builds
+# on the installed libraries with find_package(symmesh) and runs.
+# Usage: install_test.sh BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:?usage: install_test.sh BUILD_DIR}
@@ -30,4 +32,11 @@ out=$("$prefix/bin/symmeshd" --config "$prefix/share/symmesh/examples/symmeshd.t
 set -e
 grep -q "config file" <<<"$out" && fail "the example configuration is refused: $out"
 grep -q "/etc/symmesh/secret" <<<"$out" || fail "expected a complaint about the secret file: $out"
+[[ -f "$prefix/lib/cmake/symmesh/symmeshConfig.cmake" ]] || fail "no CMake package was installed"
+consumer_build="$prefix/consumer-build"
+cmake -S "$root/tests/deploy/consumer" -B "$consumer_build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null ||
+  fail "find_package(symmesh) against $prefix failed"
+cmake --build "$consumer_build" >/dev/null || fail "the consumer did not build on the installed libraries"
+consumer_out=$("$consumer_build/consumer") || fail "the consumer failed: $consumer_out"
+[[ "$consumer_out" == *"every word"* ]] || fail "the consumer said: $consumer_out"
 echo "install_test: installed and checked in $prefix"

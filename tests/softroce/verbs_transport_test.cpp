@@ -9,6 +9,7 @@
 
 #include "runtime/barrier.h"
 #include "tests/support/local_cluster.h"
+#include "transport/verbs/verbs_transport.h"
 
 namespace symmesh {
 namespace {
@@ -23,9 +24,13 @@ LocalClusterOptions verbs_cluster(int ranks = 1) {
   return o;
 }
 
+VerbsTransport& verbs_of(LocalCluster& cluster, int node) {
+  return dynamic_cast<VerbsTransport&>(cluster.verbs(node));
+}
+
 TEST(Verbs, DeviceAndGidAreChosenAutomatically) {
   LocalCluster cluster(verbs_cluster());
-  const VerbsDevice& device = cluster.verbs(0).device();
+  const VerbsDevice& device = verbs_of(cluster, 0).device();
   EXPECT_FALSE(device.name().empty());
   if (device.ethernet()) {
     EXPECT_NE(device.gid_index(), 0) << "index 0 is link-local on RoCE: " << device.describe();
@@ -40,7 +45,7 @@ TEST(Verbs, WritesAboveTheMessageLimitAreSplit) {
     LocalClusterOptions o = verbs_cluster();
     o.verbs.max_message = limit;
     LocalCluster cluster(o);
-    const uint64_t max_msg = cluster.verbs(0).device().max_msg_sz();
+    const uint64_t max_msg = verbs_of(cluster, 0).device().max_msg_sz();
     cluster.run([&](Pe& pe) {
       const size_t bytes = limit ? 100'000 + 12 : max_msg + 4096 + 12;
       auto* inbox = static_cast<uint32_t*>(pe.malloc(bytes));
@@ -106,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(Drain, VerbsProgress, ::testing::Bool(), [](const auto&
 TEST(Verbs, OutOfBoundsAndMisalignedAreRefusedBeforePosting) {
   LocalCluster cluster(verbs_cluster());
   const size_t segment = cluster.node(1).segment().size;
-  VerbsTransport& verbs = cluster.verbs(0);
+  VerbsTransport& verbs = verbs_of(cluster, 0);
   const uint64_t value = 7;
   try {
     verbs.put(0, 1, segment - 4, &value, 8, nullptr);

@@ -65,9 +65,8 @@ void LocalCluster::connect_verbs() {
   for (int n = 0; n < options_.nodes; ++n) {
     VerbsOptions verbs = options_.verbs;
     verbs.op_timeout = options_.wait_timeout;
-    wires_[n].verbs =
-        std::make_unique<VerbsTransport>(n, options_.nodes, options_.ranks_per_node,
-                                         nodes_[n]->segment(), nodes_[n]->doorbell(), verbs);
+    wires_[n].verbs = open_verbs_transport(n, options_.nodes, options_.ranks_per_node,
+                                           nodes_[n]->segment(), nodes_[n]->doorbell(), verbs);
     infos.push_back(wires_[n].verbs->local_info());
   }
   for (int n = 0; n < options_.nodes; ++n) {

@@ -36,7 +36,7 @@ class LocalCluster {
 
   Node& node(int index) { return *nodes_.at(index); }
   TcpTransport& tcp(int index) { return *wires_.at(index).tcp; }
-  VerbsTransport& verbs(int index) { return *wires_.at(index).verbs; }
+  RdmaTransport& verbs(int index) { return *wires_.at(index).verbs; }
   int n_pes() const { return options_.nodes * options_.ranks_per_node; }
 
  private:

@@ -12,15 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "transport/rdma.h"
+
 namespace symmesh {
-
-struct VerbsDeviceOptions {
-  std::string device;  // empty: the first device with an active port
-  int gid_index = -1;  // -1: chosen as above
-};
-
-// The names of this host's RDMA devices (calls ibv_fork_init first, once per process).
-std::vector<std::string> verbs_devices();
 
 struct MrDeleter {
   void operator()(ibv_mr* mr) const { ibv_dereg_mr(mr); }

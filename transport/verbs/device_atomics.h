@@ -37,9 +37,4 @@ class DeviceAtomicsTransport final : public Transport {
   Doorbell& doorbell_;
 };
 
-// Whether a node reaching peers over `verbs` needs DeviceAtomicsTransport for itself.
-inline bool needs_device_atomics(const VerbsTransport& verbs) {
-  return !verbs.device().atomics_global();
-}
-
 }  // namespace symmesh

@@ -10,6 +10,7 @@
 
 #include "common/errors.h"
 #include "transport/segment_ops.h"
+#include "transport/verbs/device_atomics.h"
 
 namespace symmesh {
 namespace {
@@ -63,7 +64,7 @@ VerbsTransport::Request VerbsTransport::completion_marker() {
 
 VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentView segment,
                                Doorbell& doorbell, VerbsOptions options)
-    : NetworkTransport(nodes),
+    : RdmaTransport(nodes),
       node_(node),
       nodes_(nodes),
       ranks_per_node_(ranks_per_node),
@@ -168,6 +169,18 @@ void VerbsTransport::connect(int peer, const wire::VerbsInfo& remote) {
   r.connected = true;
   spdlog::debug("verbs: connected to node {} over {} (path MTU {})", peer, device_->describe(),
                 mtu_bytes(address.path_mtu));
+}
+
+WaitPolicy VerbsTransport::wait_policy() const {
+  WaitPolicy policy;
+  policy.yield_for = options_.notify_interval;
+  return policy;
+}
+
+std::unique_ptr<Transport> VerbsTransport::own_node_transport(Transport& shm, SegmentView segment,
+                                                              Doorbell& doorbell) {
+  if (device_->atomics_global()) return nullptr;
+  return std::make_unique<DeviceAtomicsTransport>(shm, *this, segment, doorbell);
 }
 
 bool VerbsTransport::connected(int peer) const {

@@ -42,6 +42,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "transport/rdma.h"
 #include "transport/transport.h"
 #include "transport/verbs/address.h"
 #include "transport/verbs/buffer.h"
@@ -51,48 +52,26 @@
 
 namespace symmesh {
 
-// The wait policy of a node that reaches a peer over verbs (see Node::wait_policy).
-inline WaitPolicy verbs_wait_policy() {
-  WaitPolicy policy;
-  policy.yield_for = std::chrono::microseconds(1000);
-  return policy;
-}
-
-struct VerbsOptions {
-  VerbsDeviceOptions device;
-  size_t max_message = 0;  // 0: the device's max_msg_sz; smaller only splits writes more
-  size_t bounce_bytes = size_t{4} << 20;  // per PE
-  uint32_t send_depth = 256;
-  uint32_t recv_depth = 128;
-  uint32_t signal_interval = 32;
-  // Who drains the send completions: the PE that posted them, when it next waits for space
-  // or completion (false), or also the node's progress thread, whenever the PE is not inside
-  // an operation (true). bench/transport.sh measures both.
-  bool progress_thread = false;
-  // A signal or atomic carries a wake-up (the immediate) only when the last one on its QP is
-  // at least this old. A waiter yields this long before it parks (verbs_wait_policy), so a
-  // wake-up sent sooner finds it still yielding: skipping it spares the target a thread
-  // switch per signal; a parked waiter is woken by the next wake-up or its own re-check.
-  std::chrono::microseconds notify_interval{1000};
-  std::chrono::milliseconds op_timeout{60000};
-};
-
-class VerbsTransport final : public NetworkTransport {
+class VerbsTransport final : public RdmaTransport {
  public:
   VerbsTransport(int node, int nodes, int ranks_per_node, SegmentView segment, Doorbell& doorbell,
                  VerbsOptions options);
   ~VerbsTransport() override;
 
-  // What the peers need to connect to this node (sent in the bootstrap Hello).
-  wire::VerbsInfo local_info() const;
-  // Connects every local rank's queue pair to `peer`. Throws naming the field that does not
-  // fit (protocol version, missing queue pairs, GID size).
-  void connect(int peer, const wire::VerbsInfo& remote);
-  bool connected(int peer) const;
+  wire::VerbsInfo local_info() const override;
+  // Connects every local rank's queue pair to `peer`.
+  void connect(int peer, const wire::VerbsInfo& remote) override;
+  bool connected(int peer) const override;
+  std::string describe() const override { return device_->describe(); }
+  // Waiters yield for notify_interval before they park (see VerbsOptions::notify_interval).
+  WaitPolicy wait_policy() const override;
+  // DeviceAtomicsTransport on a device whose atomics are not atomic against the CPU's.
+  std::unique_ptr<Transport> own_node_transport(Transport& shm, SegmentView segment,
+                                                Doorbell& doorbell) override;
   const VerbsDevice& device() const { return *device_; }
   // Ensures everything this node posted has completed (between jobs).
   void flush_all(Deadline deadline) override;
-  void shutdown();
+  void shutdown() override;
 
   bool peer_up(int node) const override { return connected(node) && health_.up(node); }
 
