@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/errors.h"
+#include "daemon/client_requests.h"
 #include "transport/frame.h"
 
 namespace symmesh {
@@ -203,66 +204,27 @@ void ControlSession::on_proof(const std::string& body) {
 void ControlSession::on_request(const std::string& body) {
   wire::ClientRequest request;
   parse_frame_body(request, body, peer_);
-  const auto& handlers = server_.handlers_;
   if (busy_) {
     return send_error("one request at a time: this connection is waiting for a job's result",
                       wire::REFUSAL_INVALID);
   }
-  wire::ClientResponse response;
-  try {
-    switch (request.body_case()) {
-      case wire::ClientRequest::kStatus:
-        *response.mutable_status() = handlers.status();
-        break;
-      case wire::ClientRequest::kSubmit:
-        return on_submit(request);
-      case wire::ClientRequest::kWait:
-        return on_wait(request.wait().job_id());
-      case wire::ClientRequest::kCancel:
-        *response.mutable_cancelled() = handlers.cancel(request.cancel().job_id());
-        break;
-      case wire::ClientRequest::kJob:
-        *response.mutable_job() = handlers.job(request.job().job_id(), request.job().trace());
-        break;
-      default:
-        handlers.refused("bad_request");
-        return send_error("unknown request: expected status, submit, wait, cancel or job",
-                          wire::REFUSAL_INVALID);
-    }
-  } catch (const InvalidArgument& e) {
-    return send_error(e.what(), wire::REFUSAL_INVALID);
-  } catch (const std::exception& e) {
-    return send_error(e.what(), wire::REFUSAL_UNAVAILABLE);
+  const bool streams = answers_stream(request);
+  if (streams) {
+    busy_ = true;
+    detached_ = request.detach() || request.has_wait();  // waiting on a job does not own it
   }
-  send(response);
-}
-
-void ControlSession::on_submit(const wire::ClientRequest& request) {
-  busy_ = true;
-  detached_ = request.detach();
   try {
-    abandon_ = server_.handlers_.submit(request.submit(), job_sink());
-  } catch (const InvalidArgument& e) {
-    busy_ = false;
-    server_.handlers_.refused("bad_request");
-    send_error(e.what(), wire::REFUSAL_INVALID);
+    auto abandon = serve_client_request(
+        server_.handlers_, request,
+        streams ? job_sink() : [this](const wire::ClientResponse& response) { send(response); });
+    if (streams) abandon_ = std::move(abandon);
   } catch (const std::exception& e) {
     busy_ = false;
-    send_error(e.what(), wire::REFUSAL_UNAVAILABLE);
-  }
-}
-
-void ControlSession::on_wait(uint64_t job_id) {
-  busy_ = true;
-  detached_ = true;  // waiting on a job does not own it
-  try {
-    server_.handlers_.wait(job_id, job_sink());
-  } catch (const InvalidArgument& e) {
-    busy_ = false;
-    send_error(e.what(), wire::REFUSAL_INVALID);
-  } catch (const std::exception& e) {
-    busy_ = false;
-    send_error(e.what(), wire::REFUSAL_UNAVAILABLE);
+    const bool bad_request =
+        dynamic_cast<const InvalidArgument*>(&e) &&
+        (request.has_submit() || request.body_case() == wire::ClientRequest::BODY_NOT_SET);
+    if (bad_request) server_.handlers_.refused("bad_request");
+    send(refusal(e));
   }
 }
 

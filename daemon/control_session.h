@@ -36,8 +36,6 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   void on_hello(const std::string& body);
   void on_proof(const std::string& body);
   void on_request(const std::string& body);
-  void on_submit(const wire::ClientRequest& request);
-  void on_wait(uint64_t job_id);
   // Answers on the strand; a droppable answer (a progress event) is dropped, not queued,
   // when the client is behind.
   void send(const google::protobuf::MessageLite& message, bool droppable = false);

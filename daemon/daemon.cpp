@@ -155,7 +155,11 @@ void Daemon::start() {
     join_->start();
   }
   // Status and the control port serve during bootstrap too (state: bootstrapping).
-  control_->start(ControlServer::Handlers{
+  control_->start(client_handlers());
+}
+
+ControlServer::Handlers Daemon::client_handlers() {
+  return ControlServer::Handlers{
       [this] { return status(); },
       [this](const wire::JobSpec& spec, ControlServer::Sink sink) {
         return submit(spec, std::move(sink));
@@ -163,7 +167,7 @@ void Daemon::start() {
       [this](uint64_t job_id) { return cancel(job_id); },
       [this](uint64_t job_id, bool trace) { return job(job_id, trace); },
       [this](uint64_t job_id, ControlServer::Sink sink) { wait(job_id, std::move(sink)); },
-      [this](const std::string& kind) { metrics_.error(kind); }});
+      [this](const std::string& kind) { metrics_.error(kind); }};
 }
 
 wire::NodeHello Daemon::base_hello() const {
@@ -276,7 +280,7 @@ void Daemon::shutdown() {
       }
     }
   }
-  fail_forwarded("node " + std::to_string(config_.node_rank) + " is shutting down");
+  fail_relayed("node " + std::to_string(config_.node_rank) + " is shutting down");
   if (control_) control_->stop();
   teardown(why);
 }

@@ -72,7 +72,6 @@ class Daemon {
   void teardown(const std::string& why);
   void read_from_node(Link& link, uint64_t epoch);
   void read_from_root(Link& link, uint64_t epoch);
-  void handle_forward(int node, const wire::SubmitForward& forward);
   // Sends to node n's link (the root) or the root's (a member); throws PeerError when there
   // is none.
   void send_to(int node, const wire::ControlMessage& message);
@@ -89,14 +88,26 @@ class Daemon {
   // Returns what cancels the job should its client leave before the result.
   ControlServer::Abandon submit(const wire::JobSpec& spec, ControlServer::Sink sink);
   void wait(uint64_t job_id, ControlServer::Sink sink);
-  // The root: a job forwarded by `node` as `request` whose client left.
-  void abandon_forwarded(int node, uint64_t request);
   // The root fills what a job left to the cluster's configuration (the barrier algorithm).
   wire::JobSpec with_defaults(wire::JobSpec spec) const;
   wire::JobRecord cancel(uint64_t job_id);
   wire::JobRecord job(uint64_t job_id, bool trace);
-  // A member: the root is gone; its forwarded jobs fail with `why`.
-  void fail_forwarded(const std::string& why);
+  // What the control port and relayed requests are served by.
+  ControlServer::Handlers client_handlers();
+
+  // Requests relayed between a member and the root (daemon_relay.cpp).
+  // A member: sends `request` to the root; its answers go to `sink`. Returns what gives the
+  // request up should its client leave first.
+  ControlServer::Abandon relay_to_root(const wire::ClientRequest& request,
+                                       ControlServer::Sink sink);
+  // A member: an answer from the root to a relayed request.
+  void answer_relayed(const wire::RelayResponse& relayed);
+  // A member: the root is gone; every relayed request still waiting fails with `why`.
+  void fail_relayed(const std::string& why);
+  // The root: serves a request `node` relayed, answering over its link.
+  void serve_relayed(int node, const wire::RelayRequest& relay);
+  // The root: the client of a request `node` relayed left.
+  void abandon_relayed(int node, uint64_t request_id);
 
   // Status (daemon_status.cpp).
   wire::StatusReply status();
@@ -150,11 +161,12 @@ class Daemon {
   std::unique_ptr<NodeAgent> agent_;
   std::vector<std::thread> link_threads_;
 
-  std::mutex forward_mutex_;
+  std::mutex relay_mutex_;
   uint64_t next_request_ = 1;
-  std::map<uint64_t, ControlServer::Sink> forwarded_;  // a member: submissions at the root
-  // Root: (node, request) -> job id of forwarded jobs not finished.
-  std::map<std::pair<int, uint64_t>, uint64_t> forwarded_jobs_;
+  std::map<uint64_t, ControlServer::Sink> relaying_;  // a member: requests at the root
+  // The root: relayed requests not answered last yet, with what gives each up (empty while
+  // it is being served, or for a request with nothing to give up).
+  std::map<std::pair<int, uint64_t>, ControlServer::Abandon> relayed_;
 };
 
 }  // namespace symmesh

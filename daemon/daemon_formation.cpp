@@ -444,8 +444,8 @@ void Daemon::lost(int node, uint64_t epoch, const std::string& why) {
   node_->doorbell().abort("node " + std::to_string(node) + " is down: " + why);
   apply(membership_.lost(node, why, Clock::now()));
   if (node == 0 && !is_root()) {
-    fail_forwarded("lost the connection to the root (node 0 at " + config_.bootstrap.str() +
-                   "): " + why);
+    fail_relayed("lost the connection to the root (node 0 at " + config_.bootstrap.str() +
+                 "): " + why);
   }
 }
 
@@ -468,9 +468,9 @@ void Daemon::read_from_node(Link& link, uint64_t epoch) {
         ready_nodes_.insert(n);
         changed_.notify_all();
       } else if (message.has_abandon()) {
-        abandon_forwarded(n, message.abandon().request_id());
-      } else if (message.has_forward()) {
-        handle_forward(n, message.forward());
+        abandon_relayed(n, message.abandon().request_id());
+      } else if (message.has_relay()) {
+        serve_relayed(n, message.relay());
       } else if (message.has_reform()) {
         spdlog::warn("node 0: node {} asks to re-form: {}", n, message.reform().why());
         std::lock_guard lock(mutex_);
@@ -502,25 +502,8 @@ void Daemon::read_from_root(Link& link, uint64_t epoch) {
         std::lock_guard lock(mutex_);
         cluster_started_ = true;
         changed_.notify_all();
-      } else if (message.has_started() || message.has_finished()) {
-        const uint64_t request = message.has_started() ? message.started().request_id()
-                                                       : message.finished().request_id();
-        ControlServer::Sink sink;
-        {
-          std::lock_guard lock(forward_mutex_);
-          auto it = forwarded_.find(request);
-          if (it == forwarded_.end()) continue;
-          sink = it->second;
-          if (message.has_finished()) forwarded_.erase(it);
-        }
-        wire::ClientResponse response;
-        if (message.has_started()) {
-          *response.mutable_event() = message.started().event();
-          response.mutable_event()->set_job_id(message.started().job_id());
-        } else {
-          *response.mutable_result() = message.finished().result();
-        }
-        sink(response);
+      } else if (message.has_relayed()) {
+        answer_relayed(message.relayed());
       } else if (message.has_reform()) {
         spdlog::info("node {}: the root re-forms the cluster: {}", config_.node_rank,
                      message.reform().why());
@@ -534,42 +517,6 @@ void Daemon::read_from_root(Link& link, uint64_t epoch) {
     }
   } catch (const std::exception& e) {
     lost(0, epoch, e.what());
-  }
-}
-
-void Daemon::handle_forward(int node, const wire::SubmitForward& forward) {
-  const uint64_t request = forward.request_id();
-  auto reply_to_node = [this, node, request](const wire::ClientResponse& response) {
-    wire::ControlMessage reply;
-    {
-      std::lock_guard lock(forward_mutex_);
-      if (response.has_event() && response.event().state() == "queued") {
-        forwarded_jobs_[{node, request}] = response.event().job_id();
-      } else if (!response.has_event()) {
-        forwarded_jobs_.erase({node, request});
-      }
-    }
-    if (response.has_event()) {
-      reply.mutable_started()->set_request_id(request);
-      reply.mutable_started()->set_job_id(response.event().job_id());
-      *reply.mutable_started()->mutable_event() = response.event();
-    } else {
-      reply.mutable_finished()->set_request_id(request);
-      *reply.mutable_finished()->mutable_result() = response.result();
-    }
-    send_to(node, reply);  // queued: never blocks the coordinator
-  };
-  try {
-    coordinator_->submit(with_defaults(forward.spec()), reply_to_node);
-  } catch (const std::exception& e) {
-    wire::ClientResponse refused;
-    refused.mutable_result()->set_ok(false);
-    refused.mutable_result()->set_error(e.what());
-    try {
-      reply_to_node(refused);
-    } catch (const std::exception&) {
-      // The node is gone: it fails its client itself.
-    }
   }
 }
 

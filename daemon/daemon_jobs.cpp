@@ -1,5 +1,5 @@
 // Jobs as the control port hands them in: checked here, then queued at the root's
-// coordinator (directly on node 0, forwarded over the link elsewhere).
+// coordinator (directly on node 0, relayed over the link elsewhere).
 #include <spdlog/spdlog.h>
 
 #include "common/errors.h"
@@ -44,61 +44,9 @@ ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::
       }
     };
   }
-  uint64_t request = 0;
-  {
-    std::lock_guard lock(forward_mutex_);
-    request = next_request_++;
-    forwarded_[request] = std::move(sink);
-  }
-  wire::ControlMessage forward;
-  forward.mutable_forward()->set_request_id(request);
-  *forward.mutable_forward()->mutable_spec() = spec;
-  try {
-    send_to(0, forward);
-  } catch (const std::exception&) {
-    std::lock_guard lock(forward_mutex_);
-    forwarded_.erase(request);
-    throw;
-  }
-  return [this, request] {
-    {
-      std::lock_guard lock(forward_mutex_);
-      if (!forwarded_.erase(request)) return;  // it ended meanwhile
-    }
-    wire::ControlMessage abandon;
-    abandon.mutable_abandon()->set_request_id(request);
-    send_to(0, abandon);
-  };
-}
-
-void Daemon::fail_forwarded(const std::string& why) {
-  std::map<uint64_t, ControlServer::Sink> orphans;
-  {
-    std::lock_guard lock(forward_mutex_);
-    orphans.swap(forwarded_);
-  }
-  for (auto& [request, sink] : orphans) {
-    wire::ClientResponse response;
-    response.set_error(why);
-    response.set_refusal(wire::REFUSAL_UNAVAILABLE);
-    sink(response);
-  }
-}
-
-void Daemon::abandon_forwarded(int node, uint64_t request) {
-  uint64_t job_id = 0;
-  {
-    std::lock_guard lock(forward_mutex_);
-    auto it = forwarded_jobs_.find({node, request});
-    if (it == forwarded_jobs_.end()) return;  // it ended meanwhile
-    job_id = it->second;
-  }
-  spdlog::info("job {}: its client (at node {}) left: cancelling it", job_id, node);
-  try {
-    coordinator_->cancel(job_id, "its client left");
-  } catch (const InvalidArgument&) {
-    // It ended meanwhile.
-  }
+  wire::ClientRequest request;
+  *request.mutable_submit() = spec;
+  return relay_to_root(request, std::move(sink));
 }
 
 void Daemon::wait(uint64_t job_id, ControlServer::Sink sink) {

@@ -57,6 +57,11 @@ bool serving(const wire::StatusReply& status) {
 }
 
 void next_job_verifies(TestCluster& cluster, int via_node, uint64_t bytes) {
+  // The root serving does not mean `via_node` already is: it takes the root's start after.
+  EXPECT_TRUE(wait_for_status(
+      cluster, via_node, [](const wire::StatusReply& s) { return s.state() == "ready"; },
+      std::chrono::seconds(15)))
+      << cluster.daemon(via_node).log();
   const auto result =
       cluster.run(collective_job("allreduce", bytes, "f32", "ring", 2, true), via_node);
   EXPECT_TRUE(result.ok()) << result.error();
