@@ -15,8 +15,9 @@
 
 namespace symmesh {
 
-// Version 2: the directional, identity-bound handshake. Version 1 peers are refused.
-inline constexpr uint32_t kProtocolVersion = 2;
+// Version 3: requests relayed from a member to the root as the client's own messages.
+// Version 2 brought the directional, identity-bound handshake. Other versions are refused.
+inline constexpr uint32_t kProtocolVersion = 3;
 // Frames before authentication: a hello, a proof or a result is well under this.
 inline constexpr uint32_t kMaxHandshakeFrame = 4096;
 inline constexpr auto kHandshakeTimeout = std::chrono::seconds(5);

@@ -28,13 +28,13 @@ framed DataHeader 'kind: PUT offset: 4096 length: 64 src_pe: 1' >"$out/frame/put
 framed DataHeader 'kind: PUT offset: 18446744073709551615 length: 2' >"$out/frame/wrap"
 
 nonce='nonce: "0123456789abcdef0123456789abcdef"'
-{ framed AuthHello "protocol_version: 2 role: ROLE_CONTROL $nonce"
+{ framed AuthHello "protocol_version: 3 role: ROLE_CONTROL $nonce"
   framed AuthProof 'mac: "0123456789abcdef0123456789abcdef"'
-  framed AuthHello "protocol_version: 2 role: ROLE_CONTROL node_rank: 0 incarnation: 1 $nonce"
+  framed AuthHello "protocol_version: 3 role: ROLE_CONTROL node_rank: 0 incarnation: 1 $nonce"
   framed AuthResult 'ok: true mac: "0123456789abcdef0123456789abcdef"'
-  framed NodeHello 'protocol_version: 2 node_rank: 1 nodes: 4 ranks_per_node: 2 heap_size: 1048576 tcp_connections: 2'
+  framed NodeHello 'protocol_version: 3 node_rank: 1 nodes: 4 ranks_per_node: 2 heap_size: 1048576 tcp_connections: 2'
 } >"$out/handshake/full"
-framed AuthHello "protocol_version: 1 $nonce" >"$out/handshake/old-version"
+framed AuthHello "protocol_version: 2 $nonce" >"$out/handshake/old-version"
 
 encode ClientRequest 'status {}' >"$out/control_request/status"
 encode ClientRequest 'submit { collective { op: "allreduce" bytes: 4096 dtype: "f32" algo: "ring" iters: 2 verify: true } }' >"$out/control_request/collective"

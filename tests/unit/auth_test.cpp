@@ -106,21 +106,23 @@ std::future<std::string> server_error(BlockingChannel& channel, Deadline deadlin
   });
 }
 
-// A version 1 peer sends its hello first, as version 2 does: the answer names both versions
+// An older peer sends its hello first, as this version does: the answer names both versions
 // and carries no nonce and nothing derived from the secret.
 TEST(Auth, AnOlderVersionIsRefusedNamingBothVersions) {
   Pair pair = connected_pair();
   const auto deadline = deadline_after(std::chrono::seconds(10));
   auto server = server_error(*pair.server, deadline);
   wire::AuthHello old;
-  old.set_protocol_version(1);
+  old.set_protocol_version(kProtocolVersion - 1);
   old.set_nonce(std::string(32, 'x'));
   pair.client->write(old, deadline);
   wire::AuthHello answer;
   pair.client->read(answer, deadline);
   EXPECT_EQ(answer.protocol_version(), kProtocolVersion);
   EXPECT_TRUE(answer.nonce().empty());
-  EXPECT_NE(answer.refusal().find("speaks 2, the peer 1"), std::string::npos) << answer.refusal();
+  const std::string skew = "speaks " + std::to_string(kProtocolVersion) + ", the peer " +
+                           std::to_string(kProtocolVersion - 1);
+  EXPECT_NE(answer.refusal().find(skew), std::string::npos) << answer.refusal();
   EXPECT_NE(server.get().find("protocol version mismatch"), std::string::npos);
 }
 

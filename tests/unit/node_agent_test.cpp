@@ -26,6 +26,18 @@ wire::JobSpec barrier_spec(uint32_t iters) {
   return spec;
 }
 
+// Long enough that only an ABORT ends it: 100000 all-reduces of 8 MiB (minutes here).
+wire::JobSpec endless_spec() {
+  wire::JobSpec spec;
+  auto* job = spec.mutable_collective();
+  job->set_op("allreduce");
+  job->set_bytes(8 << 20);
+  job->set_dtype("f32");
+  job->set_algo("ring");
+  job->set_iters(100000);
+  return spec;
+}
+
 wire::JobCommand command(uint64_t job, wire::JobPhase phase, wire::JobSpec spec = {}) {
   wire::JobCommand out;
   out.set_job_id(job);
@@ -91,7 +103,7 @@ class AgentHarness {
   static NodeConfig config(int ranks) {
     NodeConfig c;
     c.ranks_per_node = ranks;
-    c.heap_size = size_t(ranks) * (16 << 20);
+    c.heap_size = size_t(ranks) * (64 << 20);
     c.wait_timeout = std::chrono::seconds(30);
     return c;
   }
@@ -147,7 +159,7 @@ TEST(NodeAgent, AnAbortThatOvertakesItsRunEndsItAtOnce) {
   auto abort = command(5, wire::ABORT);
   abort.set_reason("cancelled by the client");
   harness.agent().handle(abort);
-  harness.agent().handle(command(5, wire::RUN, barrier_spec(100000)));
+  harness.agent().handle(command(5, wire::RUN, endless_spec()));
   const auto report = harness.report(5, wire::RUN);
   EXPECT_FALSE(report.ok());
   EXPECT_NE(report.error().find("cancelled by the client"), std::string::npos) << report.error();
@@ -156,7 +168,7 @@ TEST(NodeAgent, AnAbortThatOvertakesItsRunEndsItAtOnce) {
 
 TEST(NodeAgent, AnAbortMidJobWakesEveryPeAndTheNextJobRuns) {
   AgentHarness harness(2);
-  harness.agent().handle(command(7, wire::RUN, barrier_spec(100000)));
+  harness.agent().handle(command(7, wire::RUN, endless_spec()));
   // Wait (bounded) until the job is under way: PE 0 counts its iterations.
   const auto started_by = Clock::now() + kReportDeadline;
   while (harness.progress().done.load() == 0 && Clock::now() < started_by) {
