@@ -38,6 +38,8 @@ class FakeCluster {
         coordinator_(nodes, 1, std::chrono::milliseconds(2000),
                      [this](int node, const wire::ControlMessage& message) {
                        std::lock_guard lock(mutex_);
+                       // Seen when sent, so a test reads every command the job ever sent.
+                       seen_[node].push_back(message.command().phase());
                        inbox_.emplace_back(node, message.command());
                        changed_.notify_all();
                      }),
@@ -76,7 +78,6 @@ class FakeCluster {
       if (stopping_) return;
       auto [node, command] = inbox_.front();
       inbox_.pop_front();
-      seen_[node].push_back(command.phase());
       lock.unlock();
       if (command.phase() != wire::ABORT) {
         if (auto report = script_(node, command)) coordinator_.on_report(*report);
