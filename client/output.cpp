@@ -9,44 +9,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "client/submit/submit_kind.h"
 #include "common/errors.h"
 #include "common/units.h"
 #include "wire/chrome_trace.h"
 #include "wire/json.h"
 
 namespace symmesh {
-
-namespace {
-
-void print_matmul(const wire::JobResult& result) {
-  const wire::MatmulFigures& f = result.matmul();
-  std::printf("job %llu  %s %s  %u nodes x %u PEs  mode %s  %u iters (medians)\n",
-              static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
-              result.dtype().c_str(), result.nodes(), result.pes() / std::max(1u, result.nodes()),
-              f.mode().c_str(), result.iters());
-  std::printf("  gemm        %s\n", f.gemm_path().c_str());
-  std::printf("  compute     %10.3f ms  (%.1f GFLOP/s per PE)\n", f.compute_s() * 1e3,
-              f.compute_gflops());
-  std::printf("  comm        %10.3f ms  (%.3f ms of CPU per node)\n", f.comm_s() * 1e3,
-              f.comm_cpu_s() * 1e3);
-  std::printf("  sequential  %10.3f ms\n", f.sequential_s() * 1e3);
-  if (f.pipelined()) {
-    std::printf("  pipelined   %10.3f ms  speedup %.3fx  saved %.3f ms  overlap %.1f%%\n",
-                f.pipelined_s() * 1e3, f.speedup(), f.time_saved_s() * 1e3,
-                f.overlap_efficiency() * 100);
-    std::printf("  fused GEMM  %10.3f ms  (%.1f GFLOP/s, %.2fx the standalone time)\n",
-                f.fused_compute_s() * 1e3, f.fused_gemm_gflops(), f.compute_slowdown());
-  }
-  std::printf("  wire        %s per PE, %.3f GB/s   %s\n", format_bytes(f.wire_bytes()).c_str(),
-              f.wire_gbps(), f.deterministic() ? "deterministic" : "NOT DETERMINISTIC");
-  if (result.verify_requested()) {
-    std::printf("  %s  max abs err %g, rel %g, tolerance %g\n",
-                result.verified() ? "verified" : "NOT VERIFIED", result.max_abs_err(),
-                f.max_rel_err(), f.tolerance());
-  }
-}
-
-}  // namespace
 
 void print_error_json(const std::string& error) {
   std::cout << nlohmann::json{{"status", "error"}, {"error", error}}.dump() << "\n";
@@ -96,55 +65,13 @@ void print_result(const wire::JobResult& result, bool json) {
                  static_cast<unsigned long long>(result.job_id()), result.error().c_str());
     return;
   }
-  if (result.kind() == "barrier") {
-    std::printf(
-        "job %llu  barrier %-13s %u nodes x %u PEs  %u iters  median %.1f us  p99 %.1f us\n",
-        static_cast<unsigned long long>(result.job_id()), result.algo().c_str(), result.nodes(),
-        result.pes() / std::max(1u, result.nodes()), result.iters(), result.p50_us(),
-        result.p99_us());
-    return;
+  for (const auto& kind : submit_kinds()) {
+    if (kind.name == result.kind() && kind.print) return kind.print(result);
   }
-  if (result.kind() == "matmul") {
-    print_matmul(result);
-    return;
-  }
-  if (result.kind() == "dispatch" || result.kind() == "combine") {
-    const wire::MoeFigures& f = result.moe();
-    std::printf(
-        "job %llu  %s %s  %u nodes x %u PEs  %u iters  median %.3f ms  %.0f tokens/s  "
-        "%.3f GB/s  inter-node %s (flat %s)  %s",
-        static_cast<unsigned long long>(result.job_id()), result.kind().c_str(),
-        result.algo().c_str(), result.nodes(), result.pes() / std::max(1u, result.nodes()),
-        result.iters(), result.median_s() * 1e3, f.tokens_per_s(), f.algbw_gbps(),
-        format_bytes(uint64_t(f.inter_node_bytes())).c_str(),
-        format_bytes(uint64_t(f.flat_inter_node_bytes())).c_str(),
-        f.deterministic() ? "deterministic" : "NOT DETERMINISTIC");
-    if (result.verify_requested()) {
-      std::printf("  %s (max abs err %g)", result.verified() ? "verified" : "NOT VERIFIED",
-                  result.max_abs_err());
-    }
-    std::printf("\n");
-    return;
-  }
-  if (result.kind() == "transport") {
-    std::printf("job %llu  %s %s over %s  %u iters  median %.1f us  p99 %.1f us  %.3f GB/s\n",
-                static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
-                format_bytes(result.bytes()).c_str(), result.transport().c_str(), result.iters(),
-                result.p50_us(), result.p99_us(), result.algbw_gbps());
-    return;
-  }
-  std::printf(
-      "job %llu  %s %s %s (%s)  %u PEs  %u iters  median %.3f ms  algbw %.2f GB/s  "
-      "busbw %.2f GB/s",
-      static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
-      format_bytes(result.bytes()).c_str(), result.dtype().c_str(), result.algo().c_str(),
-      result.pes(), result.iters(), result.median_s() * 1e3, result.algbw_gbps(),
-      result.busbw_gbps());
-  if (result.verify_requested()) {
-    std::printf("  %s (max abs err %g)", result.verified() ? "verified" : "NOT VERIFIED",
-                result.max_abs_err());
-  }
-  std::printf("\n");
+  // A kind this CLI does not know (a newer daemon's): its figures are in --json.
+  std::printf("job %llu  %s  %u PEs  %u iters  median %.3f ms%s\n",
+              static_cast<unsigned long long>(result.job_id()), result.kind().c_str(), result.pes(),
+              result.iters(), result.median_s() * 1e3, verification(result).c_str());
 }
 
 namespace {

@@ -1,5 +1,8 @@
 // symmesh submit collective: a collective's time and bandwidth.
+#include <cstdio>
+
 #include "client/submit/submit_kind.h"
+#include "common/units.h"
 
 namespace symmesh {
 
@@ -7,40 +10,50 @@ SubmitKind collective_kind() {
   return {.name = "collective",
           .help = "a collective's time and bandwidth",
           .message = "collective",
-          .options = {
-              {.flag = "--op",
-               .field = "op",
-               .help = "the collective",
-               .accepts = one_of({"allreduce", "reduce-scatter", "allgather", "alltoall"}),
-               .required = true},
-              {.flag = "--bytes",
-               .field = "bytes",
-               .help = "each PE's input (KiB, MiB, GiB suffixes)",
-               .required = true,
-               .size = true},
-              {.flag = "--dtype",
-               .field = "dtype",
-               .help = "element type",
-               .fallback = "f32",
-               .accepts = one_of({"f32", "bf16", "f16"})},
-              {.flag = "--algo",
-               .field = "algo",
-               .help = "ring, hier (or direct for alltoall); auto picks",
-               .fallback = "auto",
-               .accepts = one_of({"auto", "ring", "hier", "direct"})},
-              {.flag = "--reduce",
-               .field = "reduce",
-               .help = "reduction (max: allreduce only)",
-               .fallback = "sum",
-               .accepts = one_of({"sum", "max"})},
-              {.flag = "--iters",
-               .field = "iters",
-               .help = "timed calls (1..100000)",
-               .fallback = "20",
-               .accepts = in_range(1, 100000)},
-              {.flag = "--verify",
-               .field = "verify",
-               .help = "check every PE's output against the reference"},
+          .options =
+              {
+                  {.flag = "--op",
+                   .field = "op",
+                   .help = "the collective",
+                   .accepts = one_of({"allreduce", "reduce-scatter", "allgather", "alltoall"}),
+                   .required = true},
+                  {.flag = "--bytes",
+                   .field = "bytes",
+                   .help = "each PE's input (KiB, MiB, GiB suffixes)",
+                   .required = true,
+                   .size = true},
+                  {.flag = "--dtype",
+                   .field = "dtype",
+                   .help = "element type",
+                   .fallback = "f32",
+                   .accepts = one_of({"f32", "bf16", "f16"})},
+                  {.flag = "--algo",
+                   .field = "algo",
+                   .help = "ring, hier (or direct for alltoall); auto picks",
+                   .fallback = "auto",
+                   .accepts = one_of({"auto", "ring", "hier", "direct"})},
+                  {.flag = "--reduce",
+                   .field = "reduce",
+                   .help = "reduction (max: allreduce only)",
+                   .fallback = "sum",
+                   .accepts = one_of({"sum", "max"})},
+                  {.flag = "--iters",
+                   .field = "iters",
+                   .help = "timed calls (1..100000)",
+                   .fallback = "20",
+                   .accepts = in_range(1, 100000)},
+                  {.flag = "--verify",
+                   .field = "verify",
+                   .help = "check every PE's output against the reference"},
+              },
+          .print = [](const wire::JobResult& result) {
+            std::printf(
+                "job %llu  %s %s %s (%s)  %u PEs  %u iters  median %.3f ms  algbw %.2f GB/s  "
+                "busbw %.2f GB/s%s\n",
+                static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
+                format_bytes(result.bytes()).c_str(), result.dtype().c_str(), result.algo().c_str(),
+                result.pes(), result.iters(), result.median_s() * 1e3, result.algbw_gbps(),
+                result.busbw_gbps(), verification(result).c_str());
           }};
 }
 

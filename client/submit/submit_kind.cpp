@@ -1,5 +1,8 @@
 #include "client/submit/submit_kind.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "common/errors.h"
 #include "common/units.h"
 
@@ -49,6 +52,19 @@ void set_field(google::protobuf::Message& message, const JobOption& row, const s
 std::vector<SubmitKind> submit_kinds() {
   return {barrier_kind(), collective_kind(),    transport_kind(),
           matmul_kind(),  moe_kind("dispatch"), moe_kind("combine")};
+}
+
+std::string verification(const wire::JobResult& result) {
+  if (!result.verify_requested()) return "";
+  char text[96];
+  std::snprintf(text, sizeof(text), "  %s (max abs err %g)",
+                result.verified() ? "verified" : "NOT VERIFIED", result.max_abs_err());
+  return text;
+}
+
+std::string shape_text(const wire::JobResult& result) {
+  return std::to_string(result.nodes()) + " nodes x " +
+         std::to_string(result.pes() / std::max(1u, result.nodes())) + " PEs";
 }
 
 CLI::Validator one_of(std::vector<std::string> choices) {

@@ -1,11 +1,13 @@
 // A kind of job as `symmesh submit KIND` offers it: its options as rows of a table (flag, the
-// field of the job message it sets, help, default, what it accepts), one file per kind.
+// field of the job message it sets, help, default, what it accepts), and how its result reads
+// for people; one file per kind.
 // Values reach the message by protobuf reflection, so a row is all a new option needs, and
 // adding a kind is one table and one line in submit_kinds().
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +34,8 @@ struct SubmitKind {
   std::map<std::string, std::string> fixed =
       {};  // fields the kind sets itself ({"op", "dispatch"})
   std::vector<JobOption> options = {};
+  // Prints a successful result of this kind for people (--json is the same for every kind).
+  std::function<void(const wire::JobResult&)> print = nullptr;
 };
 
 // Every kind, in the order `symmesh submit --help` lists them (one file each).
@@ -41,6 +45,11 @@ SubmitKind collective_kind();
 SubmitKind transport_kind();
 SubmitKind matmul_kind();
 SubmitKind moe_kind(const std::string& op);  // dispatch or combine
+
+// "  verified (max abs err E)" or "  NOT VERIFIED (...)" when the job asked to verify; else "".
+std::string verification(const wire::JobResult& result);
+// "2 nodes x 4 PEs"
+std::string shape_text(const wire::JobResult& result);
 
 // What rows accept.
 CLI::Validator one_of(std::vector<std::string> choices);

@@ -1,5 +1,8 @@
 // symmesh submit transport: put bandwidth or put_signal latency between two nodes.
+#include <cstdio>
+
 #include "client/submit/submit_kind.h"
+#include "common/units.h"
 
 namespace symmesh {
 
@@ -7,27 +10,35 @@ SubmitKind transport_kind() {
   return {.name = "transport",
           .help = "put bandwidth or put_signal latency between PE 0 and node 1's first PE",
           .message = "transport",
-          .options = {
-              {.flag = "--op",
-               .field = "op",
-               .help = "what to measure",
-               .accepts = one_of({"put-bw", "put-signal-lat"}),
-               .required = true},
-              {.flag = "--bytes",
-               .field = "bytes",
-               .help = "bytes per put (KiB, MiB suffixes)",
-               .fallback = "8",
-               .size = true},
-              {.flag = "--window",
-               .field = "window",
-               .help = "put-bw: puts per timed iteration (1..4096)",
-               .fallback = "64",
-               .accepts = in_range(1, 4096)},
-              {.flag = "--iters",
-               .field = "iters",
-               .help = "timed iterations (1..100000)",
-               .fallback = "100",
-               .accepts = in_range(1, 100000)},
+          .options =
+              {
+                  {.flag = "--op",
+                   .field = "op",
+                   .help = "what to measure",
+                   .accepts = one_of({"put-bw", "put-signal-lat"}),
+                   .required = true},
+                  {.flag = "--bytes",
+                   .field = "bytes",
+                   .help = "bytes per put (KiB, MiB suffixes)",
+                   .fallback = "8",
+                   .size = true},
+                  {.flag = "--window",
+                   .field = "window",
+                   .help = "put-bw: puts per timed iteration (1..4096)",
+                   .fallback = "64",
+                   .accepts = in_range(1, 4096)},
+                  {.flag = "--iters",
+                   .field = "iters",
+                   .help = "timed iterations (1..100000)",
+                   .fallback = "100",
+                   .accepts = in_range(1, 100000)},
+              },
+          .print = [](const wire::JobResult& result) {
+            std::printf(
+                "job %llu  %s %s over %s  %u iters  median %.1f us  p99 %.1f us  %.3f GB/s\n",
+                static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
+                format_bytes(result.bytes()).c_str(), result.transport().c_str(), result.iters(),
+                result.p50_us(), result.p99_us(), result.algbw_gbps());
           }};
 }
 
