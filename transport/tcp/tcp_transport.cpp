@@ -244,26 +244,35 @@ std::pair<uint64_t, std::shared_ptr<TcpTransport::Pending>> TcpTransport::regist
   return {token, pending};
 }
 
-void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
-  traffic_.sent(node, 0);  // the data comes back as a received GET_REPLY
-  fence(src_pe);           // after earlier stripes, as put does
+std::shared_ptr<TcpTransport::Pending> TcpTransport::round_trip(int src_pe, int node,
+                                                                wire::DataHeader header,
+                                                                size_t reply_bytes,
+                                                                const std::string& what) {
   auto [token, pending] = register_pending(node);
-  pending->data.resize(length);
-  wire::DataHeader header;
-  header.set_kind(wire::GET_REQUEST);
+  pending->data.resize(reply_bytes);
   header.set_src_pe(static_cast<uint32_t>(src_pe));
-  header.set_offset(offset);
-  header.set_length(length);
   header.set_token(token);
   try {
     connection(node, home_connection(src_pe))->send(make_frame(header));
-    wait_for(*pending->completion, Clock::now() + options_.op_timeout,
-             "get of " + std::to_string(length) + " bytes from " + describe_node(node));
+    wait_for(*pending->completion, Clock::now() + options_.op_timeout, what);
   } catch (...) {
     std::lock_guard lock(pending_mutex_);
     pending_.erase(token);
     throw;
   }
+  return pending;
+}
+
+void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
+  traffic_.sent(node, 0);  // the data comes back as a received GET_REPLY
+  fence(src_pe);           // after earlier stripes, as put does
+  wire::DataHeader header;
+  header.set_kind(wire::GET_REQUEST);
+  header.set_offset(offset);
+  header.set_length(length);
+  const auto pending =
+      round_trip(src_pe, node, header, length,
+                 "get of " + std::to_string(length) + " bytes from " + describe_node(node));
   if (length > 0) std::memcpy(out, pending->data.data(), length);
 }
 
@@ -283,23 +292,13 @@ void TcpTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t va
 uint64_t TcpTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   traffic_.sent(node, 8);
   fence(src_pe);  // after earlier stripes, as put does
-  auto [token, pending] = register_pending(node);
   wire::DataHeader header;
   header.set_kind(wire::FETCH_ADD);
-  header.set_src_pe(static_cast<uint32_t>(src_pe));
   header.set_offset(offset);
   header.set_value(value);
-  header.set_token(token);
-  try {
-    connection(node, home_connection(src_pe))->send(make_frame(header));
-    wait_for(*pending->completion, Clock::now() + options_.op_timeout,
-             "fetch-add at offset " + std::to_string(offset) + " of " + describe_node(node));
-  } catch (...) {
-    std::lock_guard lock(pending_mutex_);
-    pending_.erase(token);
-    throw;
-  }
-  return pending->value;
+  return round_trip(src_pe, node, header, 0,
+                    "fetch-add at offset " + std::to_string(offset) + " of " + describe_node(node))
+      ->value;
 }
 
 void TcpTransport::send_flushes(const std::vector<std::pair<int, uint32_t>>& targets, int src_pe,

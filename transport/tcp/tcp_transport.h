@@ -97,6 +97,10 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   PeState& pe_state(int src_pe);
   // Registers a reply-carrying request; the caller sends it and waits.
   std::pair<uint64_t, std::shared_ptr<Pending>> register_pending(int node);
+  // Sends `header` (a GET_REQUEST or FETCH_ADD) on the PE's home connection and waits for its
+  // reply (of `reply_bytes` payload bytes); `what` names it in a timeout.
+  std::shared_ptr<Pending> round_trip(int src_pe, int node, wire::DataHeader header,
+                                      size_t reply_bytes, const std::string& what);
   void wait_for(const Completion& completion, Deadline deadline, const std::string& what);
   void reply(TcpPair& to, wire::DataHeader header, const void* payload, size_t length);
   void send_flushes(const std::vector<std::pair<int, uint32_t>>& targets, int src_pe,
