@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Before and after a change: the same jobs on two builds of symmesh, on this machine, in one
+# invocation. Each build gets its own local cluster (2 nodes x 2 ranks over tcp); the jobs
+# alternate between the two clusters round by round, so both builds see the same noise. For
+# each job it prints the median over ROUNDS (default 5) of the job's own median, for both
+# builds, and after/before (for a time, above 1 is slower; for a bandwidth, below 1 is).
+#   bench/regression.sh BEFORE_BIN_DIR AFTER_BIN_DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+before=${1:?usage: regression.sh BEFORE_BIN_DIR AFTER_BIN_DIR}
+after=${2:?usage: regression.sh BEFORE_BIN_DIR AFTER_BIN_DIR}
+rounds=${ROUNDS:-5}
+port=${SYMMESH_BENCH_PORT:-7700}
+
+start() {  # BIN_DIR PORT -> the cluster's environment, as local-cluster.sh prints it
+  SYMMESH_BIN=$1 deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 --base-port "$2" \
+    --heap-size 1GiB
+}
+env_before=$(start "$before" "$port")
+env_after=$(start "$after" "$((port + 10))")
+dir_of() { sed -n 's/^export SYMMESH_CLUSTER_DIR=//p' <<<"$1"; }
+results=$(mktemp)
+trap 'deploy/local-cluster.sh down --dir "$(dir_of "$env_before")" >/dev/null
+      deploy/local-cluster.sh down --dir "$(dir_of "$env_after")" >/dev/null
+      rm -f "$results"' EXIT
+
+# name | figure (a key of the --json result) | submit arguments
+jobs=(
+  "barrier dissemination|p50_us|barrier --algo dissemination --iters 2000"
+  "allreduce 64 KiB ring|median_s|collective --op allreduce --bytes 64KiB --algo ring --iters 50"
+  "allreduce 16 MiB hier|median_s|collective --op allreduce --bytes 16MiB --algo hier --iters 10"
+  "alltoall 4 MiB|median_s|collective --op alltoall --bytes 4MiB --iters 10"
+  "put-bw 1 MiB|gbps|transport --op put-bw --bytes 1MiB --window 16 --iters 20"
+  "put-signal-lat 8 B|p50_us|transport --op put-signal-lat --bytes 8 --iters 2000"
+  "gemm-allreduce 2048x2048x1024 fused|pipelined_s|matmul --op gemm-allreduce --m 2048 --k 2048 --n 1024 --mode fused --iters 3"
+  "matmul-reduce-scatter 2048x2048x1024 fused|pipelined_s|matmul --op matmul-reduce-scatter --m 2048 --k 2048 --n 1024 --mode fused --iters 3"
+  "combine 1024 tokens hier|median_s|combine --tokens 1024 --hidden 2048 --topk 4 --experts 16 --iters 3"
+)
+
+run() {  # ENV BIN_DIR ARGS -> the figure
+  local figure=$3
+  (eval "$1" && read -ra args <<<"$4" && "$2/symmesh" --json submit "${args[@]}") |
+    python3 -c "import json,sys; r=json.load(sys.stdin); print(r['$figure'] if r['status']=='ok' else 'error: '+r['error'])"
+}
+
+for ((round = 0; round < rounds; ++round)); do
+  for job in "${jobs[@]}"; do
+    IFS='|' read -r name figure args <<<"$job"
+    echo "$name|before|$(run "$env_before" "$before" "$figure" "$args")" >>"$results"
+    echo "$name|after|$(run "$env_after" "$after" "$figure" "$args")" >>"$results"
+  done
+done
+
+echo "symmesh bench/regression.sh: $(date -u +%F), $(nproc) cores, 2 nodes x 2 ranks over tcp, medians of $rounds rounds"
+echo "before: $before"
+echo "after:  $after"
+python3 - "$results" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, build, value = line.rstrip("\n").split("|")
+    rows.setdefault(name, {}).setdefault(build, []).append(value)
+print(f"| {'job':<44} | {'before':>12} | {'after':>12} | {'after/before':>12} |")
+print(f"|{'-' * 46}|{'-' * 14}|{'-' * 14}|{'-' * 14}|")
+for name, builds in rows.items():
+    try:
+        b = statistics.median(float(v) for v in builds["before"])
+        a = statistics.median(float(v) for v in builds["after"])
+        print(f"| {name:<44} | {b:>12.6g} | {a:>12.6g} | {a / b:>12.3f} |")
+    except ValueError:
+        print(f"| {name:<44} | {builds['before'][0]:>12} | {builds['after'][0]:>12} | {'-':>12} |")
+PY
