@@ -162,7 +162,9 @@ class Daemon {
   std::vector<std::thread> link_threads_;
 
   std::mutex relay_mutex_;
-  uint64_t next_request_ = 1;
+  // Starts at the incarnation, so a restarted member's ids never meet its last life's at the
+  // root (which keys what it serves by node and id).
+  uint64_t next_request_ = incarnation_;
   std::map<uint64_t, ControlServer::Sink> relaying_;  // a member: requests at the root
   // The root: relayed requests not answered last yet, with what gives each up (empty while
   // it is being served, or for a request with nothing to give up).
