@@ -4,6 +4,7 @@
 # alternate between the two clusters round by round, so both builds see the same noise. For
 # each job it prints the median over ROUNDS (default 5) of the job's own median, for both
 # builds, and after/before (for a time, above 1 is slower; for a bandwidth, below 1 is).
+# ONLY (an extended regex over the job names) runs a subset.
 #   bench/regression.sh BEFORE_BIN_DIR AFTER_BIN_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +47,7 @@ run() {  # ENV BIN_DIR ARGS -> the figure
 for ((round = 0; round < rounds; ++round)); do
   for job in "${jobs[@]}"; do
     IFS='|' read -r name figure args <<<"$job"
+    [[ -z "${ONLY:-}" ]] || [[ "$name" =~ $ONLY ]] || continue
     echo "$name|before|$(run "$env_before" "$before" "$figure" "$args")" >>"$results"
     echo "$name|after|$(run "$env_after" "$after" "$figure" "$args")" >>"$results"
   done

@@ -16,8 +16,7 @@ std::string PeerHealth::reason(int node) const {
   return reasons_.at(size_t(node));
 }
 
-void PeerHealth::check(int node, const std::string& who) const {
-  if (up(node)) return;
+void PeerHealth::throw_down(int node, const std::string& who) const {
   throw PeerError(who + " is down: " + reason(node));
 }
 

@@ -26,8 +26,13 @@ class PeerHealth {
   bool up(int node) const { return !down_[node].load(std::memory_order_acquire); }
   // Empty while `node` is up.
   std::string reason(int node) const;
-  // Throws PeerError "<who> is down: <reason>" when `node` is down.
-  void check(int node, const std::string& who) const;
+  // Throws PeerError "<who()> is down: <reason>" when `node` is down. `who` is called only
+  // then: checks sit on every operation, and naming a peer costs an allocation.
+  template <class Who>
+  void check(int node, Who&& who) const {
+    if (!up(node)) throw_down(node, who());
+  }
+  [[noreturn]] void throw_down(int node, const std::string& who) const;
 
   // Marks `node` down. Returns true when this call took it down: the caller then calls
   // announce() once it has failed what waited on the peer. A later report replaces the

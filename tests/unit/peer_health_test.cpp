@@ -14,12 +14,12 @@ TEST(PeerHealth, APeerIsUpUntilMarkedDownAndThenNamesWhy) {
   PeerHealth health(3);
   EXPECT_TRUE(health.up(1));
   EXPECT_EQ(health.reason(1), "");
-  EXPECT_NO_THROW(health.check(1, "node 1"));
+  EXPECT_NO_THROW(health.check(1, [] { return std::string("node 1"); }));
   EXPECT_TRUE(health.mark_down(1, "closed by the peer"));
   EXPECT_FALSE(health.up(1));
   EXPECT_TRUE(health.up(2));
   try {
-    health.check(1, "node 1 (127.0.0.1:7000)");
+    health.check(1, [] { return std::string("node 1 (127.0.0.1:7000)"); });
     FAIL() << "a down peer passed the check";
   } catch (const PeerError& e) {
     EXPECT_EQ(std::string(e.what()), "node 1 (127.0.0.1:7000) is down: closed by the peer");

@@ -122,7 +122,7 @@ std::shared_ptr<TcpPair> TcpTransport::connection(int node, uint32_t index) cons
                           std::to_string(node) + " is not a peer (0.." +
                           std::to_string(nodes_ - 1) + ", not itself)");
   }
-  health_.check(node, describe_node(node));
+  health_.check(node, [&] { return describe_node(node); });
   std::lock_guard lock(mutex_);
   auto connection = connections_[node][index];
   if (!connection) throw PeerError(describe_node(node) + " is not connected");

@@ -212,7 +212,7 @@ void VerbsTransport::check_peer(int node, const QpState* draining) const {
                           std::to_string(node));
   }
   if (health_.up(node) || (draining && in_error(*draining))) return;
-  health_.check(node, "verbs: node " + std::to_string(node));
+  health_.throw_down(node, "verbs: node " + std::to_string(node));
 }
 
 void VerbsTransport::check_range(int node, uint64_t offset, uint64_t length, bool word) const {
