@@ -108,6 +108,7 @@ class Daemon {
   void serve_relayed(int node, const wire::RelayRequest& relay);
   // The root: the client of a request `node` relayed left.
   void abandon_relayed(int node, uint64_t request_id);
+  void give_up_relayed(const std::pair<int, uint64_t>& key, const ControlServer::Abandon& abandon);
 
   // Status (daemon_status.cpp).
   wire::StatusReply status();
@@ -166,9 +167,14 @@ class Daemon {
   // root (which keys what it serves by node and id).
   uint64_t next_request_ = incarnation_;
   std::map<uint64_t, ControlServer::Sink> relaying_;  // a member: requests at the root
-  // The root: relayed requests not answered last yet, with what gives each up (empty while
-  // it is being served, or for a request with nothing to give up).
-  std::map<std::pair<int, uint64_t>, ControlServer::Abandon> relayed_;
+  // The root: a relayed request not answered last yet. Its abandon is empty while it is being
+  // served (a client that leaves meanwhile marks it, and it is given up once served) or when
+  // the request has nothing to give up.
+  struct Relayed {
+    ControlServer::Abandon abandon;
+    bool client_left = false;
+  };
+  std::map<std::pair<int, uint64_t>, Relayed> relayed_;
 };
 
 }  // namespace symmesh

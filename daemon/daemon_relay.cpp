@@ -63,7 +63,7 @@ void Daemon::serve_relayed(int node, const wire::RelayRequest& relay) {
   const auto key = std::make_pair(node, relay.request_id());
   {
     std::lock_guard lock(relay_mutex_);
-    relayed_[key] = nullptr;
+    relayed_[key] = Relayed{};
   }
   // Runs on the coordinator's thread for a job's answers: send_to only queues.
   auto answer = [this, key](const wire::ClientResponse& response) {
@@ -80,8 +80,17 @@ void Daemon::serve_relayed(int node, const wire::RelayRequest& relay) {
   };
   try {
     auto abandon = serve_client_request(client_handlers(), relay.request(), answer);
-    std::lock_guard lock(relay_mutex_);
-    if (auto it = relayed_.find(key); it != relayed_.end()) it->second = std::move(abandon);
+    {
+      std::lock_guard lock(relay_mutex_);
+      auto it = relayed_.find(key);
+      if (it == relayed_.end() || !abandon) return;  // answered already, or nothing to give up
+      if (!it->second.client_left) {
+        it->second.abandon = std::move(abandon);
+        return;
+      }
+      relayed_.erase(it);
+    }
+    give_up_relayed(key, abandon);
   } catch (const std::exception& e) {
     try {
       answer(refusal(e));
@@ -96,12 +105,21 @@ void Daemon::abandon_relayed(int node, uint64_t request_id) {
   {
     std::lock_guard lock(relay_mutex_);
     auto it = relayed_.find({node, request_id});
-    if (it == relayed_.end() || !it->second) return;  // it ended meanwhile
-    abandon = std::move(it->second);
+    if (it == relayed_.end()) return;  // it ended meanwhile
+    if (!it->second.abandon) {
+      it->second.client_left = true;  // still being served: given up once it is
+      return;
+    }
+    abandon = std::move(it->second.abandon);
     relayed_.erase(it);
   }
-  spdlog::info("node 0: the client of request {} (at node {}) left: giving it up", request_id,
-               node);
+  give_up_relayed({node, request_id}, abandon);
+}
+
+void Daemon::give_up_relayed(const std::pair<int, uint64_t>& key,
+                             const ControlServer::Abandon& abandon) {
+  spdlog::info("node 0: the client of request {} (at node {}) left: giving it up", key.second,
+               key.first);
   abandon();
 }
 
