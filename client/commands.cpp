@@ -54,7 +54,7 @@ int show_job(const CliContext& context, uint64_t job_id, const std::string& trac
   const wire::JobRecord job =
       context.connect_to_root(status)->job(job_id, !trace_file.empty(), context.deadline);
   print_job(job, context.json, trace_file);
-  return job.state() == "error" || job.state() == "cancelled" ? 1 : 0;
+  return job.state() == wire::JOB_STATE_ERROR || job.state() == wire::JOB_STATE_CANCELLED ? 1 : 0;
 }
 
 int cancel_job(const CliContext& context, uint64_t job_id) {

@@ -29,21 +29,22 @@ void print_status(const wire::StatusReply& status, bool json) {
   std::printf(
       "node %u of %u: %s, %u ranks per node, heap %s used of %s (last job's peak %s), jobs run "
       "%llu (%llu failed, %u queued)\n",
-      status.node_rank(), status.nodes(), status.state().c_str(), status.ranks_per_node(),
-      format_bytes(status.heap_used()).c_str(), format_bytes(status.heap_size()).c_str(),
-      format_bytes(status.heap_job_peak()).c_str(),
+      status.node_rank(), status.nodes(), wire::enum_text(status.state()).c_str(),
+      status.ranks_per_node(), format_bytes(status.heap_used()).c_str(),
+      format_bytes(status.heap_size()).c_str(), format_bytes(status.heap_job_peak()).c_str(),
       static_cast<unsigned long long>(status.jobs_run()),
       static_cast<unsigned long long>(status.jobs_failed()), status.jobs_queued());
   std::printf("%-5s %-8s %-20s %-22s %-6s %s\n", "NODE", "STATE", "HOST", "CONTROL", "RANKS",
               "STATUS");
   for (const auto& node : status.node()) {
-    std::printf("%-5u %-8s %-20s %-22s %-6u %s\n", node.node_rank(), node.state().c_str(),
-                node.hostname().c_str(), node.control_endpoint().c_str(), node.ranks(),
+    std::printf("%-5u %-8s %-20s %-22s %-6u %s\n", node.node_rank(),
+                wire::enum_text(node.state()).c_str(), node.hostname().c_str(),
+                node.control_endpoint().c_str(), node.ranks(),
                 node.status_url().empty() ? "off" : node.status_url().c_str());
   }
   for (const auto& node : status.node()) {
-    if (node.state() != "up") {
-      std::printf("node %u is %s: %s\n", node.node_rank(), node.state().c_str(),
+    if (node.state() != wire::NODE_STATE_UP) {
+      std::printf("node %u is %s: %s\n", node.node_rank(), wire::enum_text(node.state()).c_str(),
                   node.state_reason().c_str());
     }
   }
@@ -66,12 +67,13 @@ void print_result(const wire::JobResult& result, bool json) {
     return;
   }
   for (const auto& kind : submit_kinds()) {
-    if (kind.name == result.kind() && kind.print) return kind.print(result);
+    if (kind.name == wire::enum_text(result.kind()) && kind.print) return kind.print(result);
   }
   // A kind this CLI does not know (a newer daemon's): its figures are in --json.
   std::printf("job %llu  %s  %u PEs  %u iters  median %.3f ms%s\n",
-              static_cast<unsigned long long>(result.job_id()), result.kind().c_str(), result.pes(),
-              result.iters(), result.median_s() * 1e3, verification(result).c_str());
+              static_cast<unsigned long long>(result.job_id()),
+              wire::enum_text(result.kind()).c_str(), result.pes(), result.iters(),
+              result.median_s() * 1e3, verification(result).c_str());
 }
 
 namespace {
@@ -122,8 +124,8 @@ void print_jobs(const std::vector<wire::JobRecord>& jobs, bool json) {
               "RESULT");
   for (const auto& job : jobs) {
     std::printf("%-6llu %-11s %-10s %-19s %-10s %s\n",
-                static_cast<unsigned long long>(job.job_id()), job.kind().c_str(),
-                job.state().c_str(), local_time(job.submitted_unix_s()).c_str(),
+                static_cast<unsigned long long>(job.job_id()), wire::enum_text(job.kind()).c_str(),
+                wire::enum_text(job.state()).c_str(), local_time(job.submitted_unix_s()).c_str(),
                 ran_for(job).c_str(), summary(job).c_str());
   }
 }
@@ -154,8 +156,8 @@ void print_job(const wire::JobRecord& job, bool json, const std::string& trace_f
     return;
   }
   std::printf("job %llu  %s  %s  submitted %s, started %s, ran %s\n",
-              static_cast<unsigned long long>(job.job_id()), job.kind().c_str(),
-              job.state().c_str(), local_time(job.submitted_unix_s()).c_str(),
+              static_cast<unsigned long long>(job.job_id()), wire::enum_text(job.kind()).c_str(),
+              wire::enum_text(job.state()).c_str(), local_time(job.submitted_unix_s()).c_str(),
               local_time(job.started_unix_s()).c_str(), ran_for(job).c_str());
   if (job.has_result() && job.result().ok()) print_result(job.result(), false);
   if (job.has_result() && !job.result().ok())

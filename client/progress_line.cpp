@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "wire/enum_text.h"
+
 namespace symmesh {
 
 ProgressLine::ProgressLine(std::string kind, bool enabled, std::chrono::milliseconds after)
@@ -22,8 +24,8 @@ void ProgressLine::update(const wire::JobEvent& event) {
   std::string line = "job " + std::to_string(event.job_id()) + " " + kind_ + ": ";
   char figures[128];
   if (event.iterations() == 0) {
-    std::snprintf(figures, sizeof figures, "%s, %.1f s elapsed", event.state().c_str(),
-                  event.elapsed_s());
+    std::snprintf(figures, sizeof figures, "%s, %.1f s elapsed",
+                  wire::enum_text(event.state()).c_str(), event.elapsed_s());
   } else if (event.iteration() == 0) {
     std::snprintf(figures, sizeof figures, "iteration 0/%u, %.1f s elapsed", event.iterations(),
                   event.elapsed_s());

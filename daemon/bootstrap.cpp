@@ -4,6 +4,7 @@
 
 #include "common/errors.h"
 #include "transport/auth.h"
+#include "wire/enum_text.h"
 
 namespace symmesh {
 namespace {
@@ -44,9 +45,9 @@ std::string check_hello(const wire::NodeHello& root, const wire::NodeHello& thei
     return mismatch("tcp_connections", root.tcp_connections(), theirs.tcp_connections());
   }
   if (theirs.barrier_algo() != root.barrier_algo() || theirs.barrier_k() != root.barrier_k()) {
-    return "barrier_algo mismatch: the joining node has " + theirs.barrier_algo() + " (k " +
-           std::to_string(theirs.barrier_k()) + "), the root has " + root.barrier_algo() + " (k " +
-           std::to_string(root.barrier_k()) + ")";
+    return "barrier_algo mismatch: the joining node has " + wire::enum_text(theirs.barrier_algo()) +
+           " (k " + std::to_string(theirs.barrier_k()) + "), the root has " +
+           wire::enum_text(root.barrier_algo()) + " (k " + std::to_string(root.barrier_k()) + ")";
   }
   if (theirs.node_rank() == 0 || theirs.node_rank() >= root.nodes()) {
     return "node_rank " + std::to_string(theirs.node_rank()) + " is outside 1.." +

@@ -114,11 +114,7 @@ std::map<std::string, Key> keys() {
       {"barrier-algo",
        {"default barrier algorithm: dissemination, kary or pull",
         [](DaemonConfig& c, const std::string& v) {
-          if (v != "dissemination" && v != "kary" && v != "pull") {
-            throw InvalidArgument("--barrier-algo '" + v +
-                                  "' is not one of: dissemination, kary, pull");
-          }
-          c.barrier_algo = v;
+          c.barrier_algo = wire::parse_enum<wire::BarrierAlgo>(v, "--barrier-algo");
         }}},
       {"barrier-k",
        {"radix of the kary barrier (2..16)",

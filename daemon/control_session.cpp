@@ -239,7 +239,7 @@ ControlServer::Sink ControlSession::job_sink() {
         self->busy_ = false;
         self->abandon_ = nullptr;
       }
-      self->send(response, !last && response.event().state() == "running" &&
+      self->send(response, !last && response.event().state() == wire::JOB_STATE_RUNNING &&
                                response.event().iterations() > 0);
     });
   };

@@ -78,12 +78,12 @@ uint64_t Coordinator::submit(const wire::JobSpec& spec, Sink client) {
     }
     wire::JobRecord record;
     record.set_job_id(next_job_id_++);
-    record.set_kind(job_kind_of(spec).name(spec));
-    record.set_state("queued");
+    record.set_kind(job_kind_of(spec).wire_kind(spec));
+    record.set_state(wire::JOB_STATE_QUEUED);
     record.set_submitted_unix_s(unix_seconds());
     record.set_traced(spec.trace());
     queued.mutable_event()->set_job_id(record.job_id());
-    queued.mutable_event()->set_state("queued");
+    queued.mutable_event()->set_state(wire::JOB_STATE_QUEUED);
     // Under the lock, so "queued" comes before anything the job's run sends (sinks never
     // block and never call back in here).
     sink(queued);
@@ -125,7 +125,7 @@ wire::JobRecord Coordinator::cancel(uint64_t job_id, const std::string& why) {
     std::lock_guard lock(mutex_);
     if (running_ && running_->job_id() == job_id) {
       cancel_reason_ = reason;
-      running_->set_state("cancelling");
+      running_->set_state(wire::JOB_STATE_CANCELLING);
       changed_.notify_all();  // the phase in flight aborts on every node
       return *running_;
     }
@@ -135,7 +135,7 @@ wire::JobRecord Coordinator::cancel(uint64_t job_id, const std::string& why) {
       for (const auto& done : finished_) {
         if (done.job_id() == job_id) {
           throw InvalidArgument("job " + std::to_string(job_id) + " already finished (" +
-                                done.state() + ")");
+                                wire::enum_text(done.state()) + ")");
         }
       }
       throw InvalidArgument("no job " + std::to_string(job_id) +
@@ -143,7 +143,7 @@ wire::JobRecord Coordinator::cancel(uint64_t job_id, const std::string& why) {
     }
     cancelled = std::move(*it);
     queue_.erase(it);
-    cancelled.record.set_state("cancelled");
+    cancelled.record.set_state(wire::JOB_STATE_CANCELLED);
     cancelled.record.set_finished_unix_s(unix_seconds());
     cancelled.record.mutable_result()->set_job_id(job_id);
     cancelled.record.mutable_result()->set_ok(false);
@@ -196,7 +196,8 @@ wire::JobRecord Coordinator::job(uint64_t job_id, bool with_trace) const {
     throw InvalidArgument(name + " was not traced: submit it with --trace to record its timeline");
   }
   if (found->finished_unix_s() == 0) {
-    throw InvalidArgument(name + " is " + found->state() + ": its trace exists once it finished");
+    throw InvalidArgument(name + " is " + wire::enum_text(found->state()) +
+                          ": its trace exists once it finished");
   }
   for (const auto& [id, trace] : traces_) {
     if (id != job_id) continue;
@@ -261,14 +262,14 @@ void Coordinator::loop() {
       pending = std::move(queue_.front());
       queue_.pop_front();
       job_id = pending.record.job_id();
-      pending.record.set_state("running");
+      pending.record.set_state(wire::JOB_STATE_RUNNING);
       pending.record.set_started_unix_s(unix_seconds());
       running_ = pending.record;
       running_sink_ = pending.sink;
     }
     wire::ClientResponse event;
     event.mutable_event()->set_job_id(job_id);
-    event.mutable_event()->set_state("running");
+    event.mutable_event()->set_state(wire::JOB_STATE_RUNNING);
     pending.sink(event);
     wire::JobTrace trace;
     wire::JobResult result = run(job_id, pending.spec, trace);
@@ -282,9 +283,9 @@ void Coordinator::loop() {
       }
       ++jobs_run_;
       if (!result.ok()) ++jobs_failed_;
-      pending.record.set_state(result.ok()               ? "ok"
-                               : !cancel_reason_.empty() ? "cancelled"
-                                                         : "error");
+      pending.record.set_state(result.ok()               ? wire::JOB_STATE_OK
+                               : !cancel_reason_.empty() ? wire::JOB_STATE_CANCELLED
+                                                         : wire::JOB_STATE_ERROR);
       cancel_reason_.clear();
       pending.record.set_finished_unix_s(unix_seconds());
       *pending.record.mutable_result() = result;

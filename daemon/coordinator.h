@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "wire/control.pb.h"
+#include "wire/enum_text.h"
 
 namespace symmesh {
 

@@ -12,6 +12,7 @@
 #include "transport/secret_file.h"
 #include "transport/tcp/address.h"
 #include "wire/chrome_trace.h"
+#include "wire/enum_text.h"
 #include "wire/json.h"
 
 namespace symmesh {
@@ -38,22 +39,6 @@ std::vector<bool> watched_by(const DaemonConfig& config) {
 }
 
 }  // namespace
-
-const char* daemon_state_name(DaemonState state) {
-  switch (state) {
-    case DaemonState::kBootstrapping:
-      return "bootstrapping";
-    case DaemonState::kForming:
-      return "forming";
-    case DaemonState::kReady:
-      return "ready";
-    case DaemonState::kDegraded:
-      return "degraded";
-    case DaemonState::kStopped:
-      return "stopped";
-  }
-  return "unknown";
-}
 
 Daemon::Daemon(DaemonConfig config)
     : config_(std::move(config)),
@@ -83,9 +68,9 @@ bool Daemon::stopping() {
   return !stop_reason_.empty();
 }
 
-void Daemon::set_state(DaemonState state) {
+void Daemon::set_state(wire::DaemonState state) {
   std::lock_guard lock(mutex_);
-  if (state_ != DaemonState::kStopped) state_ = state;
+  if (state_ != wire::DAEMON_STATE_STOPPED) state_ = state;
   changed_.notify_all();
 }
 
@@ -117,7 +102,8 @@ void Daemon::start() {
   node_config.ranks_per_node = config_.ranks_per_node;
   node_config.heap_size = config_.heap_size;
   node_config.wait_timeout = config_.wait_timeout;
-  node_config.barrier = BarrierOptions{parse_barrier_algo(config_.barrier_algo), config_.barrier_k};
+  node_config.barrier =
+      BarrierOptions{parse_barrier_algo(wire::enum_text(config_.barrier_algo)), config_.barrier_k};
   node_ = std::make_unique<Node>(node_config);
 
   if (is_root()) {
@@ -222,20 +208,20 @@ void Daemon::apply(const std::vector<MembershipChange>& changes) {
   for (const auto& change : changes) {
     if (change.node == config_.node_rank) continue;
     const std::string what = "node " + std::to_string(change.node);
-    if (change.to == NodeState::kDown || change.to == NodeState::kSuspect) {
-      spdlog::warn("{} is {}: {}", what, node_state_name(change.to), change.reason);
+    if (change.to == wire::NODE_STATE_DOWN || change.to == wire::NODE_STATE_SUSPECT) {
+      spdlog::warn("{} is {}: {}", what, wire::enum_text(change.to), change.reason);
     } else {
-      spdlog::info("{} is {} (was {})", what, node_state_name(change.to),
-                   node_state_name(change.from));
+      spdlog::info("{} is {} (was {})", what, wire::enum_text(change.to),
+                   wire::enum_text(change.from));
     }
-    if (change.to == NodeState::kDown) metrics_.error("peer_down");
-    if (coordinator_ && change.to == NodeState::kDown) {
+    if (change.to == wire::NODE_STATE_DOWN) metrics_.error("peer_down");
+    if (coordinator_ && change.to == wire::NODE_STATE_DOWN) {
       coordinator_->on_node_down(change.node, change.reason);
     }
-    if (coordinator_ && change.to == NodeState::kUp) coordinator_->on_node_up(change.node);
+    if (coordinator_ && change.to == wire::NODE_STATE_UP) coordinator_->on_node_up(change.node);
     // A member that stops hearing the root acts as if the link broke: a dead host or a cut
     // network sends no reset, and the kernel would hold the connection for many minutes.
-    if (!is_root() && change.node == 0 && change.to == NodeState::kDown) {
+    if (!is_root() && change.node == 0 && change.to == wire::NODE_STATE_DOWN) {
       uint64_t epoch = 0;
       {
         std::lock_guard lock(mutex_);
@@ -246,8 +232,8 @@ void Daemon::apply(const std::vector<MembershipChange>& changes) {
   }
   if (changes.empty()) return;
   std::lock_guard lock(mutex_);
-  if (state_ == DaemonState::kReady || state_ == DaemonState::kDegraded) {
-    state_ = membership_.all_up() ? DaemonState::kReady : DaemonState::kDegraded;
+  if (state_ == wire::DAEMON_STATE_READY || state_ == wire::DAEMON_STATE_DEGRADED) {
+    state_ = membership_.all_up() ? wire::DAEMON_STATE_READY : wire::DAEMON_STATE_DEGRADED;
   }
 }
 
@@ -255,8 +241,8 @@ void Daemon::shutdown() {
   std::string why;
   {
     std::lock_guard lock(mutex_);
-    if (state_ == DaemonState::kStopped) return;
-    state_ = DaemonState::kStopped;
+    if (state_ == wire::DAEMON_STATE_STOPPED) return;
+    state_ = wire::DAEMON_STATE_STOPPED;
     if (stop_reason_.empty()) stop_reason_ = "the daemon stopped";
     why = stop_reason_;
   }

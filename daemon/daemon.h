@@ -25,11 +25,9 @@
 #include "daemon/status/status_server.h"
 #include "runtime/node.h"
 #include "wire/bootstrap.pb.h"
+#include "wire/enum_text.h"
 
 namespace symmesh {
-
-enum class DaemonState { kBootstrapping, kForming, kReady, kDegraded, kStopped };
-const char* daemon_state_name(DaemonState state);
 
 class Daemon {
  public:
@@ -81,7 +79,7 @@ class Daemon {
   // Why a joiner's hello may not wait at the bootstrap port (empty: it may).
   std::string fenced(const wire::NodeHello& hello) const;
   void apply(const std::vector<MembershipChange>& changes);
-  void set_state(DaemonState state);
+  void set_state(wire::DaemonState state);
   bool stopping();
 
   // Jobs (daemon_jobs.cpp).
@@ -139,7 +137,7 @@ class Daemon {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::string stop_reason_;
-  DaemonState state_ = DaemonState::kBootstrapping;
+  wire::DaemonState state_ = wire::DAEMON_STATE_BOOTSTRAPPING;
   std::unique_ptr<Formation> formation_;
   wire::ClusterView view_;
   uint64_t epoch_ = 0;

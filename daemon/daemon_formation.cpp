@@ -39,7 +39,7 @@ void Daemon::run_root() {
 }
 
 bool Daemon::form_as_root(bool first) {
-  set_state(first ? DaemonState::kBootstrapping : DaemonState::kForming);
+  set_state(first ? wire::DAEMON_STATE_BOOTSTRAPPING : wire::DAEMON_STATE_FORMING);
   const wire::NodeHello mine = open_formation();
   const Deadline deadline = first ? deadline_after(config_.bootstrap_timeout) : Deadline::max();
   const auto missing = join_->wait_for_all(deadline, [this] { return stopping(); });
@@ -97,9 +97,6 @@ bool Daemon::form_as_root(bool first) {
                       std::to_string(epoch) + ")");
     }
   }
-  wire::ControlMessage start;
-  start.mutable_start();
-  for (int node = 1; node < config_.nodes; ++node) send_to(node, start);
   apply(membership_.formed(Clock::now()));
   // This node's own agent is new: whatever the torn-down formation's jobs recorded of it
   // (a command that could not reach the old agent) is past.
@@ -138,7 +135,12 @@ bool Daemon::form_as_root(bool first) {
     std::lock_guard lock(mutex_);
     cluster_started_ = true;
   }
-  set_state(membership_.all_up() ? DaemonState::kReady : DaemonState::kDegraded);
+  set_state(membership_.all_up() ? wire::DAEMON_STATE_READY : wire::DAEMON_STATE_DEGRADED);
+  // Only now, with the root serving, may the members say they are: a job submitted through a
+  // member that reports ready must not find the root still proving the data plane.
+  wire::ControlMessage start;
+  start.mutable_start();
+  for (int node = 1; node < config_.nodes; ++node) send_to(node, start);
   spdlog::info("node 0: cluster formed (epoch {}, {} nodes x {} ranks)", epoch, config_.nodes,
                config_.ranks_per_node);
   return true;
@@ -155,8 +157,8 @@ bool Daemon::serve_as_root() {
     const auto waiting = join_->waiting();
     bool all_back = true;
     for (int node = 1; node < config_.nodes && all_back; ++node) {
-      const bool serving = membership_.state(node) == NodeState::kUp ||
-                           membership_.state(node) == NodeState::kSuspect;
+      const bool serving = membership_.state(node) == wire::NODE_STATE_UP ||
+                           membership_.state(node) == wire::NODE_STATE_SUSPECT;
       if (!serving && std::find(waiting.begin(), waiting.end(), node) == waiting.end()) {
         all_back = false;
       }
@@ -199,7 +201,8 @@ void Daemon::run_member() {
 bool Daemon::form_as_member(Deadline deadline) {
   {
     std::lock_guard lock(mutex_);
-    state_ = cluster_started_ || epoch_ ? DaemonState::kForming : DaemonState::kBootstrapping;
+    state_ =
+        cluster_started_ || epoch_ ? wire::DAEMON_STATE_FORMING : wire::DAEMON_STATE_BOOTSTRAPPING;
   }
   const wire::NodeHello mine = open_formation();
   std::unique_ptr<BlockingChannel> channel;
@@ -263,7 +266,7 @@ bool Daemon::form_as_member(Deadline deadline) {
   }
   lock.unlock();
   apply(membership_.formed(Clock::now()));
-  set_state(membership_.all_up() ? DaemonState::kReady : DaemonState::kDegraded);
+  set_state(membership_.all_up() ? wire::DAEMON_STATE_READY : wire::DAEMON_STATE_DEGRADED);
   spdlog::info("node {}: cluster formed (epoch {}, {} nodes x {} ranks)", config_.node_rank,
                view.epoch(), config_.nodes, config_.ranks_per_node);
   return true;
@@ -373,7 +376,7 @@ void Daemon::teardown(const std::string& why) {
   {
     std::lock_guard lock(mutex_);
     tearing_down_ = true;
-    if (state_ != DaemonState::kStopped) state_ = DaemonState::kForming;
+    if (state_ != wire::DAEMON_STATE_STOPPED) state_ = wire::DAEMON_STATE_FORMING;
   }
   const bool stopping_now = stopping();
   if (coordinator_ && !stopping_now) {
@@ -434,7 +437,7 @@ void Daemon::send_to(int node, const wire::ControlMessage& message) {
 void Daemon::lost(int node, uint64_t epoch, const std::string& why) {
   {
     std::lock_guard lock(mutex_);
-    if (epoch != epoch_ || tearing_down_ || state_ == DaemonState::kStopped) return;
+    if (epoch != epoch_ || tearing_down_ || state_ == wire::DAEMON_STATE_STOPPED) return;
     if (node == 0 && !is_root()) {
       root_lost_ = true;
       root_lost_why_ = why;

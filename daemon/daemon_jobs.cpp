@@ -19,9 +19,9 @@ wire::JobSpec Daemon::with_defaults(wire::JobSpec spec) const {
 ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
   {
     std::lock_guard lock(mutex_);
-    if (state_ != DaemonState::kReady && state_ != DaemonState::kDegraded) {
+    if (state_ != wire::DAEMON_STATE_READY && state_ != wire::DAEMON_STATE_DEGRADED) {
       throw PeerError(
-          std::string("the cluster is not serving (state: ") + daemon_state_name(state_) + "); " +
+          std::string("the cluster is not serving (state: ") + wire::enum_text(state_) + "); " +
           (membership_.problems().empty() ? "try again once it is ready" : membership_.problems()));
     }
   }

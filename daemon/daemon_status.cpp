@@ -23,9 +23,9 @@ wire::StatusReply Daemon::status() {
   bool serving = false;
   {
     std::lock_guard lock(mutex_);
-    reply.set_state(daemon_state_name(state_));
+    reply.set_state(state_);
     reply.set_epoch(epoch_);
-    serving = state_ == DaemonState::kReady || state_ == DaemonState::kDegraded;
+    serving = state_ == wire::DAEMON_STATE_READY || state_ == wire::DAEMON_STATE_DEGRADED;
     for (const auto& info : view_.node()) {
       const int n = static_cast<int>(info.node_rank());
       auto* node = reply.add_node();
@@ -35,7 +35,7 @@ wire::StatusReply Daemon::status() {
       node->set_ranks(view_.ranks_per_node());
       node->set_status_url(info.status_url());
       const NodeSlot& slot = slots.at(n);
-      node->set_state(node_state_name(slot.state));
+      node->set_state(slot.state);
       node->set_incarnation(slot.incarnation);
       node->set_state_since_unix_s(slot.since_unix_s);
       node->set_last_heard_unix_s(slot.last_heard_unix_s);
@@ -47,7 +47,7 @@ wire::StatusReply Daemon::status() {
       peer->set_transport(reason.empty() ? "pending" : node_->transport_name(n));
       peer->set_reason(reason.empty() ? "forming" : reason);
       peer->set_data_endpoint(host_port(info.data_endpoint()).str());
-      peer->set_up(!reason.empty() && formation_->peer_up(n) && slot.state == NodeState::kUp);
+      peer->set_up(!reason.empty() && formation_->peer_up(n) && slot.state == wire::NODE_STATE_UP);
     }
   }
   // The coordinator takes its own lock: asked outside this daemon's.
@@ -69,17 +69,17 @@ wire::StatusReply Daemon::status() {
 
 StatusServer::Health Daemon::health() {
   const std::string problems = membership_.problems();
-  DaemonState state;
+  wire::DaemonState state;
   {
     std::lock_guard lock(mutex_);
     state = state_;
   }
-  if (state == DaemonState::kBootstrapping || state == DaemonState::kStopped) {
-    return {false, std::string("state ") + daemon_state_name(state)};
+  if (state == wire::DAEMON_STATE_BOOTSTRAPPING || state == wire::DAEMON_STATE_STOPPED) {
+    return {false, std::string("state ") + wire::enum_text(state)};
   }
   if (!problems.empty()) return {false, problems};
-  if (state != DaemonState::kReady)
-    return {false, std::string("state ") + daemon_state_name(state)};
+  if (state != wire::DAEMON_STATE_READY)
+    return {false, std::string("state ") + wire::enum_text(state)};
   return {true, ""};
 }
 
@@ -101,11 +101,13 @@ std::string Daemon::metrics_text() {
                     {},
                     double(incarnation_)});
   for (const auto& slot : now.node()) {
-    for (const char* state : {"joining", "up", "suspect", "down"}) {
-      gauges.push_back({"symmesh_node_state",
-                        "1 for each node's membership state as this daemon sees it.",
-                        {{"node", std::to_string(slot.node_rank())}, {"state", state}},
-                        slot.state() == state ? 1.0 : 0.0});
+    for (const wire::NodeState state : {wire::NODE_STATE_JOINING, wire::NODE_STATE_UP,
+                                        wire::NODE_STATE_SUSPECT, wire::NODE_STATE_DOWN}) {
+      gauges.push_back(
+          {"symmesh_node_state",
+           "1 for each node's membership state as this daemon sees it.",
+           {{"node", std::to_string(slot.node_rank())}, {"state", wire::enum_text(state)}},
+           slot.state() == state ? 1.0 : 0.0});
     }
   }
   for (const auto& slot : now.node()) {

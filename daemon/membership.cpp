@@ -26,20 +26,6 @@ std::string clock_text(double unix_seconds) {
 
 }  // namespace
 
-const char* node_state_name(NodeState state) {
-  switch (state) {
-    case NodeState::kJoining:
-      return "joining";
-    case NodeState::kUp:
-      return "up";
-    case NodeState::kSuspect:
-      return "suspect";
-    case NodeState::kDown:
-      return "down";
-  }
-  return "unknown";
-}
-
 Membership::Membership(int nodes, int self, std::chrono::milliseconds heartbeat,
                        std::vector<bool> watched)
     : self_(self),
@@ -55,15 +41,16 @@ Membership::Membership(int nodes, int self, std::chrono::milliseconds heartbeat,
   }
 }
 
-std::vector<MembershipChange> Membership::set_locked(int node, NodeState to, const std::string& why,
+std::vector<MembershipChange> Membership::set_locked(int node, wire::NodeState to,
+                                                     const std::string& why,
                                                      Clock::time_point now) {
   NodeSlot& slot = slots_.at(node);
   if (slot.state == to) return {};
-  const NodeState from = slot.state;
+  const wire::NodeState from = slot.state;
   slot.state = to;
   slot.since = now;
   slot.since_unix_s = unix_s(now);
-  slot.reason = to == NodeState::kUp ? "" : why;
+  slot.reason = to == wire::NODE_STATE_UP ? "" : why;
   return {MembershipChange{node, from, to, why}};
 }
 
@@ -75,7 +62,7 @@ bool Membership::joining(int node, uint64_t incarnation, Clock::time_point now) 
   slot.link_lost = false;
   slot.last_heard = now;
   slot.last_heard_unix_s = unix_s(now);
-  set_locked(node, NodeState::kJoining, "joining", now);
+  set_locked(node, wire::NODE_STATE_JOINING, "joining", now);
   return true;
 }
 
@@ -84,10 +71,10 @@ std::vector<MembershipChange> Membership::formed(Clock::time_point now) {
   std::vector<MembershipChange> changes;
   for (int node = 0; node < static_cast<int>(slots_.size()); ++node) {
     NodeSlot& slot = slots_[node];
-    if (slot.state != NodeState::kJoining && node != self_) continue;
+    if (slot.state != wire::NODE_STATE_JOINING && node != self_) continue;
     slot.last_heard = now;
     slot.last_heard_unix_s = unix_s(now);
-    for (auto& change : set_locked(node, NodeState::kUp, "", now)) changes.push_back(change);
+    for (auto& change : set_locked(node, wire::NODE_STATE_UP, "", now)) changes.push_back(change);
   }
   return changes;
 }
@@ -97,22 +84,22 @@ std::vector<MembershipChange> Membership::heard(int node, Clock::time_point now)
   NodeSlot& slot = slots_.at(node);
   slot.last_heard = now;
   slot.last_heard_unix_s = unix_s(now);
-  const bool quiet =
-      slot.state == NodeState::kSuspect || (slot.state == NodeState::kDown && !slot.link_lost);
-  return quiet ? set_locked(node, NodeState::kUp, "", now) : std::vector<MembershipChange>{};
+  const bool quiet = slot.state == wire::NODE_STATE_SUSPECT ||
+                     (slot.state == wire::NODE_STATE_DOWN && !slot.link_lost);
+  return quiet ? set_locked(node, wire::NODE_STATE_UP, "", now) : std::vector<MembershipChange>{};
 }
 
 std::vector<MembershipChange> Membership::lost(int node, const std::string& why,
                                                Clock::time_point now) {
   std::lock_guard lock(mutex_);
   NodeSlot& slot = slots_.at(node);
-  if (slot.state == NodeState::kDown && slot.link_lost) return {};
+  if (slot.state == wire::NODE_STATE_DOWN && slot.link_lost) return {};
   slot.link_lost = true;
-  if (slot.state == NodeState::kDown) {  // already down by heartbeat: the cause changes
+  if (slot.state == wire::NODE_STATE_DOWN) {  // already down by heartbeat: the cause changes
     slot.reason = why;
     return {};
   }
-  return set_locked(node, NodeState::kDown, why, now);
+  return set_locked(node, wire::NODE_STATE_DOWN, why, now);
 }
 
 std::vector<MembershipChange> Membership::tick(Clock::time_point now) {
@@ -127,17 +114,17 @@ std::vector<MembershipChange> Membership::tick(Clock::time_point now) {
       slot.last_heard = std::max(slot.last_heard, now - heartbeat_);
       continue;
     }
-    if (slot.state != NodeState::kUp && slot.state != NodeState::kSuspect) continue;
+    if (slot.state != wire::NODE_STATE_UP && slot.state != wire::NODE_STATE_SUSPECT) continue;
     const auto silent = now - slot.last_heard;
     const std::string why =
         "no heartbeat for " +
         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
         " ms (one is sent every " + std::to_string(heartbeat_.count()) + " ms)";
-    NodeState to = slot.state;
+    wire::NodeState to = slot.state;
     if (silent > heartbeat_ * kDownAfterMissed) {
-      to = NodeState::kDown;
+      to = wire::NODE_STATE_DOWN;
     } else if (silent > heartbeat_ * kSuspectAfterMissed) {
-      to = NodeState::kSuspect;
+      to = wire::NODE_STATE_SUSPECT;
     }
     for (auto& change : set_locked(node, to, why, now)) changes.push_back(change);
   }
@@ -149,7 +136,7 @@ std::vector<NodeSlot> Membership::slots() const {
   return slots_;
 }
 
-NodeState Membership::state(int node) const {
+wire::NodeState Membership::state(int node) const {
   std::lock_guard lock(mutex_);
   return slots_.at(node).state;
 }
@@ -162,7 +149,7 @@ uint64_t Membership::incarnation(int node) const {
 bool Membership::all_up() const {
   std::lock_guard lock(mutex_);
   for (const auto& slot : slots_) {
-    if (slot.state != NodeState::kUp) return false;
+    if (slot.state != wire::NODE_STATE_UP) return false;
   }
   return true;
 }
@@ -172,9 +159,9 @@ std::string Membership::problems() const {
   std::string text;
   for (int node = 0; node < static_cast<int>(slots_.size()); ++node) {
     const NodeSlot& slot = slots_[node];
-    if (slot.state == NodeState::kUp) continue;
+    if (slot.state == wire::NODE_STATE_UP) continue;
     text += (text.empty() ? "" : "; ") + std::string("node ") + std::to_string(node) + " " +
-            node_state_name(slot.state) + " since " + clock_text(slot.since_unix_s) + " (" +
+            wire::enum_text(slot.state) + " since " + clock_text(slot.since_unix_s) + " (" +
             slot.reason + "), last heard " + clock_text(slot.last_heard_unix_s);
   }
   return text;

@@ -18,13 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "wire/enum_text.h"
+#include "wire/jobs.pb.h"
+
 namespace symmesh {
 
-enum class NodeState { kJoining, kUp, kSuspect, kDown };
-const char* node_state_name(NodeState state);
-
+// The states are the wire's (NodeState in jobs.proto), so status reports them as they are.
 struct NodeSlot {
-  NodeState state = NodeState::kJoining;
+  wire::NodeState state = wire::NODE_STATE_JOINING;
   uint64_t incarnation = 0;
   std::chrono::steady_clock::time_point since;       // in this state
   std::chrono::steady_clock::time_point last_heard;  // a heartbeat or any message
@@ -36,8 +37,8 @@ struct NodeSlot {
 
 struct MembershipChange {
   int node;
-  NodeState from;
-  NodeState to;
+  wire::NodeState from;
+  wire::NodeState to;
   std::string reason;
 };
 
@@ -62,7 +63,7 @@ class Membership {
   std::vector<MembershipChange> tick(Clock::time_point now);
 
   std::vector<NodeSlot> slots() const;
-  NodeState state(int node) const;
+  wire::NodeState state(int node) const;
   // The incarnation the slot holds (0 before its first join).
   uint64_t incarnation(int node) const;
   bool all_up() const;
@@ -71,7 +72,7 @@ class Membership {
   std::string problems() const;
 
  private:
-  std::vector<MembershipChange> set_locked(int node, NodeState to, const std::string& why,
+  std::vector<MembershipChange> set_locked(int node, wire::NodeState to, const std::string& why,
                                            Clock::time_point now);
 
   const int self_;

@@ -156,7 +156,7 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
         job_trace_to_wire(*recorder, node_.rank(), kTraceSpansPerJob / size_t(node_.nodes()));
   }
   ++jobs_run_;
-  metrics_.job_ran(kind.name(spec), first_error.empty(),
+  metrics_.job_ran(wire::enum_text(kind.wire_kind(spec)), first_error.empty(),
                    std::chrono::duration<double>(Clock::now() - started).count());
   if (!first_error.empty()) metrics_.error("job");
   if (!first_error.empty()) {

@@ -15,9 +15,10 @@
 
 namespace symmesh {
 
+// Version 4: enums in the job and status messages where version 3 had words.
 // Version 3: requests relayed from a member to the root as the client's own messages.
 // Version 2 brought the directional, identity-bound handshake. Other versions are refused.
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 // Frames before authentication: a hello, a proof or a result is well under this.
 inline constexpr uint32_t kMaxHandshakeFrame = 4096;
 inline constexpr auto kHandshakeTimeout = std::chrono::seconds(5);

@@ -4,6 +4,8 @@
 #include <limits>
 #include <map>
 
+#include "wire/enum_text.h"
+
 namespace symmesh {
 namespace {
 
@@ -47,8 +49,8 @@ nlohmann::json chrome_trace_json(const wire::JobRecord& job) {
           {"displayTimeUnit", "ms"},
           {"otherData",
            {{"job_id", job.job_id()},
-            {"kind", job.kind()},
-            {"state", job.state()},
+            {"kind", wire::enum_text(job.kind())},
+            {"state", wire::enum_text(job.state())},
             {"start_unix_ns", origin == std::numeric_limits<int64_t>::max() ? 0 : origin},
             {"dropped_spans", dropped}}}};
 }

@@ -1,5 +1,7 @@
 #include "wire/json.h"
 
+#include "wire/enum_text.h"
+
 namespace symmesh {
 namespace {
 
@@ -8,8 +10,8 @@ void add_matmul_json(const wire::JobResult& result, nlohmann::json& out) {
   const nlohmann::json absent;  // null: a figure the mode did not measure
   out["op"] = result.op();
   out["dtype"] = result.dtype();
-  out["mode"] = f.mode();
-  out["transfer"] = f.transfer();
+  out["mode"] = wire::enum_text(f.mode());
+  out["transfer"] = wire::enum_text(f.transfer());
   if (!result.verify_requested()) {
     out["verified"] = absent;
     out["max_abs_err"] = absent;
@@ -42,8 +44,8 @@ nlohmann::json job_result_json(const wire::JobResult& result) {
   nlohmann::json out{{"status", result.ok() ? "ok" : "error"}};
   if (!result.ok()) out["error"] = result.error();
   if (result.job_id()) out["job_id"] = result.job_id();
-  if (!result.kind().empty()) {
-    out["kind"] = result.kind();
+  if (result.kind() != wire::JOB_KIND_UNSPECIFIED) {
+    out["kind"] = wire::enum_text(result.kind());
     out["algo"] = result.algo();
     out["iters"] = result.iters();
     out["pes"] = result.pes();
@@ -52,13 +54,13 @@ nlohmann::json job_result_json(const wire::JobResult& result) {
     out["p50_us"] = result.p50_us();
     out["p99_us"] = result.p99_us();
   }
-  if (result.kind() == "transport") {
+  if (result.kind() == wire::JOB_KIND_TRANSPORT) {
     out["op"] = result.op();
     out["bytes"] = result.bytes();
     out["transport"] = result.transport();
     out["gbps"] = result.algbw_gbps();
   }
-  if (result.kind() == "collective") {
+  if (result.kind() == wire::JOB_KIND_COLLECTIVE) {
     out["op"] = result.op();
     out["dtype"] = result.dtype();
     out["bytes"] = result.bytes();
@@ -69,8 +71,8 @@ nlohmann::json job_result_json(const wire::JobResult& result) {
     out["verified"] = result.verified();
     out["max_abs_err"] = result.max_abs_err();
   }
-  if (result.kind() == "matmul") add_matmul_json(result, out);
-  if (result.kind() == "dispatch" || result.kind() == "combine") {
+  if (result.kind() == wire::JOB_KIND_MATMUL) add_matmul_json(result, out);
+  if (result.kind() == wire::JOB_KIND_DISPATCH || result.kind() == wire::JOB_KIND_COMBINE) {
     const wire::MoeFigures& f = result.moe();
     out["tolerance"] = f.tolerance();
     out["deterministic"] = f.deterministic();
@@ -85,8 +87,8 @@ nlohmann::json job_result_json(const wire::JobResult& result) {
 
 nlohmann::json job_record_json(const wire::JobRecord& job) {
   nlohmann::json record{{"job_id", job.job_id()},
-                        {"kind", job.kind()},
-                        {"state", job.state()},
+                        {"kind", wire::enum_text(job.kind())},
+                        {"state", wire::enum_text(job.state())},
                         {"submitted_unix_s", job.submitted_unix_s()},
                         {"started_unix_s", job.started_unix_s()},
                         {"finished_unix_s", job.finished_unix_s()},
@@ -100,7 +102,7 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                      {"node_rank", status.node_rank()},
                      {"nodes", status.nodes()},
                      {"ranks_per_node", status.ranks_per_node()},
-                     {"state", status.state()},
+                     {"state", wire::enum_text(status.state())},
                      {"heap_size", status.heap_size()},
                      {"heap_used", status.heap_used()},
                      {"heap_job_peak", status.heap_job_peak()},
@@ -119,7 +121,7 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                               {"control_endpoint", node.control_endpoint()},
                               {"ranks", node.ranks()},
                               {"status_url", node.status_url()},
-                              {"state", node.state()},
+                              {"state", wire::enum_text(node.state())},
                               {"incarnation", node.incarnation()},
                               {"state_since_unix_s", node.state_since_unix_s()},
                               {"last_heard_unix_s", node.last_heard_unix_s()},

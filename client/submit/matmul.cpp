@@ -12,7 +12,8 @@ void print_matmul(const wire::JobResult& result) {
   const wire::MatmulFigures& f = result.matmul();
   std::printf("job %llu  %s %s  %s  mode %s  %u iters (medians)\n",
               static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
-              result.dtype().c_str(), shape_text(result).c_str(), f.mode().c_str(), result.iters());
+              result.dtype().c_str(), shape_text(result).c_str(), wire::enum_text(f.mode()).c_str(),
+              result.iters());
   std::printf("  gemm        %s\n", f.gemm_path().c_str());
   std::printf("  compute     %10.3f ms  (%.1f GFLOP/s per PE)\n", f.compute_s() * 1e3,
               f.compute_gflops());
@@ -45,11 +46,7 @@ SubmitKind matmul_kind() {
       .message = "matmul",
       .options =
           {
-              {.flag = "--op",
-               .field = "op",
-               .help = "the fused operator",
-               .accepts = one_of({"matmul-reduce-scatter", "gemm-allreduce", "allgather-matmul"}),
-               .required = true},
+              {.flag = "--op", .field = "op", .help = "the fused operator", .required = true},
               {.flag = "--m",
                .field = "m",
                .help = "rows of A and C (allgather-matmul: of the gathered A)",
@@ -68,13 +65,11 @@ SubmitKind matmul_kind() {
               {.flag = "--dtype",
                .field = "dtype",
                .help = "input type (accumulation is f32)",
-               .fallback = "bf16",
-               .accepts = one_of({"bf16", "f16", "f32"})},
+               .fallback = "bf16"},
               {.flag = "--mode",
                .field = "mode",
                .help = "fused, sequential (GEMM then collective), or both",
-               .fallback = "both",
-               .accepts = one_of({"fused", "sequential", "both"})},
+               .fallback = "both"},
               {.flag = "--stages",
                .field = "stages",
                .help = "matmul-reduce-scatter workspace stages (1..8)",
@@ -88,8 +83,7 @@ SubmitKind matmul_kind() {
               {.flag = "--transfer",
                .field = "transfer",
                .help = "matmul-reduce-scatter: pull or push stages",
-               .fallback = "pull",
-               .accepts = one_of({"pull", "push"})},
+               .fallback = "pull"},
               {.flag = "--tile-m",
                .field = "tile_m",
                .help = "tile rows (1..4096)",

@@ -35,8 +35,7 @@ SubmitKind moe_kind(const std::string& op) {
               {.flag = "--weighting",
                .field = "weighting",
                .help = "none (DeepEP normal mode) or topk",
-               .fallback = "topk",
-               .accepts = one_of({"none", "topk"})},
+               .fallback = "topk"},
               {.flag = "--bias",
                .field = "biases",
                .help = "bias tensors the receivers add (0..2)",
@@ -55,8 +54,7 @@ SubmitKind moe_kind(const std::string& op) {
               {.flag = "--algo",
                .field = "algo",
                .help = "combine: hier or flat (the baseline)",
-               .fallback = "hier",
-               .accepts = one_of({"hier", "flat"})},
+               .fallback = "hier"},
               {.flag = "--routing",
                .field = "routing",
                .help = "uniform, skewed, or a directory (inside the daemons' --data-dir) of "
@@ -100,10 +98,10 @@ SubmitKind moe_kind(const std::string& op) {
         std::printf(
             "job %llu  %s %s  %s  %u iters  median %.3f ms  %.0f tokens/s  %.3f GB/s  "
             "inter-node %s (flat %s)  %s%s\n",
-            static_cast<unsigned long long>(result.job_id()), result.kind().c_str(),
-            result.algo().c_str(), shape_text(result).c_str(), result.iters(),
-            result.median_s() * 1e3, f.tokens_per_s(), f.algbw_gbps(),
-            format_bytes(uint64_t(f.inter_node_bytes())).c_str(),
+            static_cast<unsigned long long>(result.job_id()),
+            wire::enum_text(result.kind()).c_str(), result.algo().c_str(),
+            shape_text(result).c_str(), result.iters(), result.median_s() * 1e3, f.tokens_per_s(),
+            f.algbw_gbps(), format_bytes(uint64_t(f.inter_node_bytes())).c_str(),
             format_bytes(uint64_t(f.flat_inter_node_bytes())).c_str(),
             f.deterministic() ? "deterministic" : "NOT DETERMINISTIC",
             verification(result).c_str());

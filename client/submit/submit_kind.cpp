@@ -19,6 +19,14 @@ const FieldDescriptor& field_of(const google::protobuf::Message& message, const 
   return *field;
 }
 
+// An enum field takes the word of one of its values (wire/enum_text.h).
+void set_enum(google::protobuf::Message& message, const FieldDescriptor& field,
+              const std::string& text, const std::string& what) {
+  const int number = wire::enum_number(*field.enum_type(), text);
+  if (number == 0) wire::throw_not_a_word(*field.enum_type(), text, what);
+  message.GetReflection()->SetEnumValue(&message, &field, number);
+}
+
 void set_field(google::protobuf::Message& message, const JobOption& row, const std::string& text) {
   const FieldDescriptor& field = field_of(message, row.field);
   const auto* reflection = message.GetReflection();
@@ -32,6 +40,9 @@ void set_field(google::protobuf::Message& message, const JobOption& row, const s
   switch (field.cpp_type()) {
     case FieldDescriptor::CPPTYPE_STRING:
       reflection->SetString(&message, &field, text);
+      break;
+    case FieldDescriptor::CPPTYPE_ENUM:
+      set_enum(message, field, text, row.flag);
       break;
     case FieldDescriptor::CPPTYPE_BOOL:
       reflection->SetBool(&message, &field, text == "true");
@@ -79,9 +90,8 @@ wire::JobSpec make_spec(const SubmitKind& kind, const std::map<std::string, std:
   wire::JobSpec spec;
   const FieldDescriptor& which = field_of(spec, kind.message);
   google::protobuf::Message& message = *spec.GetReflection()->MutableMessage(&spec, &which);
-  for (const auto& [field, text] : kind.fixed) {
-    message.GetReflection()->SetString(&message, &field_of(message, field), text);
-  }
+  for (const auto& [field, text] : kind.fixed)
+    set_enum(message, field_of(message, field), text, field);
   for (const JobOption& row : kind.options) {
     const auto given = values.find(row.flag);
     const bool named = given != values.end() && !given->second.empty();
@@ -104,11 +114,16 @@ SubmitCommand::SubmitCommand(CLI::App& submit, SubmitKind kind)
       continue;
     }
     CLI::Option* option = app_->add_option(row.flag, values_[row.flag], row.help);
-    option->type_name(row.size                                  ? "SIZE"
-                      : type == FieldDescriptor::CPPTYPE_STRING ? "TEXT"
-                                                                : "UINT");
+    const bool words = type == FieldDescriptor::CPPTYPE_ENUM;
+    option->type_name(row.size                                           ? "SIZE"
+                      : type == FieldDescriptor::CPPTYPE_STRING || words ? "TEXT"
+                                                                         : "UINT");
     if (row.required) option->required();
-    if (row.accepts) option->check(*row.accepts);
+    if (row.accepts) {
+      option->check(*row.accepts);
+    } else if (words) {  // every value of the enum
+      option->check(one_of(wire::enum_words(*field_of(prototype, row.field).enum_type())));
+    }
     if (!row.fallback.empty()) option->default_str(row.fallback);
   }
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "wire/enum_text.h"
 #include "wire/jobs.pb.h"
 
 namespace symmesh {
@@ -32,7 +33,7 @@ struct SubmitKind {
   std::string help;
   std::string message;  // the JobSpec field of this kind: "matmul"
   std::map<std::string, std::string> fixed =
-      {};  // fields the kind sets itself ({"op", "dispatch"})
+      {};  // enum fields the kind sets itself, by word ({"op", "dispatch"})
   std::vector<JobOption> options = {};
   // Prints a successful result of this kind for people (--json is the same for every kind).
   std::function<void(const wire::JobResult&)> print = nullptr;

@@ -12,11 +12,7 @@ SubmitKind transport_kind() {
           .message = "transport",
           .options =
               {
-                  {.flag = "--op",
-                   .field = "op",
-                   .help = "what to measure",
-                   .accepts = one_of({"put-bw", "put-signal-lat"}),
-                   .required = true},
+                  {.flag = "--op", .field = "op", .help = "what to measure", .required = true},
                   {.flag = "--bytes",
                    .field = "bytes",
                    .help = "bytes per put (KiB, MiB suffixes)",

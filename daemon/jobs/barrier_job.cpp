@@ -9,17 +9,17 @@ namespace {
 
 class BarrierJobKind : public JobKind {
  public:
-  std::string name(const wire::JobSpec&) const override { return "barrier"; }
+  wire::JobKind wire_kind(const wire::JobSpec&) const override { return wire::JOB_KIND_BARRIER; }
 
   void fill_defaults(wire::JobSpec& spec, const JobDefaults& defaults) const override {
     auto* job = spec.mutable_barrier();
-    if (job->algo().empty()) job->set_algo(defaults.barrier_algo);
+    if (job->algo() == wire::BARRIER_ALGO_UNSPECIFIED) job->set_algo(defaults.barrier_algo);
     if (job->k() == 0) job->set_k(defaults.barrier_k);
   }
 
   void check(const wire::JobSpec& spec, const ClusterShape&) const override {
     const auto& job = spec.barrier();
-    if (!job.algo().empty()) parse_barrier_algo(job.algo());
+    wire::check_enum(job.algo(), "--algo", true);
     if (job.k() != 0 && (job.k() < 2 || job.k() > 16)) {
       throw InvalidArgument("--k " + std::to_string(job.k()) + " is outside 2..16");
     }
@@ -30,7 +30,9 @@ class BarrierJobKind : public JobKind {
     const auto& job = spec.barrier();
     // A job that names no algorithm runs the daemon's configured one (--barrier-algo).
     BarrierOptions options = pe.node().config().barrier;
-    if (!job.algo().empty()) options.algo = parse_barrier_algo(job.algo());
+    if (job.algo() != wire::BARRIER_ALGO_UNSPECIFIED) {
+      options.algo = parse_barrier_algo(wire::enum_text(job.algo()));
+    }
     if (job.k() != 0) options.k = int(job.k());
     PeJobOutcome outcome;
     for (int i = 0; i < 10; ++i) barrier_all(pe, options);  // warm up connections and caches
@@ -52,7 +54,7 @@ class BarrierJobKind : public JobKind {
 
   void summarize(const wire::JobSpec& spec, const ClusterShape&, double,
                  wire::JobResult& result) const override {
-    result.set_algo(spec.barrier().algo());
+    result.set_algo(wire::enum_text(spec.barrier().algo()));
   }
 };
 

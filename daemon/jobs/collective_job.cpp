@@ -31,47 +31,61 @@ struct Buffers {
   size_t dst_count = 0;
 };
 
-Buffers buffer_counts(const std::string& op, size_t count, int n) {
-  if (op == "allgather") return {count, count * n};
-  if (op == "reduce-scatter") return {count, count / n + 1};
+Buffers buffer_counts(wire::CollectiveOp op, size_t count, int n) {
+  if (op == wire::COLLECTIVE_OP_ALLGATHER) return {count, count * n};
+  if (op == wire::COLLECTIVE_OP_REDUCE_SCATTER) return {count, count / n + 1};
   return {count, count};
 }
 
-// The algorithm a collective job runs ("auto" resolved).
-std::string collective_algo(const wire::CollectiveJob& job, const ClusterShape& shape) {
-  if (job.op() == "alltoall") return "direct";
-  if (job.algo().empty() || job.algo() == "auto") {
-    return shape.nodes > 1 && shape.ranks_per_node > 1 ? "hier" : "ring";
+// The algorithm a collective job runs (auto resolved).
+wire::CollectiveAlgo collective_algo(const wire::CollectiveJob& job, const ClusterShape& shape) {
+  if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) return wire::COLLECTIVE_ALGO_DIRECT;
+  if (job.algo() == wire::COLLECTIVE_ALGO_UNSPECIFIED || job.algo() == wire::COLLECTIVE_ALGO_AUTO) {
+    return shape.nodes > 1 && shape.ranks_per_node > 1 ? wire::COLLECTIVE_ALGO_HIER
+                                                       : wire::COLLECTIVE_ALGO_RING;
   }
   return job.algo();
 }
 
+DType collective_dtype(const wire::CollectiveJob& job) {
+  return job.dtype() == wire::DATA_TYPE_UNSPECIFIED ? DType::kF32
+                                                    : parse_dtype(wire::enum_text(job.dtype()));
+}
+
+ReduceOp collective_reduce(const wire::CollectiveJob& job) {
+  return job.reduce() == wire::REDUCTION_MAX ? ReduceOp::kMax : ReduceOp::kSum;
+}
+
 PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
-  const DType dtype = parse_dtype(job.dtype());
-  const ReduceOp reduce = parse_reduce_op(job.reduce().empty() ? "sum" : job.reduce());
+  const DType dtype = collective_dtype(job);
+  const ReduceOp reduce = collective_reduce(job);
   const int n = pe.n_pes();
   const int me = pe.my_pe();
-  const std::string algo_name =
-      collective_algo(job, ClusterShape{pe.node().nodes(), pe.node().ranks_per_node()});
-  const CollAlgo algo = parse_coll_algo(algo_name);
+  const CollAlgo algo = parse_coll_algo(wire::enum_text(
+      collective_algo(job, ClusterShape{pe.node().nodes(), pe.node().ranks_per_node()})));
   const size_t element = dtype_size(dtype);
   const size_t count = job.bytes() / element;
   const Buffers sizes = buffer_counts(job.op(), count, n);
   auto* src = static_cast<std::byte*>(pe.malloc(sizes.src_count * element));
   auto* dst = static_cast<std::byte*>(pe.malloc(sizes.dst_count * element));
   const size_t block = count / n;  // alltoall
-  if (job.op() == "alltoall") {
+  if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) {
     for (int j = 0; j < n; ++j) fill(src + j * block * element, uint64_t(me) * n + j, block, dtype);
   } else {
     fill(src, me, count, dtype);
   }
   Team& world = pe.team_world();
   auto call = [&] {
-    if (job.op() == "allreduce") allreduce(pe, world, dst, src, count, dtype, reduce, algo);
-    if (job.op() == "reduce-scatter")
-      reduce_scatter(pe, world, dst, src, count, dtype, reduce, algo);
-    if (job.op() == "allgather") allgather(pe, world, dst, src, count, dtype, algo);
-    if (job.op() == "alltoall") alltoall(pe, world, dst, src, block, dtype);
+    switch (job.op()) {
+      case wire::COLLECTIVE_OP_ALLREDUCE:
+        return allreduce(pe, world, dst, src, count, dtype, reduce, algo);
+      case wire::COLLECTIVE_OP_REDUCE_SCATTER:
+        return reduce_scatter(pe, world, dst, src, count, dtype, reduce, algo);
+      case wire::COLLECTIVE_OP_ALLGATHER:
+        return allgather(pe, world, dst, src, count, dtype, algo);
+      default:
+        return alltoall(pe, world, dst, src, block, dtype);
+    }
   };
   PeJobOutcome outcome;
   call();  // warm-up
@@ -86,9 +100,11 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   if (job.verify()) {
     // Expected values, element by element, for this PE's output.
     auto expected = [&](size_t i) -> float {
-      if (job.op() == "allgather") return input_value(i / count, i % count);
-      if (job.op() == "alltoall") return input_value(uint64_t(i / block) * n + me, i % block);
-      const size_t at = job.op() == "reduce-scatter" ? count * me / n + i : i;
+      if (job.op() == wire::COLLECTIVE_OP_ALLGATHER) return input_value(i / count, i % count);
+      if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) {
+        return input_value(uint64_t(i / block) * n + me, i % block);
+      }
+      const size_t at = job.op() == wire::COLLECTIVE_OP_REDUCE_SCATTER ? count * me / n + i : i;
       float value = input_value(0, at);
       for (int p = 1; p < n; ++p) {
         value = reduce == ReduceOp::kSum ? value + input_value(p, at)
@@ -102,7 +118,8 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
       return out;
     };
     size_t out_count = sizes.dst_count;
-    if (job.op() == "reduce-scatter") out_count = count * (me + 1) / n - count * me / n;
+    if (job.op() == wire::COLLECTIVE_OP_REDUCE_SCATTER)
+      out_count = count * (me + 1) / n - count * me / n;
     std::vector<float> got(out_count);
     load_f32(got.data(), dst, out_count, dtype);
     for (size_t i = 0; i < out_count; ++i) {
@@ -118,29 +135,28 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
 
 class CollectiveJobKind : public JobKind {
  public:
-  std::string name(const wire::JobSpec&) const override { return "collective"; }
+  wire::JobKind wire_kind(const wire::JobSpec&) const override { return wire::JOB_KIND_COLLECTIVE; }
 
   void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
     const auto& job = spec.collective();
     const int n = shape.n_pes();
-    static const char* kOps[] = {"allreduce", "reduce-scatter", "allgather", "alltoall"};
-    if (std::find(std::begin(kOps), std::end(kOps), job.op()) == std::end(kOps)) {
-      throw InvalidArgument("--op '" + job.op() +
-                            "' is not one of: allreduce, reduce-scatter, allgather, alltoall");
-    }
-    const DType dtype = parse_dtype(job.dtype());
-    const ReduceOp reduce = parse_reduce_op(job.reduce().empty() ? "sum" : job.reduce());
-    if (reduce == ReduceOp::kMax && job.op() != "allreduce") {
+    wire::check_enum(job.op(), "--op");
+    wire::check_enum(job.dtype(), "--dtype", true);
+    wire::check_enum(job.reduce(), "--reduce", true);
+    wire::check_enum(job.algo(), "--algo", true);
+    const DType dtype = collective_dtype(job);
+    if (job.reduce() == wire::REDUCTION_MAX && job.op() != wire::COLLECTIVE_OP_ALLREDUCE) {
       throw InvalidArgument("--reduce max is only for allreduce");
     }
-    const std::string algo = collective_algo(job, shape);
-    if (job.op() == "alltoall") {
-      if (!job.algo().empty() && job.algo() != "auto" && job.algo() != "direct") {
-        throw InvalidArgument("--algo '" + job.algo() +
+    const wire::CollectiveAlgo algo = collective_algo(job, shape);
+    if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) {
+      if (job.algo() != wire::COLLECTIVE_ALGO_UNSPECIFIED &&
+          job.algo() != wire::COLLECTIVE_ALGO_AUTO && job.algo() != wire::COLLECTIVE_ALGO_DIRECT) {
+        throw InvalidArgument("--algo '" + wire::enum_text(job.algo()) +
                               "': alltoall has one algorithm, direct (pairwise puts)");
       }
-    } else if (algo != "ring" && algo != "hier") {
-      throw InvalidArgument("--algo '" + job.algo() + "' is not one of: ring, hier, auto");
+    } else if (algo == wire::COLLECTIVE_ALGO_DIRECT) {
+      throw InvalidArgument("--algo direct is alltoall's; allowed here: ring, hier, auto");
     }
     const size_t element = dtype_size(dtype);
     if (job.bytes() < element || job.bytes() % element != 0) {
@@ -148,7 +164,7 @@ class CollectiveJobKind : public JobKind {
                             " must be a positive multiple of the " + dtype_name(dtype) +
                             " element size (" + std::to_string(element) + " bytes)");
     }
-    if (job.op() == "alltoall" && job.bytes() % (element * n) != 0) {
+    if (job.op() == wire::COLLECTIVE_OP_ALLTOALL && job.bytes() % (element * n) != 0) {
       throw InvalidArgument("--bytes " + std::to_string(job.bytes()) + " must divide into " +
                             std::to_string(n) + " equal blocks of " + dtype_name(dtype) +
                             " elements for alltoall (a multiple of " + std::to_string(element * n) +
@@ -161,7 +177,7 @@ class CollectiveJobKind : public JobKind {
   uint64_t pe_host_bytes(const wire::JobSpec& spec, int pes) const override {
     const auto& job = spec.collective();
     if (!job.verify()) return 0;
-    const size_t element = dtype_size(parse_dtype(job.dtype().empty() ? "f32" : job.dtype()));
+    const size_t element = dtype_size(collective_dtype(job));
     return job.bytes() / element * 4 * (uint64_t(pes) + 1);
   }
 
@@ -177,15 +193,15 @@ class CollectiveJobKind : public JobKind {
                  wire::JobResult& result) const override {
     const auto& job = spec.collective();
     const int n = shape.n_pes();
-    result.set_op(job.op());
-    result.set_dtype(job.dtype());
+    result.set_op(wire::enum_text(job.op()));
+    result.set_dtype(dtype_name(collective_dtype(job)));
     result.set_bytes(job.bytes());
-    result.set_algo(collective_algo(job, shape));
+    result.set_algo(wire::enum_text(collective_algo(job, shape)));
     // NCCL-tests: algbw = S / t with S the op's "size"; busbw = algbw x the op's factor.
     double size = static_cast<double>(job.bytes());
     double factor = double(n - 1) / n;
-    if (job.op() == "allreduce") factor = 2.0 * (n - 1) / n;
-    if (job.op() == "allgather") size *= n;  // SIZE is each PE's contribution
+    if (job.op() == wire::COLLECTIVE_OP_ALLREDUCE) factor = 2.0 * (n - 1) / n;
+    if (job.op() == wire::COLLECTIVE_OP_ALLGATHER) size *= n;  // SIZE is each PE's contribution
     if (median > 0) {
       result.set_algbw_gbps(size / median / 1e9);
       result.set_busbw_gbps(size / median / 1e9 * factor);

@@ -62,7 +62,7 @@ void summarize_job(const wire::JobSpec& spec, const ClusterShape& shape,
   result.set_median_s(median);
   result.set_p50_us(median * 1e6);
   result.set_p99_us(percentile(iteration_s, 0.99) * 1e6);
-  result.set_kind(kind.name(spec));
+  result.set_kind(kind.wire_kind(spec));
   kind.summarize(spec, shape, median, result);
 }
 

@@ -16,13 +16,14 @@
 #include "runtime/cluster_shape.h"
 #include "runtime/pe.h"
 #include "wire/control.pb.h"
+#include "wire/enum_text.h"
 #include "wire/jobs.pb.h"
 
 namespace symmesh {
 
 // What the daemons' configuration supplies to jobs that leave it out.
 struct JobDefaults {
-  std::string barrier_algo;
+  wire::BarrierAlgo barrier_algo = wire::BARRIER_ALGO_UNSPECIFIED;
   uint32_t barrier_k = 0;
 };
 
@@ -60,8 +61,8 @@ struct JobTally {
 class JobKind {
  public:
   virtual ~JobKind() = default;
-  // barrier, collective, transport, matmul, dispatch or combine.
-  virtual std::string name(const wire::JobSpec& spec) const = 0;
+  // What the wire calls a job of this spec (a MoE spec is a dispatch or a combine).
+  virtual wire::JobKind wire_kind(const wire::JobSpec& spec) const = 0;
   // Fills what the job left to the cluster's configuration (recorded with the job).
   virtual void fill_defaults(wire::JobSpec&, const JobDefaults&) const {}
   // Refuses a spec the cluster cannot run, naming the field and the allowed values.

@@ -10,13 +10,17 @@ namespace symmesh {
 namespace {
 
 FusedJob fused_job(const wire::MatmulJob& w) {
+  wire::check_enum(w.op(), "--op");
+  wire::check_enum(w.dtype(), "--dtype", true);
+  wire::check_enum(w.mode(), "--mode", true);
+  wire::check_enum(w.transfer(), "--transfer", true);
   FusedJob job;
   FusedOptions& o = job.options;
-  o.op = parse_fused_op(w.op());
+  o.op = parse_fused_op(wire::enum_text(w.op()));
   o.m = int64_t(w.m());
   o.n = int64_t(w.n());
   o.k = int64_t(w.k());
-  o.dtype = parse_dtype(w.dtype().empty() ? "bf16" : w.dtype());
+  o.dtype = w.dtype() ? parse_dtype(wire::enum_text(w.dtype())) : DType::kBF16;
   if (w.tile_m()) o.tile_m = w.tile_m();
   if (w.tile_n()) o.tile_n = w.tile_n();
   o.tile_k = w.tile_k();
@@ -25,8 +29,8 @@ FusedJob fused_job(const wire::MatmulJob& w) {
   if (w.subtile_m()) o.subtile_m = w.subtile_m();
   if (w.compute_threads()) o.compute_threads = int(w.compute_threads());
   if (w.comm_threads()) o.comm_threads = int(w.comm_threads());
-  if (!w.transfer().empty()) o.transfer = parse_stage_transfer(w.transfer());
-  job.mode = parse_fused_mode(w.mode().empty() ? "both" : w.mode());
+  if (w.transfer()) o.transfer = parse_stage_transfer(wire::enum_text(w.transfer()));
+  job.mode = w.mode() ? parse_fused_mode(wire::enum_text(w.mode())) : FusedMode::kBoth;
   job.iters = int(w.iters());
   job.verify = w.verify();
   job.inputs.dir = w.inputs();
@@ -69,8 +73,9 @@ PeJobOutcome run_matmul(Pe& pe, const wire::MatmulJob& job) {
   f.set_max_rel_err(r.max_rel_err);
   f.set_tolerance(r.tolerance);
   f.set_deterministic(r.deterministic);
-  f.set_mode(fused_mode_name(fused.mode));
-  f.set_transfer(stage_transfer_name(fused.options.transfer));
+  f.set_mode(wire::parse_enum<wire::MatmulMode>(fused_mode_name(fused.mode), "mode"));
+  f.set_transfer(wire::parse_enum<wire::StageTransfer>(stage_transfer_name(fused.options.transfer),
+                                                       "transfer"));
   return outcome;
 }
 
@@ -79,13 +84,15 @@ PeJobOutcome run_matmul(Pe& pe, const wire::MatmulJob& job) {
 // reference's f32 copies of A and B, one product band and its C.
 uint64_t matmul_pe_bytes(const wire::MatmulJob& job, int n_pes) {
   const uint64_t m = job.m(), n = job.n(), k = job.k();
-  const uint64_t e = job.dtype() == "f32" ? 4 : 2;
-  const bool gathered = job.op() == "allgather-matmul";
+  const uint64_t e = job.dtype() == wire::DATA_TYPE_F32 ? 4 : 2;
+  const bool gathered = job.op() == wire::MATMUL_OP_ALLGATHER_MATMUL;
   const uint64_t a_rows = gathered ? (m + n_pes - 1) / n_pes : m;
-  const uint64_t c_rows = job.op() == "matmul-reduce-scatter" ? (m + n_pes - 1) / n_pes : m;
+  const uint64_t c_rows =
+      job.op() == wire::MATMUL_OP_MATMUL_REDUCE_SCATTER ? (m + n_pes - 1) / n_pes : m;
   const uint64_t a = a_rows * k * e, b = k * n * e, c = c_rows * n * 4;
   const uint64_t per_mode = a + b + 2 * c + (gathered ? m * k * e : 0);
-  const uint64_t modes = job.mode() == "both" || job.mode().empty() ? 2 : 1;
+  const uint64_t modes =
+      job.mode() == wire::MATMUL_MODE_BOTH || job.mode() == wire::MATMUL_MODE_UNSPECIFIED ? 2 : 1;
   const uint64_t generate = std::max(a_rows * k, k * n) * 4;
   const uint64_t verify =
       job.verify() ? k * n * 4 + a_rows * k * 4 + 2 * c_rows * n * 4 + (gathered ? m * k * e : 0)
@@ -95,7 +102,7 @@ uint64_t matmul_pe_bytes(const wire::MatmulJob& job, int n_pes) {
 
 class MatmulJobKind : public JobKind {
  public:
-  std::string name(const wire::JobSpec&) const override { return "matmul"; }
+  wire::JobKind wire_kind(const wire::JobSpec&) const override { return wire::JOB_KIND_MATMUL; }
 
   void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
     validate(fused_job(spec.matmul()).options, shape.n_pes());
@@ -120,9 +127,10 @@ class MatmulJobKind : public JobKind {
   void summarize(const wire::JobSpec& spec, const ClusterShape&, double,
                  wire::JobResult& result) const override {
     const auto& job = spec.matmul();
-    result.set_op(job.op());
-    result.set_dtype(job.dtype());
-    result.set_algo(job.mode());
+    const FusedJob fused = fused_job(job);
+    result.set_op(wire::enum_text(job.op()));
+    result.set_dtype(dtype_name(fused.options.dtype));
+    result.set_algo(fused_mode_name(fused.mode));
   }
 };
 

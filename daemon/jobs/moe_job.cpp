@@ -11,20 +11,21 @@ namespace {
 
 MoeJob moe_job(const wire::MoeJob& w) {
   MoeJob job;
-  if (w.op() != "dispatch" && w.op() != "combine") {
-    throw InvalidArgument("MoE op '" + w.op() + "': allowed dispatch, combine");
-  }
-  job.op = w.op() == "dispatch" ? MoeOp::kDispatch : MoeOp::kCombine;
+  wire::check_enum(w.op(), "MoE op");
+  wire::check_enum(w.weighting(), "--weighting", true);
+  wire::check_enum(w.partial_dtype(), "--partial-dtype", true);
+  wire::check_enum(w.algo(), "--algo", true);
+  job.op = w.op() == wire::MOE_OP_DISPATCH ? MoeOp::kDispatch : MoeOp::kCombine;
   MoeOptions& o = job.options;
   o.tokens = int64_t(w.tokens());
   o.hidden = int64_t(w.hidden());
   o.topk = int(w.topk());
   o.experts = int(w.experts());
-  o.weighting = parse_moe_weighting(w.weighting().empty() ? "topk" : w.weighting());
+  if (w.weighting()) o.weighting = parse_moe_weighting(wire::enum_text(w.weighting()));
   o.biases = int(w.biases());
-  o.partial_dtype = parse_dtype(w.partial_dtype().empty() ? "bf16" : w.partial_dtype());
+  if (w.partial_dtype()) o.partial_dtype = parse_dtype(wire::enum_text(w.partial_dtype()));
   if (w.channels()) o.channels = int(w.channels());
-  o.algo = parse_moe_algo(w.algo().empty() ? "hier" : w.algo());
+  if (w.algo()) o.algo = parse_moe_algo(wire::enum_text(w.algo()));
   if (w.chunk_tokens()) o.chunk_tokens = w.chunk_tokens();
   if (w.nvl_ring_tokens()) o.nvl_ring_tokens = w.nvl_ring_tokens();
   if (w.rdma_ring_tokens()) o.rdma_ring_tokens = w.rdma_ring_tokens();
@@ -53,8 +54,10 @@ PeJobOutcome run_moe(Pe& pe, const wire::MoeJob& w) {
   f.set_inter_node_bytes(r.inter_node_bytes);
   f.set_intra_node_bytes(r.intra_node_bytes);
   f.set_flat_inter_node_bytes(r.flat_inter_node_bytes);
-  f.set_weighting(moe_weighting_name(job.options.weighting));
-  f.set_partial_dtype(dtype_name(job.options.partial_dtype));
+  f.set_weighting(
+      wire::parse_enum<wire::MoeWeighting>(moe_weighting_name(job.options.weighting), "weighting"));
+  f.set_partial_dtype(
+      wire::parse_enum<wire::DataType>(dtype_name(job.options.partial_dtype), "partial dtype"));
   return outcome;
 }
 
@@ -63,18 +66,22 @@ PeJobOutcome run_moe(Pe& pe, const wire::MoeJob& w) {
 // --verify the reference (for dispatch, every PE's tokens).
 uint64_t moe_pe_bytes(const wire::MoeJob& job, int n_pes) {
   const uint64_t t = job.tokens(), h = job.hidden();
-  const uint64_t partial = job.partial_dtype() == "f32" ? 4 : 2;
+  const uint64_t partial = job.partial_dtype() == wire::DATA_TYPE_F32 ? 4 : 2;
   const uint64_t copies = std::min<uint64_t>(job.topk(), uint64_t(n_pes));
   uint64_t bytes = t * h * 2 * (3 + job.biases()) + t * copies * h * (2 + partial);
   if (job.verify()) {
-    bytes += job.op() == "dispatch" ? uint64_t(n_pes) * t * h * 2 + t * copies * h * 2 : t * h * 8;
+    bytes += job.op() == wire::MOE_OP_DISPATCH ? uint64_t(n_pes) * t * h * 2 + t * copies * h * 2
+                                               : t * h * 8;
   }
   return bytes;
 }
 
 class MoeJobKind : public JobKind {
  public:
-  std::string name(const wire::JobSpec& spec) const override { return spec.moe().op(); }
+  wire::JobKind wire_kind(const wire::JobSpec& spec) const override {
+    return spec.moe().op() == wire::MOE_OP_DISPATCH ? wire::JOB_KIND_DISPATCH
+                                                    : wire::JOB_KIND_COMBINE;
+  }
 
   void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
     validate(moe_job(spec.moe()).options, shape.nodes, shape.ranks_per_node);
@@ -104,8 +111,9 @@ class MoeJobKind : public JobKind {
   void summarize(const wire::JobSpec& spec, const ClusterShape&, double,
                  wire::JobResult& result) const override {
     const auto& job = spec.moe();
-    result.set_op(job.op());
-    result.set_algo(job.op() == "combine" ? job.algo() : "hier");
+    result.set_op(wire::enum_text(job.op()));
+    result.set_algo(job.op() == wire::MOE_OP_COMBINE ? moe_algo_name(moe_job(job).options.algo)
+                                                     : "hier");
   }
 };
 

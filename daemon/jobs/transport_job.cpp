@@ -37,7 +37,7 @@ PeJobOutcome run_transport(Pe& pe, const wire::TransportJob& job) {
   outcome.iteration_s.assign(job.iters(), 0.0);
   progress::set_total(job.iters());
   barrier_all(pe);
-  if (job.op() == "put-bw") {
+  if (job.op() == wire::TRANSPORT_OP_PUT_BW) {
     const uint32_t window = job.window() ? job.window() : 64;
     if (sender) {
       for (int i = 0; i < kWarmup; ++i) put_window(pe, buffer, local.data(), bytes, 1, partner);
@@ -73,13 +73,11 @@ PeJobOutcome run_transport(Pe& pe, const wire::TransportJob& job) {
 
 class TransportJobKind : public JobKind {
  public:
-  std::string name(const wire::JobSpec&) const override { return "transport"; }
+  wire::JobKind wire_kind(const wire::JobSpec&) const override { return wire::JOB_KIND_TRANSPORT; }
 
   void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
     const auto& job = spec.transport();
-    if (job.op() != "put-bw" && job.op() != "put-signal-lat") {
-      throw InvalidArgument("--op '" + job.op() + "' is not one of: put-bw, put-signal-lat");
-    }
+    wire::check_enum(job.op(), "--op");
     if (shape.n_pes() < 2) throw InvalidArgument("a transport job needs 2 PEs; the cluster has 1");
     if (job.bytes() < 1 || job.bytes() > (uint64_t{1} << 30)) {
       throw InvalidArgument("--bytes " + std::to_string(job.bytes()) + " is outside 1..1GiB");
@@ -97,10 +95,11 @@ class TransportJobKind : public JobKind {
   void summarize(const wire::JobSpec& spec, const ClusterShape&, double median,
                  wire::JobResult& result) const override {
     const auto& job = spec.transport();
-    result.set_op(job.op());
+    result.set_op(wire::enum_text(job.op()));
     result.set_bytes(job.bytes());
     const double moved =
-        double(job.bytes()) * (job.op() == "put-bw" ? (job.window() ? job.window() : 64) : 1);
+        double(job.bytes()) *
+        (job.op() == wire::TRANSPORT_OP_PUT_BW ? (job.window() ? job.window() : 64) : 1);
     if (median > 0) result.set_algbw_gbps(moved / median / 1e9);
   }
 };

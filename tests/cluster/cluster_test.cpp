@@ -46,7 +46,7 @@ TEST_P(Daemons, EveryBarrierAndEveryCollectiveVerified) {
   EXPECT_TRUE(alltoall.verified());
   EXPECT_EQ(alltoall.algo(), "direct");
   const auto status = cluster.client(0)->status(deadline_after(std::chrono::seconds(10)));
-  EXPECT_EQ(status.state(), "ready");
+  EXPECT_EQ(wire::enum_text(status.state()), "ready");
   EXPECT_EQ(status.peer_size(), size.nodes - 1);
   for (const auto& peer : status.peer()) {
     EXPECT_EQ(peer.transport(), "tcp");

@@ -36,7 +36,7 @@ TEST(DaemonConfig, FlagsWithSuffixedSizesAndDurations) {
   EXPECT_EQ(config->wait_timeout, std::chrono::milliseconds(500));
   EXPECT_EQ(config->bootstrap.host, "::1");
   EXPECT_EQ(config->bootstrap.port, 9000);
-  EXPECT_EQ(config->barrier_algo, "kary");
+  EXPECT_EQ(config->barrier_algo, wire::BARRIER_ALGO_KARY);
   EXPECT_EQ(config->barrier_k, 4);
 }
 

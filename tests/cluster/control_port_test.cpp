@@ -85,7 +85,7 @@ TEST(ControlPort, ReflectingTheServersChallengeGetsNoSessionAndIsCounted) {
   const std::string url = status_url(cluster, 0);
   reflection_is_refused(cluster.control(0), wire::ROLE_CONTROL);
   EXPECT_GE(wait_for_errors(url, "auth", 3), 3);
-  EXPECT_EQ(cluster.client(0)->status(deadline_after(kIo)).state(), "ready");
+  EXPECT_EQ(wire::enum_text(cluster.client(0)->status(deadline_after(kIo)).state()), "ready");
 }
 
 TEST(DataPort, ReflectingTheServersChallengeGetsNoConnectionAndIsCounted) {
@@ -112,7 +112,7 @@ TEST(BootstrapPort, ReflectionAndAWrongSecretGetNoPlaceAndAreCounted) {
       AuthError);
   EXPECT_GE(wait_for_errors(url, "auth", 4), 4);
   const auto status = cluster.client(0)->status(deadline_after(kIo));
-  EXPECT_EQ(status.state(), "ready");
+  EXPECT_EQ(wire::enum_text(status.state()), "ready");
   EXPECT_EQ(status.epoch(), 1u) << "an attacker made the cluster re-form";
 }
 
@@ -164,7 +164,7 @@ TEST(ControlPort, UnauthenticatedConnectionsAreCappedAndTimedOut) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
   EXPECT_GE(wait_for_errors(url, "timeout", 1), 1);
   silent.clear();
-  EXPECT_EQ(cluster.client(0)->status(deadline_after(kIo)).state(), "ready");
+  EXPECT_EQ(wire::enum_text(cluster.client(0)->status(deadline_after(kIo)).state()), "ready");
 }
 
 // A client that asks and never reads: its answers queue up to the socket's buffers, and when
@@ -182,9 +182,9 @@ TEST(ControlPort, AClientThatStopsReadingIsClosedAndCounted) {
   request.mutable_job()->set_job_id(traced);
   request.mutable_job()->set_trace(true);
   for (int i = 0; i < 32; ++i) channel->write(request, deadline_after(kIo));  // never read
-  EXPECT_EQ(cluster.client(0)->status(deadline_after(kIo)).state(), "ready");
+  EXPECT_EQ(wire::enum_text(cluster.client(0)->status(deadline_after(kIo)).state()), "ready");
   EXPECT_GE(wait_for_errors(url, "slow_client", 1), 1);
-  EXPECT_EQ(cluster.client(0)->status(deadline_after(kIo)).state(), "ready");
+  EXPECT_EQ(wire::enum_text(cluster.client(0)->status(deadline_after(kIo)).state()), "ready");
 }
 
 struct ProcessFootprint {
@@ -264,7 +264,7 @@ TEST(ControlPort, ThousandsOfConnectionsLeaveThreadsMappingsAndMemoryFlat) {
   EXPECT_LE(after.rss_kib, before.rss_kib + 8 * 1024)
       << kCycles << " connections grew the daemon's RSS from " << before.rss_kib << " to "
       << after.rss_kib << " KiB";
-  EXPECT_EQ(cluster.client(0)->status(deadline_after(kIo)).state(), "ready");
+  EXPECT_EQ(wire::enum_text(cluster.client(0)->status(deadline_after(kIo)).state()), "ready");
 }
 
 }  // namespace

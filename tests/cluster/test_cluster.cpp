@@ -205,7 +205,7 @@ void TestCluster::wait_ready(std::chrono::seconds timeout) {
         // Short attempts, so a daemon that exited is noticed at once.
         const Deadline attempt = std::min(deadline, deadline_after(std::chrono::seconds(1)));
         auto connection = Client::connect(control(n), secret_, secret_file_, attempt);
-        last = connection->status(attempt).state();
+        last = wire::enum_text(connection->status(attempt).state());
         if (last == "ready") break;
       } catch (const std::exception& e) {
         last = e.what();
@@ -234,7 +234,8 @@ wire::JobResult TestCluster::run(const wire::JobSpec& spec, int via_node) {
 
 wire::JobSpec barrier_job(const std::string& algo, uint32_t iters) {
   wire::JobSpec spec;
-  spec.mutable_barrier()->set_algo(algo);
+  if (!algo.empty())
+    spec.mutable_barrier()->set_algo(wire::parse_enum<wire::BarrierAlgo>(algo, "algo"));
   spec.mutable_barrier()->set_k(2);
   spec.mutable_barrier()->set_iters(iters);
   return spec;
@@ -244,10 +245,10 @@ wire::JobSpec collective_job(const std::string& op, uint64_t bytes, const std::s
                              const std::string& algo, uint32_t iters, bool verify) {
   wire::JobSpec spec;
   auto* job = spec.mutable_collective();
-  job->set_op(op);
+  job->set_op(wire::parse_enum<wire::CollectiveOp>(op, "op"));
   job->set_bytes(bytes);
-  job->set_dtype(dtype);
-  job->set_algo(algo);
+  job->set_dtype(wire::parse_enum<wire::DataType>(dtype, "dtype"));
+  job->set_algo(wire::parse_enum<wire::CollectiveAlgo>(algo, "algo"));
   job->set_iters(iters);
   job->set_verify(verify);
   return spec;

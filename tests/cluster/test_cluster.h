@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "wire/enum_text.h"
 
 namespace symmesh::testing {
 

@@ -125,7 +125,7 @@ TEST(Trace, JobsWithoutATraceSayWhyAndACancelledJobKeepsItsTimeline) {
   ASSERT_TRUE(result);
   EXPECT_FALSE(result->ok());
   const wire::JobRecord record = canceller->job(id, true, deadline_after(std::chrono::seconds(30)));
-  EXPECT_EQ(record.state(), "cancelled");
+  EXPECT_EQ(wire::enum_text(record.state()), "cancelled");
   size_t spans = 0;
   for (const auto& thread : record.trace().thread()) spans += size_t(thread.span_size());
   EXPECT_GT(spans, 0u);

@@ -34,7 +34,7 @@ wire::JobRecord wait_for_job(TestCluster& cluster,
 }
 
 bool running(const wire::JobRecord& job) {
-  return job.state() == "running";
+  return wire::enum_text(job.state()) == "running";
 }
 
 TEST(ClientFaults, AKilledCliCancelsItsJobAndTheNextJobVerifiesWithin15Seconds) {
@@ -50,7 +50,7 @@ TEST(ClientFaults, AKilledCliCancelsItsJobAndTheNextJobVerifiesWithin15Seconds) 
   const auto cancelled = wait_for_job(
       cluster,
       [&](const wire::JobRecord& j) {
-        return j.job_id() == job.job_id() && j.state() == "cancelled";
+        return j.job_id() == job.job_id() && wire::enum_text(j.state()) == "cancelled";
       },
       std::chrono::seconds(15));
   ASSERT_EQ(cancelled.job_id(), job.job_id()) << "the job of a killed client ran on";
@@ -77,7 +77,7 @@ TEST(ClientFaults, AClientLeavingThroughAForwardingNodeCancelsItsJob) {
     ASSERT_NE(wait_for_job(cluster, running, std::chrono::seconds(30)).job_id(), 0u);
   }  // the connection closes here, mid-job
   const auto cancelled = wait_for_job(
-      cluster, [](const wire::JobRecord& j) { return j.state() == "cancelled"; },
+      cluster, [](const wire::JobRecord& j) { return wire::enum_text(j.state()) == "cancelled"; },
       std::chrono::seconds(15));
   EXPECT_NE(cancelled.result().error().find("its client left"), std::string::npos)
       << cancelled.DebugString() << "\nstatus:\n"

@@ -43,15 +43,16 @@ bool wait_for_status(TestCluster& cluster, int node,
 
 bool running_job(const wire::StatusReply& status) {
   for (const auto& job : status.jobs()) {
-    if (job.state() == "running" && job.kind() == "collective") return true;
+    if (wire::enum_text(job.state()) == "running" && wire::enum_text(job.kind()) == "collective")
+      return true;
   }
   return false;
 }
 
 bool serving(const wire::StatusReply& status) {
-  if (status.state() != "ready") return false;
+  if (wire::enum_text(status.state()) != "ready") return false;
   for (const auto& node : status.node()) {
-    if (node.state() != "up") return false;
+    if (wire::enum_text(node.state()) != "up") return false;
   }
   return true;
 }
@@ -59,7 +60,8 @@ bool serving(const wire::StatusReply& status) {
 void next_job_verifies(TestCluster& cluster, int via_node, uint64_t bytes) {
   // The root serving does not mean `via_node` already is: it takes the root's start after.
   EXPECT_TRUE(wait_for_status(
-      cluster, via_node, [](const wire::StatusReply& s) { return s.state() == "ready"; },
+      cluster, via_node,
+      [](const wire::StatusReply& s) { return wire::enum_text(s.state()) == "ready"; },
       std::chrono::seconds(15)))
       << cluster.daemon(via_node).log();
   const auto result =

@@ -70,7 +70,7 @@ TEST(NodeFaults, AKilledRootRestartsAndTheSurvivorsRejoinWithin15Seconds) {
   EXPECT_FALSE(job.get().empty());
   // The survivors know the root is gone and keep trying it.
   EXPECT_TRUE(wait_for_status(
-      cluster, 1, [](const wire::StatusReply& s) { return s.state() != "ready"; },
+      cluster, 1, [](const wire::StatusReply& s) { return wire::enum_text(s.state()) != "ready"; },
       std::chrono::seconds(15)));
 
   const auto restarted = Clock::now();
@@ -113,7 +113,8 @@ TEST(NodeFaults, AFrozenRootIsLetGoByItsMembersAndTheClusterServesAgainWhenThawe
   TestCluster cluster(drill_shape(2, 1));
   kill(cluster.daemon(0).pid(), SIGSTOP);
   EXPECT_TRUE(wait_for_status(
-      cluster, 1, [](const wire::StatusReply& s) { return s.state() == "forming"; },
+      cluster, 1,
+      [](const wire::StatusReply& s) { return wire::enum_text(s.state()) == "forming"; },
       std::chrono::seconds(15)))
       << cluster.daemon(1).log();
   kill(cluster.daemon(0).pid(), SIGCONT);

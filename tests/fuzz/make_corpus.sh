@@ -28,19 +28,21 @@ framed DataHeader 'kind: PUT offset: 4096 length: 64 src_pe: 1' >"$out/frame/put
 framed DataHeader 'kind: PUT offset: 18446744073709551615 length: 2' >"$out/frame/wrap"
 
 nonce='nonce: "0123456789abcdef0123456789abcdef"'
-{ framed AuthHello "protocol_version: 3 role: ROLE_CONTROL $nonce"
+{ framed AuthHello "protocol_version: 4 role: ROLE_CONTROL $nonce"
   framed AuthProof 'mac: "0123456789abcdef0123456789abcdef"'
-  framed AuthHello "protocol_version: 3 role: ROLE_CONTROL node_rank: 0 incarnation: 1 $nonce"
+  framed AuthHello "protocol_version: 4 role: ROLE_CONTROL node_rank: 0 incarnation: 1 $nonce"
   framed AuthResult 'ok: true mac: "0123456789abcdef0123456789abcdef"'
-  framed NodeHello 'protocol_version: 3 node_rank: 1 nodes: 4 ranks_per_node: 2 heap_size: 1048576 tcp_connections: 2'
+  framed NodeHello 'protocol_version: 4 node_rank: 1 nodes: 4 ranks_per_node: 2 heap_size: 1048576 tcp_connections: 2'
 } >"$out/handshake/full"
-framed AuthHello "protocol_version: 2 $nonce" >"$out/handshake/old-version"
+framed AuthHello "protocol_version: 3 $nonce" >"$out/handshake/old-version"
 
 encode ClientRequest 'status {}' >"$out/control_request/status"
-encode ClientRequest 'submit { collective { op: "allreduce" bytes: 4096 dtype: "f32" algo: "ring" iters: 2 verify: true } }' >"$out/control_request/collective"
-encode ClientRequest 'submit { matmul { op: "gemm-allreduce" m: 64 n: 64 k: 1048576 dtype: "bf16" iters: 5 output: "../../etc" } }' >"$out/control_request/matmul"
-encode ClientRequest 'submit { moe { op: "combine" tokens: 16 hidden: 8 topk: 2 experts: 4 iters: 1 routing: "/tmp" } } detach: true' >"$out/control_request/moe"
-encode ClientRequest 'submit { barrier { algo: "kary" k: 4 iters: 10 } }' >"$out/control_request/barrier"
+encode ClientRequest 'submit { collective { op: COLLECTIVE_OP_ALLREDUCE bytes: 4096 dtype: DATA_TYPE_F32 algo: COLLECTIVE_ALGO_RING iters: 2 verify: true } }' >"$out/control_request/collective"
+encode ClientRequest 'submit { matmul { op: MATMUL_OP_GEMM_ALLREDUCE m: 64 n: 64 k: 1048576 dtype: DATA_TYPE_BF16 iters: 5 output: "../../etc" } }' >"$out/control_request/matmul"
+encode ClientRequest 'submit { moe { op: MOE_OP_COMBINE tokens: 16 hidden: 8 topk: 2 experts: 4 iters: 1 routing: "/tmp" } } detach: true' >"$out/control_request/moe"
+encode ClientRequest 'submit { barrier { algo: BARRIER_ALGO_KARY k: 4 iters: 10 } }' >"$out/control_request/barrier"
+# A number the enum does not name (a newer peer's, or garbage).
+encode ClientRequest 'submit { collective { op: 9 bytes: 64 iters: 1 } }' >"$out/control_request/unknown-enum"
 
 python3 - "$out/npy" <<'PY'
 import struct, sys

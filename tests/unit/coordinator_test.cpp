@@ -108,7 +108,7 @@ TEST(Coordinator, AJobRunsItsPhasesOnEveryNodeAndTheSlowestNodeMakesEachIteratio
   });
   const wire::JobResult result = cluster.run(barrier_job());
   ASSERT_TRUE(result.ok()) << result.error();
-  EXPECT_EQ(result.kind(), "barrier");
+  EXPECT_EQ(wire::enum_text(result.kind()), "barrier");
   EXPECT_EQ(result.iters(), 2u);
   EXPECT_DOUBLE_EQ(result.median_s(), 2.0);  // iterations: max(1, 2), max(3, 1)
   EXPECT_DOUBLE_EQ(result.p99_us(), 3e6);
@@ -185,7 +185,7 @@ TEST(Coordinator, AQueuedJobCanBeCancelledAndItsClientIsTold) {
       });
   EXPECT_EQ(second, 2u);
   const wire::JobRecord cancelled = cluster.coordinator().cancel(second, "the test said so");
-  EXPECT_EQ(cancelled.state(), "cancelled");
+  EXPECT_EQ(wire::enum_text(cancelled.state()), "cancelled");
   auto told = second_result.get_future();
   ASSERT_EQ(told.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   const wire::JobResult second_outcome = told.get();

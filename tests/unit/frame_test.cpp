@@ -11,7 +11,7 @@ namespace {
 
 TEST(FrameCodec, RoundTripsAMessage) {
   wire::JobSpec spec;
-  spec.mutable_collective()->set_op("allreduce");
+  spec.mutable_collective()->set_op(wire::COLLECTIVE_OP_ALLREDUCE);
   spec.mutable_collective()->set_bytes(12345);
   const std::string frame = encode_frame(spec);
   ASSERT_GE(frame.size(), kLengthPrefixBytes);
@@ -19,7 +19,7 @@ TEST(FrameCodec, RoundTripsAMessage) {
   EXPECT_EQ(length, frame.size() - kLengthPrefixBytes);
   wire::JobSpec decoded;
   parse_frame_body(decoded, std::string_view(frame).substr(kLengthPrefixBytes), "test");
-  EXPECT_EQ(decoded.collective().op(), "allreduce");
+  EXPECT_EQ(decoded.collective().op(), wire::COLLECTIVE_OP_ALLREDUCE);
   EXPECT_EQ(decoded.collective().bytes(), 12345u);
 }
 

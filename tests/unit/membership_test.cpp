@@ -50,13 +50,13 @@ TEST(Membership, ASilentNodeIsSuspectAfterTwoBeatsAndDownAfterThree) {
     m.heard(2, t);
     m.tick(t);
     if (t <= t0 + 2 * kBeat) {
-      EXPECT_EQ(m.state(1), NodeState::kUp);
+      EXPECT_EQ(m.state(1), wire::NODE_STATE_UP);
     } else if (t > t0 + 2 * kBeat + kBeat / 4 && t <= t0 + 3 * kBeat) {
-      EXPECT_EQ(m.state(1), NodeState::kSuspect);
+      EXPECT_EQ(m.state(1), wire::NODE_STATE_SUSPECT);
     }
   }
-  EXPECT_EQ(m.state(1), NodeState::kDown);
-  EXPECT_EQ(m.state(2), NodeState::kUp);
+  EXPECT_EQ(m.state(1), wire::NODE_STATE_DOWN);
+  EXPECT_EQ(m.state(2), wire::NODE_STATE_UP);
   EXPECT_FALSE(m.all_up());
   const std::string problems = m.problems();
   EXPECT_NE(problems.find("node 1 down since"), std::string::npos) << problems;
@@ -69,21 +69,21 @@ TEST(Membership, AQuietNodeHeardAgainIsUpButALostLinkStaysDownUntilItJoins) {
   const auto owned = formed_root(t0);
   Membership& m = *owned;
   tick_until(m, t0, t0 + 4 * kBeat);
-  ASSERT_EQ(m.state(1), NodeState::kDown);
+  ASSERT_EQ(m.state(1), wire::NODE_STATE_DOWN);
   const auto revived = m.heard(1, t0 + 5 * kBeat);  // a frozen daemon thawed
   ASSERT_EQ(revived.size(), 1u);
-  EXPECT_EQ(revived[0].from, NodeState::kDown);
-  EXPECT_EQ(m.state(1), NodeState::kUp);
-  EXPECT_EQ(m.state(2), NodeState::kDown);  // both went quiet; only node 1 came back
+  EXPECT_EQ(revived[0].from, wire::NODE_STATE_DOWN);
+  EXPECT_EQ(m.state(1), wire::NODE_STATE_UP);
+  EXPECT_EQ(m.state(2), wire::NODE_STATE_DOWN);  // both went quiet; only node 1 came back
 
   m.lost(2, "link closed", t0 + 5 * kBeat);
-  EXPECT_EQ(m.state(2), NodeState::kDown);
+  EXPECT_EQ(m.state(2), wire::NODE_STATE_DOWN);
   m.heard(2, t0 + 6 * kBeat);  // a late message of the old link changes nothing
-  EXPECT_EQ(m.state(2), NodeState::kDown);
+  EXPECT_EQ(m.state(2), wire::NODE_STATE_DOWN);
   EXPECT_TRUE(m.joining(2, 200, t0 + 7 * kBeat));
-  EXPECT_EQ(m.state(2), NodeState::kJoining);
+  EXPECT_EQ(m.state(2), wire::NODE_STATE_JOINING);
   m.formed(t0 + 8 * kBeat);
-  EXPECT_EQ(m.state(2), NodeState::kUp);
+  EXPECT_EQ(m.state(2), wire::NODE_STATE_UP);
   EXPECT_EQ(m.slots()[2].incarnation, 200u);
 }
 

@@ -21,7 +21,7 @@ constexpr auto kReportDeadline = std::chrono::seconds(30);
 
 wire::JobSpec barrier_spec(uint32_t iters) {
   wire::JobSpec spec;
-  spec.mutable_barrier()->set_algo("dissemination");
+  spec.mutable_barrier()->set_algo(wire::BARRIER_ALGO_DISSEMINATION);
   spec.mutable_barrier()->set_iters(iters);
   return spec;
 }
@@ -30,10 +30,10 @@ wire::JobSpec barrier_spec(uint32_t iters) {
 wire::JobSpec endless_spec() {
   wire::JobSpec spec;
   auto* job = spec.mutable_collective();
-  job->set_op("allreduce");
+  job->set_op(wire::COLLECTIVE_OP_ALLREDUCE);
   job->set_bytes(8 << 20);
-  job->set_dtype("f32");
-  job->set_algo("ring");
+  job->set_dtype(wire::DATA_TYPE_F32);
+  job->set_algo(wire::COLLECTIVE_ALGO_RING);
   job->set_iters(100000);
   return spec;
 }

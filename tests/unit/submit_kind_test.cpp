@@ -20,9 +20,9 @@ TEST(SubmitKinds, EveryRowNamesAFieldOfItsKindsMessage) {
 TEST(SubmitKinds, DefaultsAndFixedFieldsReachTheJob) {
   const wire::JobSpec combine = make_spec(moe_kind("combine"), {{"--tokens", "128"}});
   ASSERT_TRUE(combine.has_moe());
-  EXPECT_EQ(combine.moe().op(), "combine");
+  EXPECT_EQ(combine.moe().op(), wire::MOE_OP_COMBINE);
   EXPECT_EQ(combine.moe().tokens(), 128u);
-  EXPECT_EQ(combine.moe().algo(), "hier");
+  EXPECT_EQ(combine.moe().algo(), wire::MOE_ALGO_HIER);
   EXPECT_EQ(combine.moe().rdma_ring_tokens(), 64u);
   EXPECT_FALSE(combine.moe().verify());
 
@@ -35,12 +35,12 @@ TEST(SubmitKinds, DefaultsAndFixedFieldsReachTheJob) {
 
   const wire::JobSpec collective = make_spec(collective_kind(), {{"--bytes", "64KiB"}});
   EXPECT_EQ(collective.collective().bytes(), 65536u);
-  EXPECT_EQ(collective.collective().dtype(), "f32");
+  EXPECT_EQ(collective.collective().dtype(), wire::DATA_TYPE_F32);
 
   const wire::JobSpec barrier = make_spec(barrier_kind(), {});
   ASSERT_TRUE(barrier.has_barrier());
   EXPECT_EQ(barrier.barrier().iters(), 1000u);
-  EXPECT_EQ(barrier.barrier().algo(), "");  // the cluster's default
+  EXPECT_EQ(barrier.barrier().algo(), wire::BARRIER_ALGO_UNSPECIFIED);  // the cluster's default
 }
 
 TEST(SubmitKinds, AParsedCommandLineMakesItsJobWithTheDefaultsOfWhatItLeftOut) {
@@ -50,10 +50,10 @@ TEST(SubmitKinds, AParsedCommandLineMakesItsJobWithTheDefaultsOfWhatItLeftOut) {
   app.parse("submit matmul --op gemm-allreduce --m 16 --n 8 --k 8 --verify", false);
   ASSERT_TRUE(matmul.parsed());
   const wire::JobSpec spec = matmul.spec();
-  EXPECT_EQ(spec.matmul().op(), "gemm-allreduce");
+  EXPECT_EQ(spec.matmul().op(), wire::MATMUL_OP_GEMM_ALLREDUCE);
   EXPECT_EQ(spec.matmul().m(), 16u);
   EXPECT_EQ(spec.matmul().tile_n(), 512u);
-  EXPECT_EQ(spec.matmul().mode(), "both");
+  EXPECT_EQ(spec.matmul().mode(), wire::MATMUL_MODE_BOTH);
   EXPECT_TRUE(spec.matmul().verify());
 }
 
@@ -68,6 +68,25 @@ TEST(SubmitKinds, AValueThatDoesNotFitIsRefusedNamingItsFlag) {
     }
   }
   EXPECT_THROW(make_spec(collective_kind(), {{"--bytes", "4X"}}), InvalidArgument);
+  try {
+    make_spec(collective_kind(), {{"--op", "allreduce"}, {"--dtype", "f64"}});
+    ADD_FAILURE() << "--dtype f64 was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "--dtype 'f64' is not one of: f32, bf16, f16");
+  }
+}
+
+// An enum option offers exactly its enum's words (the .proto file is the one list).
+TEST(SubmitKinds, AnEnumOptionAcceptsTheWordsOfItsEnumAndNothingElse) {
+  CLI::App app;
+  CLI::App* submit = app.add_subcommand("submit");
+  SubmitCommand collective(*submit, collective_kind());
+  EXPECT_THROW(app.parse("submit collective --op gather --bytes 64", false), CLI::ValidationError);
+  CLI::App again;
+  SubmitCommand parsed(*again.add_subcommand("submit"), collective_kind());
+  again.parse("submit collective --op reduce-scatter --bytes 64 --algo hier", false);
+  EXPECT_EQ(parsed.spec().collective().op(), wire::COLLECTIVE_OP_REDUCE_SCATTER);
+  EXPECT_EQ(parsed.spec().collective().algo(), wire::COLLECTIVE_ALGO_HIER);
 }
 
 }  // namespace

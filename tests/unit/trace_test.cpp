@@ -104,7 +104,7 @@ TEST(Trace, ThreadsOfOneRoleStartedAgainShareATrack) {
 TEST(Trace, ChromeJsonHasAProcessPerPeATrackPerThreadAndValidates) {
   wire::JobRecord job;
   job.set_job_id(7);
-  job.set_kind("matmul");
+  job.set_kind(wire::JOB_KIND_MATMUL);
   for (int pe = 0; pe < 2; ++pe) {
     trace::Recorder recorder;
     {
