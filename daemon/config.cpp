@@ -76,6 +76,21 @@ std::map<std::string, Key> keys() {
         "paths are taken from it; default: $STATE_DIRECTORY/data under systemd, "
         "/var/lib/symmesh/data for root, ~/.local/state/symmesh/data otherwise)",
         [](DaemonConfig& c, const std::string& v) { c.data_dir = v; }}},
+      {"attach-dir",
+       {"directory (made mode 0700) of the socket processes attach through as this node's PEs "
+        "(default: <data dir>/attach-node<rank>)",
+        [](DaemonConfig& c, const std::string& v) { c.attach_dir = v; }}},
+      {"attach-uid",
+       {"a uid besides the daemon's own that may attach processes (repeat with commas: 1001,1002)",
+        [](DaemonConfig& c, const std::string& v) {
+          size_t at = 0;
+          while (at <= v.size()) {
+            const size_t comma = std::min(v.find(',', at), v.size());
+            c.attach_uids.push_back(
+                unsigned(parse_count(v.substr(at, comma - at), "--attach-uid", 0, UINT32_MAX - 1)));
+            at = comma + 1;
+          }
+        }}},
       {"job-memory",
        {"host memory a job may take on this node outside the heap (inputs, outputs, reference; "
         "KiB, MiB, GiB suffixes; default: half the machine's memory)",

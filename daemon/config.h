@@ -5,6 +5,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "transport/channel.h"
 #include "wire/enum_text.h"
@@ -24,8 +25,10 @@ struct DaemonConfig {
   std::string transport = "auto";
   uint64_t heap_size = uint64_t{256} << 20;
   std::string secret_file;
-  std::string data_dir;     // empty: default_data_dir()
-  uint64_t job_memory = 0;  // host memory a job may use per node; 0: default_job_memory()
+  std::string data_dir;               // empty: default_data_dir()
+  uint64_t job_memory = 0;            // host memory a job may use per node; 0: default_job_memory()
+  std::string attach_dir;             // empty: <data dir>/attach-node<rank>
+  std::vector<unsigned> attach_uids;  // who may attach besides the daemon's own uid
   int tcp_connections = 2;
   std::chrono::milliseconds wait_timeout{60000};
   std::chrono::milliseconds bootstrap_timeout{60000};

@@ -130,10 +130,17 @@ void Daemon::start() {
             [this] { return metrics_text(); },
             [this](uint64_t job_id) { return chrome_trace_json(job(job_id, true)).dump(); }});
   }
-  spdlog::info("node {} of {} (incarnation {}): {} ranks, heap {}, control {}, status {}, data {}",
-               config_.node_rank, config_.nodes, incarnation_, config_.ranks_per_node,
-               format_bytes(config_.heap_size), control_->local_endpoint().str(),
-               status_server_ ? status_server_->url() : "off", data_dir_);
+  attach_ = std::make_unique<AttachServer>(
+      *node_,
+      config_.attach_dir.empty() ? data_dir_ + "/attach-node" + std::to_string(config_.node_rank)
+                                 : config_.attach_dir,
+      config_.attach_uids, [this](const std::string& kind) { metrics_.error(kind); });
+  spdlog::info(
+      "node {} of {} (incarnation {}): {} ranks, heap {}, control {}, status {}, data {}, attach "
+      "{}",
+      config_.node_rank, config_.nodes, incarnation_, config_.ranks_per_node,
+      format_bytes(config_.heap_size), control_->local_endpoint().str(),
+      status_server_ ? status_server_->url() : "off", data_dir_, attach_->path());
 
   if (is_root()) {
     join_->on_joined([this] { changed_.notify_all(); });
@@ -268,7 +275,9 @@ void Daemon::shutdown() {
   }
   fail_relayed("node " + std::to_string(config_.node_rank) + " is shutting down");
   if (control_) control_->stop();
+  if (attach_) attach_->stop();
   teardown(why);
+  if (attach_) attached_pes().close_all("node " + std::to_string(config_.node_rank) + ": " + why);
 }
 
 }  // namespace symmesh

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/progress.h"
+#include "daemon/attach/attach_server.h"
 #include "daemon/config.h"
 #include "daemon/control_server.h"
 #include "daemon/coordinator.h"
@@ -129,8 +130,9 @@ class Daemon {
   std::unique_ptr<Node> node_;
   std::unique_ptr<ControlServer> control_;
   std::unique_ptr<StatusServer> status_server_;  // absent with --status-addr off
-  std::unique_ptr<JoinListener> join_;           // root only
-  std::unique_ptr<Coordinator> coordinator_;     // root only
+  std::unique_ptr<AttachServer> attach_;
+  std::unique_ptr<JoinListener> join_;        // root only
+  std::unique_ptr<Coordinator> coordinator_;  // root only
   std::thread monitor_;
 
   // The current formation: swapped by the main thread, read by status under mutex_.

@@ -13,6 +13,10 @@ wire::StatusReply Daemon::status() {
   reply.set_version(PROJECT_VERSION);
   reply.set_incarnation(incarnation_);
   if (status_server_) reply.set_status_url(status_server_->url());
+  if (attach_) {
+    reply.set_attach_socket(attach_->path());
+    for (const int pid : attached_pes().holders()) reply.add_attached_pids(uint32_t(pid));
+  }
   reply.set_uptime_s(std::chrono::duration<double>(Clock::now() - started_).count());
   if (node_) {
     reply.set_heap_size(node_->heap_capacity());

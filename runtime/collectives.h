@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "runtime/cluster_shape.h"
 #include "runtime/collectives/dtype.h"
 #include "runtime/pe.h"
 
@@ -14,6 +15,9 @@ namespace symmesh {
 enum class CollAlgo { kRing, kHier, kDirect };
 CollAlgo parse_coll_algo(const std::string& name);  // ring, hier, direct
 const char* coll_algo_name(CollAlgo algo);
+// What a collective runs when the caller does not choose: hier across nodes that each have
+// several PEs (shared memory inside, one ring across), else ring.
+CollAlgo auto_coll_algo(const ClusterShape& shape);
 
 // dst[0, count) = reduction over the team of src[0, count).
 void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,

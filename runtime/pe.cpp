@@ -103,6 +103,16 @@ uint64_t Pe::slice_offset(const void* address) const {
   return static_cast<uint64_t>(byte - slice_base_);
 }
 
+std::byte* Pe::heap_range(uint64_t offset, uint64_t bytes) {
+  const uint64_t end = node_.slice_bytes();
+  if (offset < kReservedBytes || offset > end || bytes > end - offset) {
+    throw InvalidArgument("PE " + std::to_string(my_pe_) + ": bytes [" + std::to_string(offset) +
+                          ", +" + std::to_string(bytes) + ") are outside its symmetric heap [" +
+                          std::to_string(kReservedBytes) + ", " + std::to_string(end) + ")");
+  }
+  return slice_base_ + offset;
+}
+
 uint64_t Pe::segment_offset(const void* address, int pe) const {
   if (pe < 0 || pe >= n_pes()) {
     throw InvalidArgument("PE " + std::to_string(pe) + " outside 0.." +

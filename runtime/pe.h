@@ -44,6 +44,9 @@ class Pe {
   void* ptr(const void* address, int pe) const;
   // The offset of a symmetric address inside a slice; throws when it is not in this slice.
   uint64_t slice_offset(const void* address) const;
+  // `bytes` of this PE's user heap at slice offset `offset` (what another process names when
+  // it shares the heap); throws InvalidArgument naming the range and the heap's bounds.
+  std::byte* heap_range(uint64_t offset, uint64_t bytes);
 
   // One-sided operations (OpenSHMEM semantics).
   void put(void* dest, const void* source, size_t bytes, int pe);

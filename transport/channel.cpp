@@ -1,8 +1,10 @@
 #include "transport/channel.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "common/errors.h"
@@ -12,6 +14,23 @@ namespace symmesh {
 namespace {
 
 constexpr auto kRunSlice = std::chrono::milliseconds(50);
+
+using GenericEndpoint = asio::generic::stream_protocol::endpoint;
+
+// A TCP endpoint read back from the generic one the socket reports.
+asio::ip::tcp::endpoint tcp_endpoint(const GenericEndpoint& generic) {
+  asio::ip::tcp::endpoint endpoint;
+  std::memcpy(endpoint.data(), generic.data(), std::min(generic.size(), endpoint.capacity()));
+  endpoint.resize(generic.size());
+  return endpoint;
+}
+
+bool is_tcp(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  return address.ss_family == AF_INET || address.ss_family == AF_INET6;
+}
 
 }  // namespace
 
@@ -66,7 +85,7 @@ BlockingChannel::~BlockingChannel() {
 void BlockingChannel::close() {
   asio::error_code ignored;
   if (socket_.is_open()) {
-    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    socket_.shutdown(asio::socket_base::shutdown_both, ignored);
     socket_.close(ignored);
   }
 }
@@ -82,7 +101,7 @@ std::unique_ptr<BlockingChannel> BlockingChannel::duplicate() {
 }
 
 HostPort BlockingChannel::local_endpoint() const {
-  auto ep = socket_.local_endpoint();
+  const auto ep = tcp_endpoint(socket_.local_endpoint());
   return HostPort{ep.address().to_string(), ep.port()};
 }
 
@@ -113,7 +132,7 @@ std::unique_ptr<BlockingChannel> BlockingChannel::connect(const HostPort& to, De
     std::string problem;
     asio::error_code result;
     try {
-      const asio::ip::tcp::endpoint endpoint(resolve_address(to.host), to.port);
+      const GenericEndpoint endpoint(asio::ip::tcp::endpoint(resolve_address(to.host), to.port));
       bool done = false;
       channel->socket_.async_connect(endpoint, [&](const asio::error_code& ec) {
         result = ec;
@@ -143,16 +162,113 @@ std::unique_ptr<BlockingChannel> BlockingChannel::connect(const HostPort& to, De
   return channel;
 }
 
+std::unique_ptr<BlockingChannel> BlockingChannel::connect(const LocalPath& to, Deadline deadline) {
+  std::unique_ptr<BlockingChannel> channel(new BlockingChannel());
+  channel->peer_name_ = to.path;
+  bool done = false;
+  asio::error_code result;
+  channel->socket_.async_connect(GenericEndpoint(asio::local::stream_protocol::endpoint(to.path)),
+                                 [&](const asio::error_code& ec) {
+                                   result = ec;
+                                   done = true;
+                                 });
+  channel->run_until_done(done, deadline, "connecting to");
+  if (result) throw PeerError("cannot connect to " + to.path + ": " + result.message());
+  return channel;
+}
+
 std::unique_ptr<BlockingChannel> BlockingChannel::adopt(int native_fd, std::string peer_name) {
   std::unique_ptr<BlockingChannel> channel(new BlockingChannel());
   sockaddr_storage address{};
   socklen_t length = sizeof(address);
   getsockname(native_fd, reinterpret_cast<sockaddr*>(&address), &length);
-  channel->socket_.assign(address.ss_family == AF_INET6 ? asio::ip::tcp::v6() : asio::ip::tcp::v4(),
+  channel->socket_.assign(asio::generic::stream_protocol(address.ss_family, SOCK_STREAM),
                           native_fd);
-  channel->socket_.set_option(asio::ip::tcp::no_delay(true));
+  if (is_tcp(native_fd)) channel->socket_.set_option(asio::ip::tcp::no_delay(true));
   channel->peer_name_ = std::move(peer_name);
   return channel;
+}
+
+void BlockingChannel::when_ready(asio::socket_base::wait_type wait, const std::function<bool()>& io,
+                                 Deadline deadline, std::string_view what) {
+  for (;;) {
+    bool done = false;
+    asio::error_code result;
+    socket_.async_wait(wait, [&](const asio::error_code& ec) {
+      result = ec;
+      done = true;
+    });
+    run_until_done(done, deadline, what);
+    if (result) throw PeerError(std::string(what) + " " + peer_name_ + ": " + result.message());
+    if (io()) return;
+  }
+}
+
+void BlockingChannel::send_fds(const std::vector<int>& fds, Deadline deadline) {
+  char byte = 'F';
+  iovec data{&byte, 1};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+  when_ready(
+      asio::socket_base::wait_write,
+      [&] {
+        const ssize_t sent = ::sendmsg(socket_.native_handle(), &message, MSG_NOSIGNAL);
+        if (sent == 1) return true;
+        if (sent < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+        throw PeerError("passing descriptors to " + peer_name_ + ": " + std::strerror(errno));
+      },
+      deadline, "passing descriptors to");
+}
+
+std::vector<int> BlockingChannel::receive_fds(size_t max, Deadline deadline) {
+  char byte = 0;
+  iovec data{&byte, 1};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * max));
+  msghdr message{};
+  std::vector<int> fds;
+  when_ready(
+      asio::socket_base::wait_read,
+      [&] {
+        message = msghdr{};
+        message.msg_iov = &data;
+        message.msg_iovlen = 1;
+        message.msg_control = control.data();
+        message.msg_controllen = control.size();
+        const ssize_t got = ::recvmsg(socket_.native_handle(), &message, MSG_CMSG_CLOEXEC);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+        if (got <= 0) throw PeerError("connection closed by " + peer_name_ + " before descriptors");
+        return true;
+      },
+      deadline, "receiving descriptors from");
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const int* passed = reinterpret_cast<const int*>(CMSG_DATA(header));
+    for (size_t i = 0; i < count; ++i) fds.push_back(passed[i]);
+  }
+  if ((message.msg_flags & MSG_CTRUNC) || fds.size() > max) {
+    for (const int fd : fds) ::close(fd);
+    throw PeerError(peer_name_ + " passed more than " + std::to_string(max) + " descriptors");
+  }
+  return fds;
+}
+
+PeerCredentials BlockingChannel::peer_credentials() {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    throw PeerError("cannot read the credentials of " + peer_name_ + ": " + std::strerror(errno));
+  }
+  return {int(credentials.pid), unsigned(credentials.uid), unsigned(credentials.gid)};
 }
 
 void BlockingChannel::write(const google::protobuf::MessageLite& message, Deadline deadline) {
@@ -197,22 +313,34 @@ void BlockingChannel::read(google::protobuf::MessageLite& message, Deadline dead
 }
 
 Listener::Listener(const HostPort& at) : acceptor_(io_) {
-  const asio::ip::tcp::endpoint endpoint(resolve_address(at.host), at.port);
+  listen(GenericEndpoint(asio::ip::tcp::endpoint(resolve_address(at.host), at.port)), at.str());
+}
+
+Listener::Listener(const LocalPath& at, unsigned mode) : acceptor_(io_) {
+  listen(GenericEndpoint(asio::local::stream_protocol::endpoint(at.path)), at.path);
+  if (::chmod(at.path.c_str(), mode) != 0) {
+    throw InvalidArgument("cannot set the mode of " + at.path + ": " + std::strerror(errno));
+  }
+}
+
+void Listener::listen(const GenericEndpoint& at, const std::string& name) {
   asio::error_code ec;
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
+  acceptor_.open(at.protocol(), ec);
+  if (!ec && at.protocol().family() != AF_UNIX) {
+    acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  }
+  if (!ec) acceptor_.bind(at, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw InvalidArgument("cannot listen on " + at.str() + ": " + ec.message());
+  if (ec) throw InvalidArgument("cannot listen on " + name + ": " + ec.message());
 }
 
 HostPort Listener::local_endpoint() const {
-  auto ep = acceptor_.local_endpoint();
+  const auto ep = tcp_endpoint(acceptor_.local_endpoint());
   return HostPort{ep.address().to_string(), ep.port()};
 }
 
 std::unique_ptr<BlockingChannel> Listener::accept(Deadline deadline) {
-  asio::ip::tcp::socket socket(io_);
+  asio::generic::stream_protocol::socket socket(io_);
   bool done = false;
   asio::error_code result;
   acceptor_.async_accept(socket, [&](const asio::error_code& ec) {
@@ -232,10 +360,12 @@ std::unique_ptr<BlockingChannel> Listener::accept(Deadline deadline) {
     if (io_.stopped()) io_.restart();
   }
   if (result) return nullptr;
-  std::string peer;
-  asio::error_code ec;
-  auto remote = socket.remote_endpoint(ec);
-  peer = ec ? "unknown peer" : remote.address().to_string() + ":" + std::to_string(remote.port());
+  std::string peer = "a local process";
+  if (is_tcp(socket.native_handle())) {
+    asio::error_code ec;
+    const auto remote = tcp_endpoint(socket.remote_endpoint(ec));
+    peer = ec ? "unknown peer" : remote.address().to_string() + ":" + std::to_string(remote.port());
+  }
   return BlockingChannel::adopt(socket.release(), peer);
 }
 

@@ -1,5 +1,6 @@
-// A blocking, deadline-bounded message channel over one TCP connection: the bootstrap,
-// control and client conversations, and the handshake of data connections, use it.
+// A blocking, deadline-bounded message channel over one stream connection, TCP or Unix-domain:
+// the bootstrap, control and client conversations, the handshake of data connections, and a
+// process attaching to its node's daemon (which also passes file descriptors) use it.
 // Each channel runs its own io_context in the calling thread, so every read and write
 // can be bounded by a deadline and interrupted by stop().
 #pragma once
@@ -7,8 +8,10 @@
 #include <google/protobuf/message_lite.h>
 #include <asio.hpp>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "transport/frame.h"
 #include "transport/wait.h"
@@ -27,12 +30,26 @@ asio::ip::address resolve_address(const std::string& host);
 // Parses "HOST:PORT" (IPv6 as "[::1]:PORT"); throws InvalidArgument naming `what`.
 HostPort parse_host_port(const std::string& text, std::string_view what);
 
+// A Unix-domain socket's path.
+struct LocalPath {
+  std::string path;
+};
+
+// Who is at the other end of a Unix-domain connection, as the kernel says (SO_PEERCRED).
+struct PeerCredentials {
+  int pid = 0;
+  unsigned uid = 0;
+  unsigned gid = 0;
+};
+
 class BlockingChannel {
  public:
   // Connects to `to`, retrying refused connections until `deadline` (the peer may still be
   // starting). Throws PeerError naming the address when it never answers.
   static std::unique_ptr<BlockingChannel> connect(const HostPort& to, Deadline deadline);
-  // Adopts an accepted socket (native handle).
+  // Connects to a Unix-domain socket once; throws PeerError naming the path.
+  static std::unique_ptr<BlockingChannel> connect(const LocalPath& to, Deadline deadline);
+  // Adopts an accepted socket (native handle), TCP or Unix-domain.
   static std::unique_ptr<BlockingChannel> adopt(int native_fd, std::string peer_name);
 
   ~BlockingChannel();
@@ -47,9 +64,16 @@ class BlockingChannel {
   void read(google::protobuf::MessageLite& message, Deadline deadline,
             uint32_t cap = kMaxMessageFrame);
 
+  // Unix-domain only: file descriptors passed with SCM_RIGHTS (with one byte of data). The
+  // receiver owns what it gets and takes at most `max`; more is closed and refused.
+  void send_fds(const std::vector<int>& fds, Deadline deadline);
+  std::vector<int> receive_fds(size_t max, Deadline deadline);
+  PeerCredentials peer_credentials();
+
   // Makes a blocked read/write fail soon (from any thread).
   void stop() { stopped_.store(true); }
   void close();
+  int native() { return socket_.native_handle(); }
   // Hands the connected socket over (for data connections after the handshake).
   int release_native();
   // A second channel on the same connection (a dup of the socket), so one thread can block
@@ -58,14 +82,18 @@ class BlockingChannel {
 
   const std::string& peer_name() const { return peer_name_; }
   void set_peer_name(std::string name) { peer_name_ = std::move(name); }
-  HostPort local_endpoint() const;
+  HostPort local_endpoint() const;  // TCP only
 
  private:
   BlockingChannel();
   void run_until_done(bool& done, Deadline deadline, std::string_view what);
+  // Waits until the socket is ready for `wait`, then calls `io` (which returns false to wait
+  // again); bounded by the deadline like every other operation.
+  void when_ready(asio::socket_base::wait_type wait, const std::function<bool()>& io,
+                  Deadline deadline, std::string_view what);
 
   asio::io_context io_;
-  asio::ip::tcp::socket socket_;
+  asio::generic::stream_protocol::socket socket_;
   std::string peer_name_;
   std::atomic<bool> stopped_{false};
 };
@@ -74,14 +102,19 @@ class BlockingChannel {
 class Listener {
  public:
   explicit Listener(const HostPort& at);  // port 0 picks a free port
-  HostPort local_endpoint() const;
+  // A Unix-domain socket at `at` (which must not exist), then given `mode`: put it in a
+  // directory only its owner can enter, so nobody reaches it before the mode is set.
+  Listener(const LocalPath& at, unsigned mode);
+  HostPort local_endpoint() const;  // TCP only
   // Returns the next connection, or nullptr when the deadline passes or stop() was called.
   std::unique_ptr<BlockingChannel> accept(Deadline deadline);
   void stop() { stopped_.store(true); }
 
  private:
+  void listen(const asio::generic::stream_protocol::endpoint& at, const std::string& name);
+
   asio::io_context io_;
-  asio::ip::tcp::acceptor acceptor_;
+  asio::basic_socket_acceptor<asio::generic::stream_protocol> acceptor_;
   std::atomic<bool> stopped_{false};
 };
 

@@ -10,11 +10,28 @@
 namespace symmesh {
 namespace {
 
-long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+long futex(const std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<const uint32_t*>(word), op, value, timeout, nullptr,
+                 0);
+}
+
+timespec timeout_of(std::chrono::nanoseconds sleep) {
+  return timespec{static_cast<time_t>(sleep.count() / 1'000'000'000),
+                  static_cast<long>(sleep.count() % 1'000'000'000)};
 }
 
 }  // namespace
+
+void wait_shared(const std::atomic<uint32_t>& word, uint32_t seen,
+                 std::chrono::nanoseconds max_sleep) {
+  if (max_sleep.count() <= 0) return;
+  const timespec timeout = timeout_of(max_sleep);
+  futex(&word, FUTEX_WAIT, seen, &timeout);
+}
+
+void wake_shared(std::atomic<uint32_t>& word) {
+  futex(&word, FUTEX_WAKE, INT_MAX, nullptr);
+}
 
 void Doorbell::ring() {
   sequence_.fetch_add(1, std::memory_order_seq_cst);
@@ -25,9 +42,7 @@ void Doorbell::ring() {
 
 void Doorbell::park(uint32_t seen, std::chrono::nanoseconds max_sleep) {
   if (max_sleep.count() <= 0) return;
-  timespec timeout{};
-  timeout.tv_sec = static_cast<time_t>(max_sleep.count() / 1'000'000'000);
-  timeout.tv_nsec = static_cast<long>(max_sleep.count() % 1'000'000'000);
+  const timespec timeout = timeout_of(max_sleep);
   parked_.fetch_add(1, std::memory_order_seq_cst);
   futex(&sequence_, FUTEX_WAIT_PRIVATE, seen, &timeout);
   parked_.fetch_sub(1, std::memory_order_seq_cst);

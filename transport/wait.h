@@ -46,6 +46,13 @@ class Doorbell {
   std::string reason_;
 };
 
+// A futex on a word in memory that several processes map (FUTEX_WAIT without the private
+// flag): sleeps while `word` still holds `seen`, at most `max_sleep`; wake_shared wakes every
+// sleeper on it.
+void wait_shared(const std::atomic<uint32_t>& word, uint32_t seen,
+                 std::chrono::nanoseconds max_sleep);
+void wake_shared(std::atomic<uint32_t>& word);
+
 // On a machine with more runnable threads than cores (several ranks and io threads per
 // node, several nodes per host in tests) spinning steals the core from the thread being
 // waited for, so the spin is short and yielding, which hands the core over, does the rest.

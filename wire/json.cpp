@@ -113,7 +113,9 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                      {"uptime_s", status.uptime_s()},
                      {"status_url", status.status_url()},
                      {"incarnation", status.incarnation()},
-                     {"epoch", status.epoch()}};
+                     {"epoch", status.epoch()},
+                     {"attach_socket", status.attach_socket()},
+                     {"attached_pids", status.attached_pids()}};
   out["cluster"] = nlohmann::json::array();
   for (const auto& node : status.node()) {
     out["cluster"].push_back({{"node_rank", node.node_rank()},

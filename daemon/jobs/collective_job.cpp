@@ -41,8 +41,7 @@ Buffers buffer_counts(wire::CollectiveOp op, size_t count, int n) {
 wire::CollectiveAlgo collective_algo(const wire::CollectiveJob& job, const ClusterShape& shape) {
   if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) return wire::COLLECTIVE_ALGO_DIRECT;
   if (job.algo() == wire::COLLECTIVE_ALGO_UNSPECIFIED || job.algo() == wire::COLLECTIVE_ALGO_AUTO) {
-    return shape.nodes > 1 && shape.ranks_per_node > 1 ? wire::COLLECTIVE_ALGO_HIER
-                                                       : wire::COLLECTIVE_ALGO_RING;
+    return wire::parse_enum<wire::CollectiveAlgo>(coll_algo_name(auto_coll_algo(shape)), "algo");
   }
   return job.algo();
 }

@@ -28,9 +28,11 @@ const JobKind& job_kind_of(const wire::JobSpec& spec) {
       return matmul_job_kind();
     case wire::JobSpec::kMoe:
       return moe_job_kind();
+    case wire::JobSpec::kSession:
+      return session_job_kind();
     default:
       throw InvalidArgument(
-          "job has no kind: barrier, collective, transport, matmul, dispatch or combine");
+          "job has no kind: barrier, collective, transport, matmul, dispatch, combine or session");
   }
 }
 

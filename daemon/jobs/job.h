@@ -90,6 +90,7 @@ const JobKind& collective_job_kind();
 const JobKind& transport_job_kind();
 const JobKind& matmul_job_kind();
 const JobKind& moe_job_kind();
+const JobKind& session_job_kind();
 
 void check_job_spec(const wire::JobSpec& spec, const ClusterShape& shape);
 // Fills the figures of `result` from the per-iteration times of the whole cluster.

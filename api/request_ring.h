@@ -1,0 +1,83 @@
+// One attached PE's calls into its daemon, through a page of shared memory both processes map
+// (a memfd the daemon passes at attach) rather than a socket round trip: a single-producer,
+// single-consumer ring of kRingSlots requests. The process writes the request of slot
+// `submitted % kRingSlots` and bumps `submitted`; the daemon's PE thread serves requests in
+// order, writes each one's completion into its slot and bumps `completed`. Each side waits
+// for the other's counter to move: a short spin, then sleep on it with a shared futex.
+//
+// The daemon reads each request once into its own memory and checks it (op, element type,
+// offsets inside the PE's heap) before acting: the ring is the process's to scribble on.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace symmesh::attach {
+
+// Version of AttachRequest/AttachReply and of this layout; both sides must agree.
+inline constexpr uint32_t kAttachProtocolVersion = 1;
+inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
+inline constexpr uint32_t kRingSlots = 16;
+inline constexpr size_t kMessageBytes = 512;
+
+enum class Op : uint32_t {
+  kNone = 0,
+  kEmpty = 1,    // does nothing: the round trip itself
+  kBarrier = 2,  // world barrier
+  kMalloc = 3,   // symmetric: `count` bytes; answers the offset in `value`
+  kFree = 4,     // the allocation at `dst`
+  kAllReduce = 5,
+  kReduceScatter = 6,
+  kAllGather = 7,
+  kAllToAll = 8,
+  kDetach = 9,  // the process is done with its PE
+};
+
+// Offsets are symmetric addresses: bytes from the start of the PE's slice.
+struct Request {
+  Op op = Op::kNone;
+  uint32_t dtype = 0;   // wire::DataType
+  uint32_t reduce = 0;  // wire::Reduction
+  uint32_t reserved = 0;
+  uint64_t src = 0;
+  uint64_t dst = 0;
+  uint64_t count = 0;  // elements (kMalloc: bytes)
+};
+
+enum class Status : int32_t {
+  kOk = 0,
+  kInvalid = 1,  // the request was wrong (a shape, an offset, an op): the caller's to fix
+  kFailed = 2,   // it could not be done (a dead peer, an abort, a deadline)
+};
+
+struct Completion {
+  Status status;
+  uint32_t reserved;
+  uint64_t value;
+  char message[kMessageBytes];  // when not ok, NUL-terminated
+};
+
+struct alignas(64) Slot {
+  Request request;
+  Completion completion;
+};
+
+struct Ring {
+  uint32_t magic;
+  uint32_t version;
+  alignas(64) std::atomic<uint32_t> submitted;  // the process's counter
+  alignas(64) std::atomic<uint32_t> completed;  // the daemon's counter
+  // 1 while a session job serves this ring. A process that detaches when nobody serves it
+  // leaves its detach in the ring and goes: nobody would answer.
+  alignas(64) std::atomic<uint32_t> serving;
+  // Set (then `completed` woken) when the daemon stops serving this PE; why, NUL-terminated.
+  alignas(64) std::atomic<uint32_t> closed;
+  char closed_reason[kMessageBytes];
+  Slot slots[kRingSlots];
+};
+
+inline constexpr size_t kRingBytes = (sizeof(Ring) + 4095) / 4096 * 4096;
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+}  // namespace symmesh::attach

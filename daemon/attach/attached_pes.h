@@ -1,0 +1,84 @@
+// The processes attached to this node's PEs: one slot per local rank, held by at most one
+// process. The attach server fills a slot; the session job's thread for that PE waits for it,
+// serves its request ring, and gives it back. A slot whose process went away (its attach
+// connection closed) is reaped, so the next attach finds it free.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/request_ring.h"
+#include "transport/channel.h"
+#include "transport/wait.h"
+
+namespace symmesh {
+
+// One attached process: its connection (open for as long as the process lives) and the
+// request ring the daemon mapped for it.
+class Attachment {
+ public:
+  Attachment(int local_rank, PeerCredentials who, std::unique_ptr<BlockingChannel> connection,
+             attach::Ring* ring);
+  ~Attachment();
+  Attachment(const Attachment&) = delete;
+  Attachment& operator=(const Attachment&) = delete;
+
+  int local_rank() const { return local_rank_; }
+  int pid() const { return who_.pid; }
+  attach::Ring& ring() { return *ring_; }
+  // False once the process closed its connection (it exited, or died).
+  bool alive() const;
+  // "the process of PE 3 (pid 1234)"
+  std::string describe(int pe) const;
+  // Stops serving: the process's waits end with `why`.
+  void close(const std::string& why);
+
+ private:
+  int local_rank_;
+  PeerCredentials who_;
+  std::unique_ptr<BlockingChannel> connection_;
+  int fd_;  // the connection's socket
+  attach::Ring* ring_;
+};
+
+class AttachedPes {
+ public:
+  explicit AttachedPes(int ranks_per_node);
+
+  // Takes the slot of `attachment`'s local rank; throws InvalidArgument naming the pid that
+  // holds it.
+  void hold(std::shared_ptr<Attachment> attachment);
+  // The process attached to `local_rank`, once there is one; nullptr at the deadline or when
+  // `stop()` is true (checked every slice).
+  template <class Stop>
+  std::shared_ptr<Attachment> wait_for(int local_rank, Deadline deadline, Stop&& stop) {
+    std::unique_lock lock(mutex_);
+    while (!slots_.at(local_rank) || !slots_[local_rank]->alive()) {
+      if (stop() || Clock::now() >= deadline) return nullptr;
+      changed_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    return slots_[local_rank];
+  }
+  // Frees the slot if `attachment` still holds it.
+  void release(const Attachment& attachment);
+  // Ends every attached process's session with `why` (the daemon is stopping).
+  void close_all(const std::string& why);
+  // Frees the slots whose process went away; returns how many.
+  int reap();
+  // "0: pid 1234; 1: free"
+  std::vector<int> holders() const;  // pid per local rank, 0 when free
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::shared_ptr<Attachment>> slots_;
+};
+
+// This daemon's table (the session job's PE threads find their processes in it).
+AttachedPes& attached_pes();
+void configure_attached_pes(int ranks_per_node);
+
+}  // namespace symmesh

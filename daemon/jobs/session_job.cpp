@@ -1,0 +1,215 @@
+// The session job: the cluster's PEs handed to processes attached to their daemons. Each PE's
+// thread waits for the process attached to its local rank, then serves that process's request
+// ring in order, making each call on its behalf (a barrier, a collective on tensors in the
+// shared heap, a symmetric allocation), until the process detaches.
+//
+// A process that dies ends the session on every PE, naming it, and so does a call that fails:
+// a collective one PE gave up on leaves its peers nowhere to go (a communicator error is
+// fatal in NCCL for the same reason). Each process's library checks shapes before it asks, so
+// a wrong call is refused there without ending anything.
+#include <cstring>
+
+#include "common/errors.h"
+#include "daemon/attach/attached_pes.h"
+#include "daemon/jobs/job.h"
+#include "runtime/barrier.h"
+#include "runtime/collectives.h"
+
+namespace symmesh {
+namespace {
+
+constexpr int kSpins = 4000;  // about 20 us: a process's next call usually comes sooner
+constexpr auto kSleepSlice = std::chrono::milliseconds(50);
+
+class SessionServer {
+ public:
+  SessionServer(Pe& pe, Attachment& attachment) : pe_(pe), attachment_(attachment) {}
+
+  // Serves until the process detaches; each call's time in `outcome`.
+  PeJobOutcome serve() {
+    attach::Ring& ring = attachment_.ring();
+    ring.serving.store(1, std::memory_order_release);
+    PeJobOutcome outcome;
+    for (uint32_t head = ring.completed.load(std::memory_order_acquire);; ++head) {
+      wait_for_request(ring, head);
+      if (ring.submitted.load(std::memory_order_acquire) - head > attach::kRingSlots) {
+        throw PeerError(attachment_.describe(pe_.my_pe()) + " corrupted its request ring");
+      }
+      attach::Slot& slot = ring.slots[head % attach::kRingSlots];
+      const attach::Request request = slot.request;  // read once: the process may rewrite it
+      const auto start = Clock::now();
+      std::exception_ptr failure;
+      try {
+        slot.completion.value = execute(request);
+        slot.completion.status = attach::Status::kOk;
+      } catch (const InvalidArgument& e) {
+        complete_with(slot.completion, attach::Status::kInvalid, e.what());
+        failure = std::current_exception();
+      } catch (const std::exception& e) {
+        complete_with(slot.completion, attach::Status::kFailed, e.what());
+        failure = std::current_exception();
+      }
+      ring.completed.store(head + 1, std::memory_order_release);
+      wake_shared(ring.completed);
+      if (failure) std::rethrow_exception(failure);
+      outcome.iteration_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      if (request.op == attach::Op::kDetach) return outcome;
+    }
+  }
+
+ private:
+  void wait_for_request(attach::Ring& ring, uint32_t head) {
+    for (int i = 0; i < kSpins; ++i) {
+      if (ring.submitted.load(std::memory_order_acquire) != head) return;
+      cpu_relax();
+    }
+    Doorbell& bell = pe_.node().doorbell();
+    while (ring.submitted.load(std::memory_order_acquire) == head) {
+      if (!attachment_.alive()) {
+        throw PeerError(attachment_.describe(pe_.my_pe()) + " exited without detaching");
+      }
+      if (bell.aborted()) throw AbortedError("the session ended: " + bell.abort_reason());
+      wait_shared(ring.submitted, head, kSleepSlice);
+    }
+  }
+
+  static void complete_with(attach::Completion& completion, attach::Status status,
+                            const std::string& message) {
+    completion.status = status;
+    std::strncpy(completion.message, message.c_str(), attach::kMessageBytes - 1);
+    completion.message[attach::kMessageBytes - 1] = '\0';
+  }
+
+  uint64_t execute(const attach::Request& request) {
+    switch (request.op) {
+      case attach::Op::kEmpty:
+      case attach::Op::kDetach:
+        return 0;
+      case attach::Op::kBarrier:
+        barrier_all(pe_);
+        return 0;
+      case attach::Op::kMalloc:
+        return pe_.slice_offset(pe_.malloc(request.count));
+      case attach::Op::kFree:
+        pe_.free(pe_.heap_range(request.dst, 0));
+        return 0;
+      case attach::Op::kAllReduce:
+      case attach::Op::kReduceScatter:
+      case attach::Op::kAllGather:
+      case attach::Op::kAllToAll:
+        collective(request);
+        return 0;
+      default:
+        throw InvalidArgument("request op " + std::to_string(uint32_t(request.op)) +
+                              " is none of the ops 1..9");
+    }
+  }
+
+  void collective(const attach::Request& r) {
+    wire::check_enum(wire::DataType(r.dtype), "dtype");
+    wire::check_enum(wire::Reduction(r.reduce), "op", true);
+    const DType dtype = parse_dtype(wire::enum_text(wire::DataType(r.dtype)));
+    const ReduceOp reduce = r.reduce == wire::REDUCTION_MAX ? ReduceOp::kMax : ReduceOp::kSum;
+    const size_t element = dtype_size(dtype);
+    const uint64_t n = uint64_t(pe_.n_pes());
+    if (r.count == 0 || r.count > (uint64_t{1} << 40) / element / n) {
+      throw InvalidArgument("count " + std::to_string(r.count) + " is outside 1.." +
+                            std::to_string((uint64_t{1} << 40) / element / n));
+    }
+    uint64_t src_count = r.count, dst_count = r.count;
+    if (r.op == attach::Op::kReduceScatter) dst_count = r.count / n + 1;
+    if (r.op == attach::Op::kAllGather) dst_count = r.count * n;
+    if (r.op == attach::Op::kAllToAll) src_count = dst_count = r.count * n;
+    std::byte* src = pe_.heap_range(r.src, src_count * element);
+    std::byte* dst = pe_.heap_range(r.dst, dst_count * element);
+    const bool in_place = r.op == attach::Op::kAllReduce && src == dst;
+    if (!in_place && src < dst + dst_count * element && dst < src + src_count * element) {
+      throw InvalidArgument("the input and output overlap (only all_reduce works in place)");
+    }
+    Team& world = pe_.team_world();
+    const CollAlgo algo =
+        auto_coll_algo(ClusterShape{pe_.node().nodes(), pe_.node().ranks_per_node()});
+    switch (r.op) {
+      case attach::Op::kAllReduce:
+        if (in_place) {
+          // The algorithms read src while peers write dst: a symmetric scratch, copied back.
+          auto* scratch = static_cast<std::byte*>(pe_.malloc(src_count * element));
+          allreduce(pe_, world, scratch, src, r.count, dtype, reduce, algo);
+          std::memcpy(dst, scratch, src_count * element);
+          barrier_all(pe_);  // nobody frees scratch a peer may still read
+          pe_.free(scratch);
+        } else {
+          allreduce(pe_, world, dst, src, r.count, dtype, reduce, algo);
+        }
+        break;
+      case attach::Op::kReduceScatter:
+        reduce_scatter(pe_, world, dst, src, r.count, dtype, reduce, algo);
+        break;
+      case attach::Op::kAllGather:
+        allgather(pe_, world, dst, src, r.count, dtype, algo);
+        break;
+      default:
+        alltoall(pe_, world, dst, src, r.count, dtype);
+        break;
+    }
+  }
+
+  Pe& pe_;
+  Attachment& attachment_;
+};
+
+std::chrono::seconds attach_timeout(const wire::SessionJob& job) {
+  return std::chrono::seconds(job.attach_timeout_s() ? job.attach_timeout_s() : 60);
+}
+
+PeJobOutcome run_session(Pe& pe, const wire::SessionJob& job) {
+  Doorbell& bell = pe.node().doorbell();
+  auto attachment = attached_pes().wait_for(pe.local_rank(), deadline_after(attach_timeout(job)),
+                                            [&] { return bell.aborted(); });
+  if (!attachment) {
+    if (bell.aborted()) throw AbortedError("the session ended: " + bell.abort_reason());
+    throw TimeoutError("no process attached to local rank " + std::to_string(pe.local_rank()) +
+                       " of node " + std::to_string(pe.my_node()) + " within " +
+                       std::to_string(attach_timeout(job).count()) +
+                       " s (start one per PE: symmesh launch -- CMD)");
+  }
+  try {
+    PeJobOutcome outcome = SessionServer(pe, *attachment).serve();
+    attachment->close("the process detached");
+    attached_pes().release(*attachment);
+    return outcome;
+  } catch (const std::exception& e) {
+    attachment->close(e.what());
+    attached_pes().release(*attachment);
+    throw;
+  }
+}
+
+class SessionJobKind : public JobKind {
+ public:
+  wire::JobKind wire_kind(const wire::JobSpec&) const override { return wire::JOB_KIND_SESSION; }
+
+  void check(const wire::JobSpec& spec, const ClusterShape&) const override {
+    if (spec.session().attach_timeout_s() > 3600) {
+      throw InvalidArgument("--attach-timeout " +
+                            std::to_string(spec.session().attach_timeout_s()) +
+                            " s is outside 0..3600 s");
+    }
+  }
+
+  PeJobOutcome run_on_pe(Pe& pe, const wire::JobSpec& spec) const override {
+    return run_session(pe, spec.session());
+  }
+
+  void summarize(const wire::JobSpec&, const ClusterShape&, double,
+                 wire::JobResult&) const override {}
+};
+
+}  // namespace
+
+const JobKind& session_job_kind() {
+  static const SessionJobKind kind;
+  return kind;
+}
+
+}  // namespace symmesh

@@ -1,0 +1,211 @@
+// Attaching processes to a node's PEs, in one test process: a real one-node Node with two
+// PEs, the real attach socket, and the session job's PE threads serving each "process" (a
+// thread holding a Session over its own connection). Checks the heap is shared (a tensor the
+// process fills is what the collective reduces), that a PE takes one process, that a process
+// leaving without detaching ends the session naming it and frees the PE, and that wrong calls
+// and wrong attaches are refused saying why.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "api/session.h"
+#include "common/errors.h"
+#include "daemon/attach/attach_server.h"
+#include "daemon/jobs/job.h"
+#include "wire/attach.pb.h"
+
+namespace symmesh {
+namespace {
+
+constexpr auto kTimeout = std::chrono::seconds(20);
+
+NodeConfig two_pes() {
+  NodeConfig config;
+  config.ranks_per_node = 2;
+  config.heap_size = 2 * (size_t{16} << 20);
+  config.wait_timeout = std::chrono::seconds(20);
+  return config;
+}
+
+class Attached : public ::testing::Test {
+ protected:
+  Attached()
+      : directory_(temporary_directory()),
+        node_(two_pes()),
+        server_(node_, directory_, {},
+                [this](const std::string& kind) { refusals_.push_back(kind); }) {}
+  ~Attached() override {
+    server_.stop();
+    std::filesystem::remove_all(directory_);
+  }
+
+  static std::string temporary_directory() {
+    std::string pattern = "/tmp/symmesh-attach.XXXXXX";
+    if (!mkdtemp(pattern.data())) throw Error("mkdtemp failed");
+    return pattern;
+  }
+
+  // The session job on every PE of the node, as the node agent runs it: one thread each.
+  std::vector<std::future<std::string>> start_session() {
+    wire::JobSpec spec;
+    spec.mutable_session()->set_attach_timeout_s(20);
+    std::vector<std::future<std::string>> pes;
+    for (int local = 0; local < node_.ranks_per_node(); ++local) {
+      pes.push_back(std::async(std::launch::async, [this, spec, local]() -> std::string {
+        try {
+          Pe pe(node_, local);
+          job_kind_of(spec).run_on_pe(pe, spec);
+          return "ok";
+        } catch (const std::exception& e) {
+          node_.doorbell().abort("a PE failed");
+          return e.what();
+        }
+      }));
+    }
+    return pes;
+  }
+
+  std::unique_ptr<Session> attach(int local_rank) {
+    return Session::attach(server_.path(), local_rank, kTimeout);
+  }
+
+  std::string directory_;
+  Node node_;
+  std::vector<std::string> refusals_;
+  AttachServer server_;
+};
+
+TEST_F(Attached, ProcessesReduceTheirHeapTensorsInPlaceAndDetach) {
+  auto pes = start_session();
+  std::vector<std::future<std::vector<float>>> processes;
+  for (int local = 0; local < 2; ++local) {
+    processes.push_back(std::async(std::launch::async, [this, local] {
+      auto session = attach(local);
+      EXPECT_EQ(session->place().rank, local);
+      EXPECT_EQ(session->place().world_size, 2);
+      auto* x = static_cast<float*>(session->malloc(1000 * sizeof(float)));
+      for (int i = 0; i < 1000; ++i) x[i] = float(local + 1) * float(i);
+      session->ping();
+      session->barrier();
+      session->all_reduce(x, 1000, wire::DATA_TYPE_F32);
+      std::vector<float> out(x, x + 1000);
+      session->free(x);
+      return out;
+    }));
+  }
+  for (auto& process : processes) {
+    ASSERT_EQ(process.wait_for(kTimeout), std::future_status::ready);
+    const std::vector<float> out = process.get();
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(out[i], 3.0f * float(i)) << "element " << i;
+  }
+  for (auto& pe : pes) {
+    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
+    EXPECT_EQ(pe.get(), "ok");
+  }
+  EXPECT_EQ(node_.heap_used(), 0u) << "the tensors were freed";
+}
+
+TEST_F(Attached, APeTakesOneProcessAndASecondIsToldWhoHoldsIt) {
+  auto first = attach(0);
+  try {
+    attach(0);
+    FAIL() << "a second process took local rank 0";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("held by pid " + std::to_string(getpid())),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    attach(2);
+    FAIL() << "local rank 2 of 2 was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("outside 0..1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(refusals_, (std::vector<std::string>{"bad_request", "bad_request"}));
+}
+
+TEST_F(Attached, AnOldProtocolIsRefusedNamingBothVersions) {
+  auto connection = BlockingChannel::connect(LocalPath{server_.path()}, deadline_after(kTimeout));
+  wire::AttachRequest request;
+  request.set_protocol_version(attach::kAttachProtocolVersion + 1);
+  connection->write(request, deadline_after(kTimeout));
+  wire::AttachReply reply;
+  connection->read(reply, deadline_after(kTimeout));
+  EXPECT_FALSE(reply.ok());
+  EXPECT_NE(reply.error().find("the daemon speaks 1, the process 2"), std::string::npos)
+      << reply.error();
+}
+
+TEST_F(Attached, AProcessThatLeavesWithoutDetachingEndsTheSessionNamingItAndFreesItsPe) {
+  auto pes = start_session();
+  auto survivor = std::async(std::launch::async, [this]() -> std::string {
+    auto session = attach(1);
+    try {
+      session->barrier();  // its partner never comes: the session ends under it
+      return "the barrier passed";
+    } catch (const PeerError& e) {
+      return e.what();
+    }
+  });
+  {
+    // A process that dies: attached, then its connection closes with no detach.
+    auto connection = BlockingChannel::connect(LocalPath{server_.path()}, deadline_after(kTimeout));
+    wire::AttachRequest request;
+    request.set_protocol_version(attach::kAttachProtocolVersion);
+    request.set_local_rank(0);
+    connection->write(request, deadline_after(kTimeout));
+    wire::AttachReply reply;
+    connection->read(reply, deadline_after(kTimeout));
+    ASSERT_TRUE(reply.ok()) << reply.error();
+    const std::vector<int> fds = connection->receive_fds(2, deadline_after(kTimeout));
+    ASSERT_EQ(fds.size(), 2u);
+    // It dies once its PE serves it (dying earlier only leaves the PE waiting for another).
+    void* mapped = mmap(nullptr, attach::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+    ASSERT_NE(mapped, MAP_FAILED);
+    const auto& ring = *static_cast<const attach::Ring*>(mapped);
+    const Deadline until = deadline_after(kTimeout);
+    while (!ring.serving.load() && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // bounded by `until`
+    }
+    EXPECT_TRUE(ring.serving.load()) << "PE 0 never served the process";
+    munmap(mapped, attach::kRingBytes);
+    for (const int fd : fds) ::close(fd);
+  }
+  ASSERT_EQ(pes[0].wait_for(kTimeout), std::future_status::ready);
+  const std::string why = pes[0].get();
+  EXPECT_NE(why.find("exited without detaching"), std::string::npos) << why;
+  ASSERT_EQ(survivor.wait_for(kTimeout), std::future_status::ready);
+  EXPECT_NE(survivor.get().find("the session ended"), std::string::npos);
+  ASSERT_EQ(pes[1].wait_for(kTimeout), std::future_status::ready);
+  pes[1].get();
+  // The PE is free again once the reaper saw the connection close.
+  node_.doorbell().clear_abort();
+  std::unique_ptr<Session> again;
+  for (const Deadline until = deadline_after(kTimeout); !again && Clock::now() < until;) {
+    try {
+      again = attach(0);
+    } catch (const InvalidArgument&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the reaper's next pass
+    }
+  }
+  EXPECT_TRUE(again) << "local rank 0 stayed held after its process went away";
+}
+
+TEST_F(Attached, ATensorOffTheHeapIsRefusedBeforeAnythingIsSent) {
+  auto session = attach(0);
+  float local[4] = {};
+  try {
+    session->all_reduce(local, 4, wire::DATA_TYPE_F32);
+    FAIL() << "a stack array was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("not on this PE's symmetric heap"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace symmesh
