@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "client/commands.h"
+#include "client/launch.h"
 #include "client/output.h"
 #include "client/submit/submit_kind.h"
 #include "common/errors.h"
@@ -113,6 +114,21 @@ int main(int argc, char** argv) {
               "the job id"),
        [&](const CliContext& c) { return wait_for_job(c, job_id); }},
   };
+
+  std::vector<std::string> launched;
+  uint32_t attach_timeout_s = 60;
+  auto* launch_cmd = app.add_subcommand(
+      "launch",
+      "start one process per PE of this node, each attached to its PE (run it on every node): "
+      "symmesh launch -- CMD ARGS");
+  launch_cmd->add_option("CMD", launched, "the command and its arguments, after --")->required();
+  launch_cmd
+      ->add_option("--attach-timeout", attach_timeout_s,
+                   "seconds each PE waits for its process (node 0 sets it)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  commands.push_back(
+      {launch_cmd, [&](const CliContext& c) { return launch(c, launched, attach_timeout_s); }});
 
   auto* submit_cmd = app.add_subcommand(
       "submit",

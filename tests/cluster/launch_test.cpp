@@ -1,0 +1,70 @@
+// symmesh launch on every node of a local cluster (2 nodes x 2 PEs, tcp between them): one
+// process per PE, each attached to its daemon, all-reducing a tensor on the shared heap; and a
+// process killed mid-session, which ends the session on both nodes with a named error within
+// seconds, after which the cluster runs jobs and sessions again.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "tests/cluster/test_cluster.h"
+
+namespace symmesh::testing {
+namespace {
+
+// `symmesh launch -- COMMAND` on every node at once; each node's run.
+std::vector<CliRun> launch_everywhere(TestCluster& cluster, const std::string& command) {
+  std::vector<std::future<CliRun>> runs;
+  for (int node = 0; node < 2; ++node) {
+    runs.push_back(std::async(std::launch::async, [&cluster, node, command] {
+      return cli(target(cluster, node) + " --timeout 120s launch -- " + command);
+    }));
+  }
+  std::vector<CliRun> out;
+  for (auto& run : runs) out.push_back(run.get());
+  return out;
+}
+
+std::string example() {
+  return bin_dir() + "/symmesh_example_allreduce 65536";
+}
+
+TEST(Launch, EveryPeGetsAProcessThatReducesItsHeapTensorThroughTheDaemons) {
+  TestCluster cluster(shape(2, 2));
+  const std::vector<CliRun> runs = launch_everywhere(cluster, example());
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_EQ(runs[node].exit_code, 0) << runs[node].out;
+    for (int local = 0; local < 2; ++local) {
+      const int rank = node * 2 + local;
+      const std::string line = "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) +
+                               " of 4: all_reduce of 65536 floats ok";
+      EXPECT_NE(runs[node].out.find(line), std::string::npos) << runs[node].out;
+    }
+  }
+  EXPECT_NE(runs[0].out.find("session job"), std::string::npos) << runs[0].out;
+}
+
+TEST(Launch, AKilledProcessEndsTheSessionEverywhereNamingItAndTheClusterGoesOn) {
+  TestCluster cluster(shape(2, 2));
+  const std::string dies =
+      "sh -c 'if [ \"$SYMMESH_RANK\" = 3 ]; then kill -9 $$; fi; exec " + example() + "'";
+  const auto started = Clock::now();
+  const std::vector<CliRun> runs = launch_everywhere(cluster, dies);
+  EXPECT_LT(Clock::now() - started, std::chrono::seconds(60)) << "the session was not cut short";
+  EXPECT_EQ(runs[1].exit_code, 128 + 9) << runs[1].out;
+  EXPECT_NE(runs[1].out.find("rank 3 exited with 137"), std::string::npos) << runs[1].out;
+  EXPECT_NE(runs[0].exit_code, 0) << runs[0].out;
+  // Node 0's processes hear it from their calls ("the session ended: ...") or from launch,
+  // which sees the session cancelled ("session job N ended (cancelled: ...)").
+  EXPECT_TRUE(runs[0].out.find("the session ended") != std::string::npos ||
+              runs[0].out.find("ended (cancelled") != std::string::npos)
+      << runs[0].out;
+  // Jobs and sessions run again.
+  const wire::JobResult next = cluster.run(collective_job("allreduce", 1 << 20, "f32", "hier"));
+  EXPECT_TRUE(next.ok() && next.verified()) << next.error();
+  const std::vector<CliRun> again = launch_everywhere(cluster, example());
+  EXPECT_EQ(again[0].exit_code, 0) << again[0].out;
+  EXPECT_EQ(again[1].exit_code, 0) << again[1].out;
+}
+
+}  // namespace
+}  // namespace symmesh::testing
