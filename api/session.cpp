@@ -15,9 +15,6 @@
 namespace symmesh {
 namespace {
 
-constexpr int kSpins = 4000;  // about 20 us: most answers come sooner
-constexpr auto kSleepSlice = std::chrono::milliseconds(50);
-
 void* map_shared(int fd, size_t bytes, const char* what) {
   void* address = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
@@ -137,11 +134,8 @@ uint64_t Session::call(const attach::Request& request) {
     detached_ = true;  // nobody serves this PE: the detach waits in the ring for whoever would
     return 0;
   }
-  const auto done = [&] { return ring_->completed.load(std::memory_order_acquire) != ticket; };
-  bool answered = false;
-  for (int i = 0; i < kSpins && !(answered = done()); ++i) cpu_relax();
   const Deadline deadline = deadline_after(call_timeout_);
-  while (!answered && !(answered = done())) {
+  wait_for_change(ring_->completed, ticket, [&] {
     if (ring_->closed.load(std::memory_order_acquire)) {
       throw PeerError("the session ended: " + closed_reason());
     }
@@ -152,8 +146,7 @@ uint64_t Session::call(const attach::Request& request) {
                          std::to_string(call_timeout_.count() / 1000) +
                          " s (is a session running? symmesh launch starts one)");
     }
-    wait_shared(ring_->completed, ticket, kSleepSlice);
-  }
+  });
   if (request.op == attach::Op::kDetach) detached_ = true;
   const attach::Completion& completion = slot.completion;
   const std::string message(completion.message, strnlen(completion.message, attach::kMessageBytes));

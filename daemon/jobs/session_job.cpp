@@ -18,9 +18,6 @@
 namespace symmesh {
 namespace {
 
-constexpr int kSpins = 4000;  // about 20 us: a process's next call usually comes sooner
-constexpr auto kSleepSlice = std::chrono::milliseconds(50);
-
 class SessionServer {
  public:
   SessionServer(Pe& pe, Attachment& attachment) : pe_(pe), attachment_(attachment) {}
@@ -59,18 +56,13 @@ class SessionServer {
 
  private:
   void wait_for_request(attach::Ring& ring, uint32_t head) {
-    for (int i = 0; i < kSpins; ++i) {
-      if (ring.submitted.load(std::memory_order_acquire) != head) return;
-      cpu_relax();
-    }
     Doorbell& bell = pe_.node().doorbell();
-    while (ring.submitted.load(std::memory_order_acquire) == head) {
+    wait_for_change(ring.submitted, head, [&] {
       if (!attachment_.alive()) {
         throw PeerError(attachment_.describe(pe_.my_pe()) + " exited without detaching");
       }
       if (bell.aborted()) throw AbortedError("the session ended: " + bell.abort_reason());
-      wait_shared(ring.submitted, head, kSleepSlice);
-    }
+    });
   }
 
   static void complete_with(attach::Completion& completion, attach::Status status,
