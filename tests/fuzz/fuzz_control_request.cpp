@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const wire::JobSpec spec = confine_job_paths(request.submit(), "/nonexistent-data-dir");
       check_job_spec(spec, ClusterShape{nodes, ranks});
       check_job_memory(spec, nodes, ranks, uint64_t{1} << 30);
-      job_kind_of(spec).name(spec);
+      wire::enum_text(job_kind_of(spec).wire_kind(spec));
     } catch (const Error&) {
     }
   }
