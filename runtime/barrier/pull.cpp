@@ -13,7 +13,14 @@ void pull_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int
                   Deadline deadline) {
   const int n = static_cast<int>(leaders.size());
   uint64_t* mine = pe.sync_slot(team, slot::kPullArrival);
-  std::atomic_ref<uint64_t>(*mine).store(epoch, std::memory_order_release);
+  // Never a CPU store: a peer reads this slot with a remote 8-byte get, which verbs makes a
+  // device fetch-add of 0. On a device whose atomics are its own read-modify-write (soft-RoCE,
+  // many NICs) that writes the old value back over a CPU store landing inside it: the arrival
+  // is erased and every peer waits until the deadline (seen in about 1 run in 40 of the verbs
+  // suite). The own-node transport adds through the device on such a node and is a CPU
+  // fetch-add elsewhere. Only this PE changes the slot (peers add 0), so it is read here.
+  const uint64_t arrived = std::atomic_ref<uint64_t>(*mine).load(std::memory_order_relaxed);
+  if (epoch != arrived) pe.atomic_add(mine, epoch - arrived, pe.my_pe());  // mod 2^64: = epoch
   Doorbell& bell = pe.node().doorbell();
   for (int i = 1; i < n; ++i) {
     const int peer = leaders[(me + i) % n];
