@@ -65,7 +65,9 @@ void check_enum(const EnumDescriptor& type, int number, std::string_view what, b
                         "; allowed: " + joined(enum_words(type)));
 }
 
-void throw_not_a_word(const EnumDescriptor& type, std::string_view text, std::string_view what) {
+int parse_enum(const EnumDescriptor& type, std::string_view text, std::string_view what) {
+  const int number = enum_number(type, text);
+  if (number != 0) return number;
   throw InvalidArgument(std::string(what) + " '" + std::string(text) +
                         "' is not one of: " + joined(enum_words(type)));
 }

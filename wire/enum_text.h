@@ -41,24 +41,17 @@ std::vector<std::string> enum_words() {
   return enum_words(descriptor_of<E>());
 }
 
-// The value `text` names; throws InvalidArgument "<what> 'text' is not one of: a, b, c".
-template <class E>
-E parse_enum(std::string_view text, std::string_view what);
-
 template <class E>
 void check_enum(E value, std::string_view what, bool may_be_unset = false) {
   check_enum(descriptor_of<E>(), int(value), what, may_be_unset);
 }
 
-// Throws the InvalidArgument of parse_enum.
-[[noreturn]] void throw_not_a_word(const EnumDescriptor& type, std::string_view text,
-                                   std::string_view what);
+// The number `text` names; throws InvalidArgument "<what> 'text' is not one of: a, b, c".
+int parse_enum(const EnumDescriptor& type, std::string_view text, std::string_view what);
 
 template <class E>
 E parse_enum(std::string_view text, std::string_view what) {
-  const int number = enum_number(descriptor_of<E>(), text);
-  if (number == 0) throw_not_a_word(descriptor_of<E>(), text, what);
-  return E(number);
+  return E(parse_enum(descriptor_of<E>(), text, what));
 }
 
 }  // namespace symmesh::wire

@@ -22,9 +22,8 @@ const FieldDescriptor& field_of(const google::protobuf::Message& message, const 
 // An enum field takes the word of one of its values (wire/enum_text.h).
 void set_enum(google::protobuf::Message& message, const FieldDescriptor& field,
               const std::string& text, const std::string& what) {
-  const int number = wire::enum_number(*field.enum_type(), text);
-  if (number == 0) wire::throw_not_a_word(*field.enum_type(), text, what);
-  message.GetReflection()->SetEnumValue(&message, &field, number);
+  message.GetReflection()->SetEnumValue(&message, &field,
+                                        wire::parse_enum(*field.enum_type(), text, what));
 }
 
 void set_field(google::protobuf::Message& message, const JobOption& row, const std::string& text) {
