@@ -47,17 +47,12 @@ wire::CollectiveAlgo collective_algo(const wire::CollectiveJob& job, const Clust
 }
 
 DType collective_dtype(const wire::CollectiveJob& job) {
-  return job.dtype() == wire::DATA_TYPE_UNSPECIFIED ? DType::kF32
-                                                    : parse_dtype(wire::enum_text(job.dtype()));
-}
-
-ReduceOp collective_reduce(const wire::CollectiveJob& job) {
-  return job.reduce() == wire::REDUCTION_MAX ? ReduceOp::kMax : ReduceOp::kSum;
+  return dtype_of(job.dtype(), DType::kF32);
 }
 
 PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   const DType dtype = collective_dtype(job);
-  const ReduceOp reduce = collective_reduce(job);
+  const ReduceOp reduce = reduce_of(job.reduce());
   const int n = pe.n_pes();
   const int me = pe.my_pe();
   const CollAlgo algo = parse_coll_algo(wire::enum_text(

@@ -49,6 +49,14 @@ void check_iterations(uint32_t iters, uint32_t max) {
   }
 }
 
+DType dtype_of(wire::DataType dtype, DType unset) {
+  return dtype == wire::DATA_TYPE_UNSPECIFIED ? unset : parse_dtype(wire::enum_text(dtype));
+}
+
+ReduceOp reduce_of(wire::Reduction op) {
+  return op == wire::REDUCTION_MAX ? ReduceOp::kMax : ReduceOp::kSum;
+}
+
 void check_job_spec(const wire::JobSpec& spec, const ClusterShape& shape) {
   job_kind_of(spec).check(spec, shape);
 }

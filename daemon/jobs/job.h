@@ -14,6 +14,7 @@
 
 #include "daemon/status/metrics.h"
 #include "runtime/cluster_shape.h"
+#include "runtime/collectives/dtype.h"
 #include "runtime/pe.h"
 #include "wire/control.pb.h"
 #include "wire/enum_text.h"
@@ -98,5 +99,10 @@ void summarize_job(const wire::JobSpec& spec, const ClusterShape& shape,
                    const std::vector<double>& iteration_s, wire::JobResult& result);
 // Refuses an iteration count outside 1..max, naming --iters.
 void check_iterations(uint32_t iters, uint32_t max);
+// The runtime's element type for the wire's (`unset` when the field is), through the words both
+// share; throws InvalidArgument naming the allowed ones.
+DType dtype_of(wire::DataType dtype, DType unset);
+// The runtime's reduction for the wire's (unset: sum).
+ReduceOp reduce_of(wire::Reduction op);
 
 }  // namespace symmesh

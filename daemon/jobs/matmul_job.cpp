@@ -20,7 +20,7 @@ FusedJob fused_job(const wire::MatmulJob& w) {
   o.m = int64_t(w.m());
   o.n = int64_t(w.n());
   o.k = int64_t(w.k());
-  o.dtype = w.dtype() ? parse_dtype(wire::enum_text(w.dtype())) : DType::kBF16;
+  o.dtype = dtype_of(w.dtype(), DType::kBF16);
   if (w.tile_m()) o.tile_m = w.tile_m();
   if (w.tile_n()) o.tile_n = w.tile_n();
   o.tile_k = w.tile_k();

@@ -23,7 +23,7 @@ MoeJob moe_job(const wire::MoeJob& w) {
   o.experts = int(w.experts());
   if (w.weighting()) o.weighting = parse_moe_weighting(wire::enum_text(w.weighting()));
   o.biases = int(w.biases());
-  if (w.partial_dtype()) o.partial_dtype = parse_dtype(wire::enum_text(w.partial_dtype()));
+  o.partial_dtype = dtype_of(w.partial_dtype(), o.partial_dtype);
   if (w.channels()) o.channels = int(w.channels());
   if (w.algo()) o.algo = parse_moe_algo(wire::enum_text(w.algo()));
   if (w.chunk_tokens()) o.chunk_tokens = w.chunk_tokens();

@@ -100,8 +100,8 @@ class SessionServer {
   void collective(const attach::Request& r) {
     wire::check_enum(wire::DataType(r.dtype), "dtype");
     wire::check_enum(wire::Reduction(r.reduce), "op", true);
-    const DType dtype = parse_dtype(wire::enum_text(wire::DataType(r.dtype)));
-    const ReduceOp reduce = r.reduce == wire::REDUCTION_MAX ? ReduceOp::kMax : ReduceOp::kSum;
+    const DType dtype = dtype_of(wire::DataType(r.dtype), DType::kF32);
+    const ReduceOp reduce = reduce_of(wire::Reduction(r.reduce));
     const size_t element = dtype_size(dtype);
     const uint64_t n = uint64_t(pe_.n_pes());
     if (r.count == 0 || r.count > (uint64_t{1} << 40) / element / n) {
