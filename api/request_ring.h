@@ -17,6 +17,8 @@ namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
 inline constexpr uint32_t kAttachProtocolVersion = 1;
+// AttachRequest and AttachReply are read with this cap on either side.
+inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
 inline constexpr uint32_t kRingSlots = 16;
 inline constexpr size_t kMessageBytes = 512;

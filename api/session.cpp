@@ -51,7 +51,7 @@ std::unique_ptr<Session> Session::attach(const std::string& socket_path, int loc
   request.set_local_rank(uint32_t(local_rank));
   session->connection_->write(request, deadline);
   wire::AttachReply reply;
-  session->connection_->read(reply, deadline, 4096);
+  session->connection_->read(reply, deadline, attach::kAttachFrameCap);
   if (!reply.ok()) throw InvalidArgument("attaching to " + socket_path + ": " + reply.error());
   if (reply.ring_bytes() != attach::kRingBytes || reply.slice_offset() > reply.segment_bytes() ||
       reply.slice_bytes() > reply.segment_bytes() - reply.slice_offset()) {

@@ -57,28 +57,6 @@ void wait_shared(const std::atomic<uint32_t>& word, uint32_t seen,
                  std::chrono::nanoseconds max_sleep);
 void wake_shared(std::atomic<uint32_t>& word);
 
-// Waits until `word` no longer holds `seen`, between processes: a short spin, then yields
-// (which hands the core to the thread being waited for when there are fewer cores than
-// threads), then sleeps on the shared futex in slices of `slice`, calling `check()` before
-// each sleep (it throws to give up: a dead peer, an abort, a deadline).
-template <class Check>
-void wait_for_change(const std::atomic<uint32_t>& word, uint32_t seen, Check&& check,
-                     std::chrono::microseconds yield_for = std::chrono::microseconds(50),
-                     std::chrono::milliseconds slice = std::chrono::milliseconds(50)) {
-  for (int i = 0; i < 64; ++i) {
-    if (word.load(std::memory_order_acquire) != seen) return;
-    cpu_relax();
-  }
-  for (const auto until = Clock::now() + yield_for; Clock::now() < until;) {
-    if (word.load(std::memory_order_acquire) != seen) return;
-    std::this_thread::yield();
-  }
-  while (word.load(std::memory_order_acquire) == seen) {
-    check();
-    wait_shared(word, seen, slice);
-  }
-}
-
 // On a machine with more runnable threads than cores (several ranks and io threads per
 // node, several nodes per host in tests) spinning steals the core from the thread being
 // waited for, so the spin is short and yielding, which hands the core over, does the rest.
@@ -90,6 +68,27 @@ struct WaitPolicy {
   // False for waits that must outlive an abort (a borrowed buffer still being written).
   bool abortable = true;
 };
+
+// Waits until `word` no longer holds `seen`, between processes, with the wait policy's spin
+// and yield, then sleeps on the shared futex in slices of `slice`, calling `check()` before
+// each sleep (it throws to give up: a dead peer, an abort, a deadline).
+template <class Check>
+void wait_for_change(const std::atomic<uint32_t>& word, uint32_t seen, Check&& check,
+                     const WaitPolicy& policy = WaitPolicy{},
+                     std::chrono::milliseconds slice = std::chrono::milliseconds(50)) {
+  for (int i = 0; i < policy.spins; ++i) {
+    if (word.load(std::memory_order_acquire) != seen) return;
+    cpu_relax();
+  }
+  for (const auto until = Clock::now() + policy.yield_for; Clock::now() < until;) {
+    if (word.load(std::memory_order_acquire) != seen) return;
+    std::this_thread::yield();
+  }
+  while (word.load(std::memory_order_acquire) == seen) {
+    check();
+    wait_shared(word, seen, slice);
+  }
+}
 
 // Returns when ready() is true. Throws TimeoutError (with describe()) at the deadline and
 // AbortedError when the doorbell is aborted.

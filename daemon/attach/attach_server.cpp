@@ -15,8 +15,6 @@
 namespace symmesh {
 namespace {
 
-constexpr uint32_t kAttachFrameCap = 4096;
-
 std::string prepare_directory(const std::string& directory) {
   std::filesystem::create_directories(directory);
   if (::chmod(directory.c_str(), 0700) != 0) {
@@ -106,7 +104,7 @@ void AttachServer::serve(std::unique_ptr<BlockingChannel> connection) {
                         ", which may not attach: only the daemon's uid and those of --attach-uid");
     }
     wire::AttachRequest request;
-    connection->read(request, deadline, kAttachFrameCap);
+    connection->read(request, deadline, attach::kAttachFrameCap);
     if (request.protocol_version() != attach::kAttachProtocolVersion) {
       return refuse(*connection, "bad_request",
                     "attach protocol version mismatch: the daemon speaks " +
