@@ -1,6 +1,5 @@
 #include "api/session.h"
 
-#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -139,8 +138,7 @@ uint64_t Session::call(const attach::Request& request) {
     if (ring_->closed.load(std::memory_order_acquire)) {
       throw PeerError("the session ended: " + closed_reason());
     }
-    pollfd watch{connection_->native(), POLLIN | POLLRDHUP, 0};
-    if (::poll(&watch, 1, 0) != 0) throw PeerError("the daemon closed the attach connection");
+    if (connection_->closed_by_peer()) throw PeerError("the daemon closed the attach connection");
     if (Clock::now() >= deadline) {
       throw TimeoutError("no answer from the daemon within " +
                          std::to_string(call_timeout_.count() / 1000) +

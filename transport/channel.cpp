@@ -1,5 +1,6 @@
 #include "transport/channel.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -260,6 +261,11 @@ std::vector<int> BlockingChannel::receive_fds(size_t max, Deadline deadline) {
     throw PeerError(peer_name_ + " passed more than " + std::to_string(max) + " descriptors");
   }
   return fds;
+}
+
+bool BlockingChannel::closed_by_peer() {
+  pollfd watch{socket_.native_handle(), POLLIN | POLLRDHUP, 0};
+  return ::poll(&watch, 1, 0) != 0;
 }
 
 PeerCredentials BlockingChannel::peer_credentials() {

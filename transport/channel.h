@@ -73,7 +73,9 @@ class BlockingChannel {
   // Makes a blocked read/write fail soon (from any thread).
   void stop() { stopped_.store(true); }
   void close();
-  int native() { return socket_.native_handle(); }
+  // For a connection that carries no more messages (an attached process's, after the
+  // attach): true once the peer closed it, or sent anything. Never blocks.
+  bool closed_by_peer();
   // Hands the connected socket over (for data connections after the handshake).
   int release_native();
   // A second channel on the same connection (a dup of the socket), so one thread can block

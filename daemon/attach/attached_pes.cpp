@@ -1,6 +1,5 @@
 #include "daemon/attach/attached_pes.h"
 
-#include <poll.h>
 #include <sys/mman.h>
 
 #include <cstring>
@@ -11,11 +10,7 @@ namespace symmesh {
 
 Attachment::Attachment(int local_rank, PeerCredentials who,
                        std::unique_ptr<BlockingChannel> connection, attach::Ring* ring)
-    : local_rank_(local_rank),
-      who_(who),
-      connection_(std::move(connection)),
-      fd_(connection_->native()),
-      ring_(ring) {}
+    : local_rank_(local_rank), who_(who), connection_(std::move(connection)), ring_(ring) {}
 
 Attachment::~Attachment() {
   close("the daemon let the PE go");
@@ -23,9 +18,7 @@ Attachment::~Attachment() {
 }
 
 bool Attachment::alive() const {
-  // The process never writes to the connection after attaching: readable means closed.
-  pollfd watch{fd_, POLLIN | POLLRDHUP, 0};
-  return ::poll(&watch, 1, 0) == 0;
+  return !connection_->closed_by_peer();
 }
 
 std::string Attachment::describe(int pe) const {

@@ -40,7 +40,6 @@ class Attachment {
   int local_rank_;
   PeerCredentials who_;
   std::unique_ptr<BlockingChannel> connection_;
-  int fd_;  // the connection's socket
   attach::Ring* ring_;
 };
 
