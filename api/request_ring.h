@@ -7,6 +7,11 @@
 //
 // The daemon reads each request once into its own memory and checks it (op, element type,
 // offsets inside the PE's heap) before acting: the ring is the process's to scribble on.
+//
+// The same memfd holds, after the ring, the PE's staging area: memory private to the PE and its
+// process (not symmetric) through which the calls whose sizes differ between PEs pass their
+// tensors (dispatch, combine, the fused ops). It grows on demand: the daemon enlarges the memfd
+// and maps it again, and every completion carries the size, which the process maps in turn.
 #pragma once
 
 #include <atomic>
@@ -16,7 +21,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 1;
+inline constexpr uint32_t kAttachProtocolVersion = 2;
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -34,7 +39,22 @@ enum class Op : uint32_t {
   kAllGather = 7,
   kAllToAll = 8,
   kDetach = 9,  // the process is done with its PE
+  // Staging: the area holds at least `count` bytes after the call.
+  kStage = 10,
+  // MoE dispatch (api/staging_layout.h for where each tensor sits in the staging area).
+  // count: tokens; args: hidden, topk, experts. Answers the handle in `value` and the tokens
+  // received in `value2`.
+  kDispatch = 11,
+  // MoE combine along the dispatch args[0]; count: the received tokens; args[1]: 1 with a
+  // bias; args[2]: the rows' width (hidden).
+  kCombine = 12,
+  kReleaseHandle = 13,  // args[0]: a dispatch's handle
+  // The fused ops: args m, n, k (a: m x k, b: k x n, this PE's; see api/staging_layout.h).
+  kGemmAllReduce = 14,
+  kMatmulReduceScatter = 15,
+  kAllGatherMatmul = 16,
 };
+inline constexpr uint32_t kLastOp = 16;
 
 // Offsets are symmetric addresses: bytes from the start of the PE's slice.
 struct Request {
@@ -45,6 +65,7 @@ struct Request {
   uint64_t src = 0;
   uint64_t dst = 0;
   uint64_t count = 0;  // elements (kMalloc: bytes)
+  uint64_t args[4] = {};
 };
 
 enum class Status : int32_t {
@@ -57,6 +78,8 @@ struct Completion {
   Status status;
   uint32_t reserved;
   uint64_t value;
+  uint64_t value2;
+  uint64_t staging_bytes;       // the staging area's size after the call
   char message[kMessageBytes];  // when not ok, NUL-terminated
 };
 

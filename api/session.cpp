@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/moe_limits.h"
+#include "api/staging_layout.h"
+#include "api/topk_check.h"
 #include "common/errors.h"
 #include "transport/wait.h"
 #include "wire/attach.pb.h"
@@ -26,6 +29,16 @@ void* map_shared(int fd, size_t bytes, const char* what) {
 size_t element_bytes(wire::DataType dtype) {
   wire::check_enum(dtype, "dtype");
   return dtype == wire::DATA_TYPE_F32 ? 4 : 2;
+}
+
+void check_moe_width(const char* call, int64_t hidden) {
+  if (hidden >= kMoeHiddenMultiple && hidden <= kMaxMoeHidden && hidden % kMoeHiddenMultiple == 0) {
+    return;
+  }
+  throw InvalidArgument(std::string(call) + ": rows of " + std::to_string(hidden) +
+                        " elements; allowed a multiple of " + std::to_string(kMoeHiddenMultiple) +
+                        " from " + std::to_string(kMoeHiddenMultiple) + " to " +
+                        std::to_string(kMaxMoeHidden));
 }
 
 std::string environment(const char* name) {
@@ -68,7 +81,9 @@ std::unique_ptr<Session> Session::attach(const std::string& socket_path, int loc
   session->segment_ = static_cast<std::byte*>(map_shared(fds[0], reply.segment_bytes(), "heap"));
   session->slice_ = session->segment_ + reply.slice_offset();
   session->slice_bytes_ = reply.slice_bytes();
-  session->ring_ = static_cast<attach::Ring*>(map_shared(fds[1], attach::kRingBytes, "ring"));
+  // The ring's memfd stays open: the staging area after the ring is mapped from it as it grows.
+  session->staging_ = std::make_unique<attach::StagingArea>(fds[1]);
+  session->ring_ = static_cast<attach::Ring*>(map_shared(dup(fds[1]), attach::kRingBytes, "ring"));
   SessionPlace& place = session->place_;
   place.local_rank = local_rank;
   place.local_size = int(reply.ranks_per_node());
@@ -119,7 +134,7 @@ std::string Session::closed_reason() const {
   return std::string(ring_->closed_reason, strnlen(ring_->closed_reason, attach::kMessageBytes));
 }
 
-uint64_t Session::call(const attach::Request& request) {
+uint64_t Session::call(const attach::Request& request, uint64_t* value2) {
   if (detached_) throw InvalidArgument("the session is detached");
   if (ring_->closed.load(std::memory_order_acquire)) {
     throw PeerError("the session ended: " + closed_reason());
@@ -147,6 +162,12 @@ uint64_t Session::call(const attach::Request& request) {
   });
   if (request.op == attach::Op::kDetach) detached_ = true;
   const attach::Completion& completion = slot.completion;
+  if (completion.staging_bytes > attach::kMaxStagingBytes) {
+    throw PeerError("the daemon reports a staging area of " +
+                    std::to_string(completion.staging_bytes) + " bytes, past the most there is");
+  }
+  staging_->map(completion.staging_bytes);
+  if (value2) *value2 = completion.value2;
   const std::string message(completion.message, strnlen(completion.message, attach::kMessageBytes));
   if (completion.status == attach::Status::kInvalid) throw InvalidArgument(message);
   // A call that failed ends the session on every PE (see the session job).
@@ -208,6 +229,131 @@ void Session::all_to_all(void* dst, const void* src, size_t count, wire::DataTyp
                        .src = offset_of(src, bytes, "all_to_all's input"),
                        .dst = offset_of(dst, bytes, "all_to_all's output"),
                        .count = count});
+}
+
+std::byte* Session::stage(uint64_t bytes) {
+  if (staging_->bytes() < bytes) call(attach::Request{.op = attach::Op::kStage, .count = bytes});
+  return staging_->range(0, bytes, "the staging area");
+}
+
+DispatchHandle::~DispatchHandle() {
+  if (!alive_.lock()) return;  // the session, and the daemon's copy, are gone
+  try {
+    session_->call(attach::Request{.op = attach::Op::kReleaseHandle, .args = {id_}});
+  } catch (const std::exception&) {
+    // The session ended: the daemon let its handles go with it.
+  }
+}
+
+std::shared_ptr<DispatchHandle> Session::dispatch(
+    const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
+    int64_t hidden, int topk, int experts, wire::DataType dtype,
+    const std::function<DispatchOutputs(int64_t received)>& allocate) {
+  const size_t e = element_bytes(dtype);
+  check_moe_width("dispatch", hidden);
+  if (tokens < 0 || tokens > kMaxMoeTokens || topk < 1 || topk > kMaxMoeTopk || topk > experts ||
+      experts > kMaxMoeExperts || experts % place_.world_size != 0) {
+    throw InvalidArgument(
+        "dispatch: " + std::to_string(tokens) + " tokens, topk " + std::to_string(topk) + ", " +
+        std::to_string(experts) + " experts; allowed tokens 0 to " + std::to_string(kMaxMoeTokens) +
+        " per PE, topk 1 to " + std::to_string(kMaxMoeTopk) +
+        " and at most the experts, experts a multiple of the " + std::to_string(place_.world_size) +
+        " PEs up to " + std::to_string(kMaxMoeExperts));
+  }
+  check_topk_ids(topk_idx, tokens, topk, experts, "dispatch's topk_idx");
+  const auto in = attach::token_block(uint64_t(tokens), uint64_t(hidden), uint64_t(topk), e);
+  std::byte* area = stage(in.end);
+  std::memcpy(area + in.x, x, size_t(tokens) * hidden * e);
+  auto* ids = reinterpret_cast<int32_t*>(area + in.idx);
+  for (int64_t i = 0; i < tokens * topk; ++i) ids[i] = int32_t(topk_idx[i]);
+  std::memcpy(area + in.weights, topk_weights, size_t(tokens) * topk * 4);
+  uint64_t received = 0;
+  const uint64_t id =
+      call(attach::Request{.op = attach::Op::kDispatch,
+                           .dtype = uint32_t(dtype),
+                           .count = uint64_t(tokens),
+                           .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}},
+           &received);
+  std::shared_ptr<DispatchHandle> handle(new DispatchHandle(this, alive_, id));
+  handle->tokens = tokens;
+  handle->received = int64_t(received);
+  handle->hidden = hidden;
+  handle->topk = topk;
+  handle->experts = experts;
+  handle->dtype = dtype;
+  const auto out = attach::token_block(received, uint64_t(hidden), uint64_t(topk), e);
+  const std::byte* from = staging_->range(0, out.end, "dispatch's output");
+  const DispatchOutputs to = allocate(int64_t(received));
+  std::memcpy(to.x, from + out.x, received * hidden * e);
+  const auto* got = reinterpret_cast<const int32_t*>(from + out.idx);
+  for (uint64_t i = 0; i < received * topk; ++i) to.topk_idx[i] = got[i];
+  std::memcpy(to.topk_weights, from + out.weights, received * topk * 4);
+  return handle;
+}
+
+void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hidden,
+                      wire::DataType dtype, const void* bias, void* out) {
+  const size_t e = element_bytes(dtype);
+  if (!handle.alive_.lock() || handle.session_ != this) {
+    throw InvalidArgument("combine: the handle is from another session");
+  }
+  check_moe_width("combine", hidden);
+  const auto block = attach::combine_block(uint64_t(handle.received), uint64_t(handle.tokens),
+                                           uint64_t(hidden), bias != nullptr, e);
+  std::byte* area = stage(block.end);
+  const size_t row = size_t(hidden) * e;
+  std::memcpy(area + block.rows, rows, size_t(handle.received) * row);
+  if (bias) std::memcpy(area + block.bias, bias, size_t(handle.tokens) * row);
+  call(attach::Request{.op = attach::Op::kCombine,
+                       .dtype = uint32_t(dtype),
+                       .count = uint64_t(handle.received),
+                       .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}});
+  std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
+              size_t(handle.tokens) * row);
+}
+
+uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
+                        int64_t a_rows, int64_t c_rows, int64_t n, int64_t k,
+                        wire::DataType dtype) {
+  const size_t e = element_bytes(dtype);
+  if (a_rows < 1 || n < 1 || k < 1) {
+    throw InvalidArgument("rows " + std::to_string(a_rows) + ", n " + std::to_string(n) + ", k " +
+                          std::to_string(k) + ": each must be at least 1");
+  }
+  const auto block = attach::fused_block(uint64_t(a_rows), uint64_t(c_rows), uint64_t(n),
+                                         uint64_t(k), gathered != nullptr, e);
+  std::byte* area = stage(block.end);
+  std::memcpy(area + block.a, a, size_t(a_rows) * k * e);
+  std::memcpy(area + block.b, b, size_t(k) * n * e);
+  const uint64_t rows = call(attach::Request{
+      .op = op, .dtype = uint32_t(dtype), .args = {uint64_t(a_rows), uint64_t(n), uint64_t(k)}});
+  if (rows > uint64_t(c_rows)) {
+    throw PeerError("the daemon returned " + std::to_string(rows) + " rows; at most " +
+                    std::to_string(c_rows) + " fit");
+  }
+  std::memcpy(c, staging_->range(block.c, rows * n * e, "the result"), rows * n * e);
+  if (gathered) {
+    std::memcpy(gathered, staging_->range(block.gathered, rows * k * e, "the gathered A"),
+                rows * k * e);
+  }
+  return rows;
+}
+
+void Session::gemm_all_reduce(const void* a, const void* b, void* c, int64_t m, int64_t n,
+                              int64_t k, wire::DataType dtype) {
+  fused(attach::Op::kGemmAllReduce, a, b, c, nullptr, m, m, n, k, dtype);
+}
+
+int64_t Session::matmul_reduce_scatter(const void* a, const void* b, void* c, int64_t m, int64_t n,
+                                       int64_t k, wire::DataType dtype) {
+  const int64_t most = (m + place_.world_size - 1) / place_.world_size;
+  return int64_t(fused(attach::Op::kMatmulReduceScatter, a, b, c, nullptr, m, most, n, k, dtype));
+}
+
+void Session::all_gather_matmul(const void* a, const void* b, void* c, void* gathered, int64_t rows,
+                                int64_t n, int64_t k, wire::DataType dtype) {
+  fused(attach::Op::kAllGatherMatmul, a, b, c, gathered, rows, rows * place_.world_size, n, k,
+        dtype);
 }
 
 }  // namespace symmesh

@@ -1,23 +1,30 @@
 // A process's handle on its PE: attach to the node's daemon, allocate tensors on the
 // symmetric heap (mapped into this process, so calls on them copy nothing), and make calls
-// the daemon carries out for this PE: barrier, collectives. Calls are blocking and go through
-// the PE's request ring (api/request_ring.h), not a socket.
+// the daemon carries out for this PE: barrier, collectives, MoE dispatch and combine, the
+// fused ops. Calls are blocking and go through the PE's request ring (api/request_ring.h),
+// not a socket; one thread at a time may call.
 //
 // The heap is symmetric as in OpenSHMEM: every PE makes the same malloc calls in the same
 // order, so an allocation has the same offset everywhere; collectives take heap tensors.
 //
-// Errors: InvalidArgument for a call that is wrong (a pointer off the heap, a count of 0),
-// checked here before anything is sent; Error (PeerError, TimeoutError) for one the cluster
-// could not carry out, with the daemon's message.
+// Dispatch, combine and the fused ops take tensors anywhere in the process: PEs pass different
+// sizes to them, so they travel through the PE's private staging area (a copy each way), not
+// the symmetric heap.
+//
+// Errors: InvalidArgument for a call that is wrong (a pointer off the heap, a count of 0, an
+// expert id out of range), checked here before anything is sent; Error (PeerError,
+// TimeoutError) for one the cluster could not carry out, with the daemon's message.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "api/request_ring.h"
+#include "api/staging_area.h"
 #include "transport/channel.h"
 #include "wire/jobs.pb.h"
 
@@ -29,6 +36,41 @@ struct SessionPlace {
   int local_rank = 0;  // on this node
   int local_size = 1;
   int node_rank = 0;
+};
+
+class Session;
+
+// A dispatch, as DeepEP's handle: the paths its tokens took, which combine walks back. Held by
+// the daemon until this is destroyed (or the session ends).
+class DispatchHandle {
+ public:
+  ~DispatchHandle();
+  DispatchHandle(const DispatchHandle&) = delete;
+  DispatchHandle& operator=(const DispatchHandle&) = delete;
+
+  int64_t tokens = 0;    // this PE's, as dispatched
+  int64_t received = 0;  // tokens this PE received
+  int64_t hidden = 0;
+  int topk = 0;
+  int experts = 0;
+  wire::DataType dtype = wire::DATA_TYPE_UNSPECIFIED;
+
+ private:
+  friend class Session;
+  DispatchHandle(Session* session, std::weak_ptr<void> alive, uint64_t id)
+      : session_(session), alive_(std::move(alive)), id_(id) {}
+  Session* session_;
+  std::weak_ptr<void> alive_;  // expires with the session
+  uint64_t id_;
+};
+
+// Where a dispatch writes what this PE received, once it knows how many: recv_x
+// [received][hidden] in the tokens' type, recv_topk_idx [received][topk] (this PE's local expert
+// index, or -1), recv_topk_weights [received][topk].
+struct DispatchOutputs {
+  void* x = nullptr;
+  int64_t* topk_idx = nullptr;
+  float* topk_weights = nullptr;
 };
 
 class Session {
@@ -63,9 +105,43 @@ class Session {
   // A call that does nothing: the round trip through the daemon.
   void ping();
 
+  // MoE dispatch (DeepEP's semantics): PE r holds experts [r*E/W, (r+1)*E/W). Each of this PE's
+  // `tokens` tokens (x [tokens][hidden]) goes, once, to every PE holding one of its experts
+  // (topk_idx [tokens][topk], -1 for an unused slot; weights [tokens][topk]). `allocate` is
+  // called with the count received and says where to write it. Received tokens are ordered by
+  // source PE, then token: the same on every run.
+  std::shared_ptr<DispatchHandle> dispatch(
+      const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
+      int64_t hidden, int topk, int experts, wire::DataType dtype,
+      const std::function<DispatchOutputs(int64_t received)>& allocate);
+  // MoE combine: out [tokens][hidden] = for each token dispatched from here, the sum over the
+  // PEs that received it of their row in `rows` ([received][hidden]; typically the sum over
+  // k of weight * expert(x)), plus bias [tokens][hidden] when given. Rows may be of any width
+  // and type (a backward pass sends gradients back the same way). Hierarchical: one transfer
+  // per node between nodes, reduced inside the node; every sum in a fixed order.
+  void combine(const DispatchHandle& handle, const void* rows, int64_t hidden, wire::DataType dtype,
+               const void* bias, void* out);
+
+  // The fused ops; a, b and the results in `dtype`, row-major; every PE passes the same shape.
+  // c [m][n] = the sum over PEs of their a [m][k] x b [k][n] (a row-parallel linear layer).
+  void gemm_all_reduce(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k,
+                       wire::DataType dtype);
+  // This PE's rows of the sum over PEs of a [m][k] x b [k][n]: rows from rank * ceil(m / W),
+  // ceil(m / W) of them (fewer for the last PEs); c holds ceil(m / W) x n. Returns the count.
+  int64_t matmul_reduce_scatter(const void* a, const void* b, void* c, int64_t m, int64_t n,
+                                int64_t k, wire::DataType dtype);
+  // gathered [W*rows][k] = every PE's a [rows][k] in rank order; c [W*rows][n] = gathered x b.
+  void all_gather_matmul(const void* a, const void* b, void* c, void* gathered, int64_t rows,
+                         int64_t n, int64_t k, wire::DataType dtype);
+
  private:
+  friend class DispatchHandle;
   Session() = default;
-  uint64_t call(const attach::Request& request);
+  uint64_t call(const attach::Request& request, uint64_t* value2 = nullptr);
+  // The staging area, at least `bytes` long.
+  std::byte* stage(uint64_t bytes);
+  uint64_t fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
+                 int64_t a_rows, int64_t c_rows, int64_t n, int64_t k, wire::DataType dtype);
   uint64_t offset_of(const void* address, size_t bytes, const char* what) const;
   std::string closed_reason() const;
 
@@ -76,6 +152,8 @@ class Session {
   std::byte* slice_ = nullptr;
   size_t slice_bytes_ = 0;
   attach::Ring* ring_ = nullptr;
+  std::unique_ptr<attach::StagingArea> staging_;
+  std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // handles watch it
   std::chrono::milliseconds call_timeout_{std::chrono::minutes(10)};
   bool detached_ = false;
 };

@@ -3,7 +3,7 @@
 #   target_link_libraries(app PRIVATE symmesh::runtime)   # or symmesh::ops, symmesh::transport
 # Headers install under include/symmesh and are included by layer: "runtime/pe.h".
 include(CMakePackageConfigHelpers)
-set(SYMMESH_EXPORTED_LAYERS common wire transport runtime ops)
+set(SYMMESH_EXPORTED_LAYERS common wire transport api runtime ops)
 foreach(layer IN LISTS SYMMESH_EXPORTED_LAYERS)
   set_target_properties(symmesh_${layer} PROPERTIES EXPORT_NAME ${layer})
   target_compile_features(symmesh_${layer} PUBLIC cxx_std_20)

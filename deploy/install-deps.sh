@@ -23,6 +23,7 @@ build_packages=(
   libdnnl-dev
   iproute2 procps
   python3 python3-yaml
+  python3-dev pybind11-dev python3-numpy python3-torch  # the Python module (python/)
   chromium  # the dashboard test loads the page in headless Chromium
   clang-14 libfuzzer-14-dev libclang-rt-14-dev  # the fuzz targets (tests/fuzz)
 )

@@ -1,5 +1,6 @@
 #include "daemon/attach/attach_server.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -26,12 +27,15 @@ std::string prepare_directory(const std::string& directory) {
   return path;
 }
 
-// A fresh, zeroed ring in a memfd; the descriptor is the caller's to pass on and close.
+// A fresh, zeroed ring in a memfd (the staging area grows after it); the descriptor is the
+// caller's. Sealed against shrinking: the process it is passed to cannot pull pages out from
+// under the daemon.
 attach::Ring* map_ring(int& fd) {
-  fd = memfd_create("symmesh-ring", MFD_CLOEXEC);
+  fd = memfd_create("symmesh-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) throw Error(std::string("memfd_create(ring) failed: ") + std::strerror(errno));
   void* address = MAP_FAILED;
-  if (ftruncate(fd, attach::kRingBytes) == 0) {
+  if (ftruncate(fd, attach::kRingBytes) == 0 &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) == 0) {
     address = mmap(nullptr, attach::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
   if (address == MAP_FAILED) {
@@ -121,11 +125,11 @@ void AttachServer::serve(std::unique_ptr<BlockingChannel> connection) {
     int ring_fd = -1;
     attach::Ring* ring = map_ring(ring_fd);
     BlockingChannel& channel = *connection;
-    auto attachment = std::make_shared<Attachment>(local_rank, who, std::move(connection), ring);
+    auto attachment =
+        std::make_shared<Attachment>(local_rank, who, std::move(connection), ring, ring_fd);
     try {
       attached_pes().hold(attachment);
     } catch (const InvalidArgument& e) {
-      ::close(ring_fd);
       return refuse(channel, "bad_request", e.what());
     }
     try {
@@ -140,11 +144,9 @@ void AttachServer::serve(std::unique_ptr<BlockingChannel> connection) {
       channel.write(reply, deadline);
       channel.send_fds({node_.shared_segment().fd(), ring_fd}, deadline);
     } catch (...) {
-      ::close(ring_fd);
       attached_pes().release(*attachment);
       throw;
     }
-    ::close(ring_fd);
     spdlog::info("pid {} attached as local rank {}", who.pid, local_rank);
   } catch (const std::exception& e) {
     refused_("bad_request");

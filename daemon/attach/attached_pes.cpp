@@ -9,8 +9,12 @@
 namespace symmesh {
 
 Attachment::Attachment(int local_rank, PeerCredentials who,
-                       std::unique_ptr<BlockingChannel> connection, attach::Ring* ring)
-    : local_rank_(local_rank), who_(who), connection_(std::move(connection)), ring_(ring) {}
+                       std::unique_ptr<BlockingChannel> connection, attach::Ring* ring, int ring_fd)
+    : local_rank_(local_rank),
+      who_(who),
+      connection_(std::move(connection)),
+      ring_(ring),
+      staging_(ring_fd) {}
 
 Attachment::~Attachment() {
   close("the daemon let the PE go");

@@ -11,17 +11,19 @@
 #include <vector>
 
 #include "api/request_ring.h"
+#include "api/staging_area.h"
 #include "transport/channel.h"
 #include "transport/wait.h"
 
 namespace symmesh {
 
-// One attached process: its connection (open for as long as the process lives) and the
-// request ring the daemon mapped for it.
+// One attached process: its connection (open for as long as the process lives), the
+// request ring the daemon mapped for it and the staging area after the ring.
 class Attachment {
  public:
+  // Takes the ring's mapping and its memfd.
   Attachment(int local_rank, PeerCredentials who, std::unique_ptr<BlockingChannel> connection,
-             attach::Ring* ring);
+             attach::Ring* ring, int ring_fd);
   ~Attachment();
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
@@ -29,6 +31,7 @@ class Attachment {
   int local_rank() const { return local_rank_; }
   int pid() const { return who_.pid; }
   attach::Ring& ring() { return *ring_; }
+  attach::StagingArea& staging() { return staging_; }
   // False once the process closed its connection (it exited, or died).
   bool alive() const;
   // "the process of PE 3 (pid 1234)"
@@ -41,6 +44,7 @@ class Attachment {
   PeerCredentials who_;
   std::unique_ptr<BlockingChannel> connection_;
   attach::Ring* ring_;
+  attach::StagingArea staging_;
 };
 
 class AttachedPes {

@@ -101,8 +101,7 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
       const size_t at = job.op() == wire::COLLECTIVE_OP_REDUCE_SCATTER ? count * me / n + i : i;
       float value = input_value(0, at);
       for (int p = 1; p < n; ++p) {
-        value = reduce == ReduceOp::kSum ? value + input_value(p, at)
-                                         : std::max(value, input_value(p, at));
+        value = reduce_pair(value, input_value(p, at), reduce);
       }
       // The output is the f32 result rounded once to the dtype; so is the reference.
       uint32_t rounded = 0;
@@ -139,8 +138,8 @@ class CollectiveJobKind : public JobKind {
     wire::check_enum(job.reduce(), "--reduce", true);
     wire::check_enum(job.algo(), "--algo", true);
     const DType dtype = collective_dtype(job);
-    if (job.reduce() == wire::REDUCTION_MAX && job.op() != wire::COLLECTIVE_OP_ALLREDUCE) {
-      throw InvalidArgument("--reduce max is only for allreduce");
+    if (job.reduce() > wire::REDUCTION_SUM && job.op() != wire::COLLECTIVE_OP_ALLREDUCE) {
+      throw InvalidArgument("--reduce " + wire::enum_text(job.reduce()) + " is only for allreduce");
     }
     const wire::CollectiveAlgo algo = collective_algo(job, shape);
     if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) {

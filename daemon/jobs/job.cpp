@@ -54,7 +54,9 @@ DType dtype_of(wire::DataType dtype, DType unset) {
 }
 
 ReduceOp reduce_of(wire::Reduction op) {
-  return op == wire::REDUCTION_MAX ? ReduceOp::kMax : ReduceOp::kSum;
+  if (op == wire::REDUCTION_MAX) return ReduceOp::kMax;
+  if (op == wire::REDUCTION_MIN) return ReduceOp::kMin;
+  return ReduceOp::kSum;
 }
 
 void check_job_spec(const wire::JobSpec& spec, const ClusterShape& shape) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/status/metrics.h"
+#include "ops/gemm.h"
 #include "runtime/cluster_shape.h"
 #include "runtime/collectives/dtype.h"
 #include "runtime/pe.h"
@@ -104,5 +105,7 @@ void check_iterations(uint32_t iters, uint32_t max);
 DType dtype_of(wire::DataType dtype, DType unset);
 // The runtime's reduction for the wire's (unset: sum).
 ReduceOp reduce_of(wire::Reduction op);
+// The daemon's GEMM: one oneDNN primitive cache for its whole life, shared by its PEs and jobs.
+Gemm& daemon_gemm();
 
 }  // namespace symmesh

@@ -1,5 +1,4 @@
-// The matmul job: a fused operator (or its sequential baseline) through ops/fused/runner, with
-// one oneDNN primitive cache for the daemon's whole life, shared by its PEs and jobs.
+// The matmul job: a fused operator (or its sequential baseline) through ops/fused/runner.
 #include <algorithm>
 #include <filesystem>
 
@@ -37,11 +36,6 @@ FusedJob fused_job(const wire::MatmulJob& w) {
   if (w.seed()) job.inputs.seed = w.seed();
   job.output_dir = w.output();
   return job;
-}
-
-Gemm& daemon_gemm() {
-  static Gemm gemm;
-  return gemm;
 }
 
 PeJobOutcome run_matmul(Pe& pe, const wire::MatmulJob& job) {
@@ -135,6 +129,11 @@ class MatmulJobKind : public JobKind {
 };
 
 }  // namespace
+
+Gemm& daemon_gemm() {
+  static Gemm gemm;
+  return gemm;
+}
 
 const JobKind& matmul_job_kind() {
   static const MatmulJobKind kind;

@@ -1,7 +1,8 @@
 // The session job: the cluster's PEs handed to processes attached to their daemons. Each PE's
 // thread waits for the process attached to its local rank, then serves that process's request
 // ring in order, making each call on its behalf (a barrier, a collective on tensors in the
-// shared heap, a symmetric allocation), until the process detaches.
+// shared heap, a symmetric allocation, a MoE dispatch or combine or a fused op on tensors in
+// its staging area), until the process detaches.
 //
 // A process that dies ends the session on every PE, naming it, and so does a call that fails:
 // a collective one PE gave up on leaves its peers nowhere to go (a communicator error is
@@ -12,6 +13,8 @@
 #include "common/errors.h"
 #include "daemon/attach/attached_pes.h"
 #include "daemon/jobs/job.h"
+#include "daemon/jobs/session_fused.h"
+#include "daemon/jobs/session_moe.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 
@@ -20,7 +23,7 @@ namespace {
 
 class SessionServer {
  public:
-  SessionServer(Pe& pe, Attachment& attachment) : pe_(pe), attachment_(attachment) {}
+  SessionServer(Pe& pe, Attachment& attachment) : pe_(pe), attachment_(attachment), moe_(pe) {}
 
   // Serves until the process detaches; each call's time in `outcome`.
   PeJobOutcome serve() {
@@ -37,7 +40,8 @@ class SessionServer {
       const auto start = Clock::now();
       std::exception_ptr failure;
       try {
-        slot.completion.value = execute(request);
+        slot.completion.value2 = 0;
+        slot.completion.value = execute(request, slot.completion);
         slot.completion.status = attach::Status::kOk;
       } catch (const InvalidArgument& e) {
         complete_with(slot.completion, attach::Status::kInvalid, e.what());
@@ -46,6 +50,7 @@ class SessionServer {
         complete_with(slot.completion, attach::Status::kFailed, e.what());
         failure = std::current_exception();
       }
+      slot.completion.staging_bytes = attachment_.staging().bytes();
       ring.completed.store(head + 1, std::memory_order_release);
       wake_shared(ring.completed);
       if (failure) std::rethrow_exception(failure);
@@ -72,7 +77,8 @@ class SessionServer {
     completion.message[attach::kMessageBytes - 1] = '\0';
   }
 
-  uint64_t execute(const attach::Request& request) {
+  uint64_t execute(const attach::Request& request, attach::Completion& completion) {
+    attach::StagingArea& staging = attachment_.staging();
     switch (request.op) {
       case attach::Op::kEmpty:
       case attach::Op::kDetach:
@@ -91,9 +97,27 @@ class SessionServer {
       case attach::Op::kAllToAll:
         collective(request);
         return 0;
+      case attach::Op::kStage:
+        staging.grow(request.count, "the call");
+        return 0;
+      case attach::Op::kDispatch: {
+        const SessionMoe::Dispatched d = moe_.dispatch(request, staging);
+        completion.value2 = d.received;
+        return d.handle;
+      }
+      case attach::Op::kCombine:
+        moe_.combine(request, staging);
+        return 0;
+      case attach::Op::kReleaseHandle:
+        moe_.release(request.args[0]);
+        return 0;
+      case attach::Op::kGemmAllReduce:
+      case attach::Op::kMatmulReduceScatter:
+      case attach::Op::kAllGatherMatmul:
+        return run_session_fused(pe_, request, staging);
       default:
         throw InvalidArgument("request op " + std::to_string(uint32_t(request.op)) +
-                              " is none of the ops 1..9");
+                              " is none of the ops 1.." + std::to_string(attach::kLastOp));
     }
   }
 
@@ -148,6 +172,7 @@ class SessionServer {
 
   Pe& pe_;
   Attachment& attachment_;
+  SessionMoe moe_;
 };
 
 std::chrono::seconds attach_timeout(const wire::SessionJob& job) {

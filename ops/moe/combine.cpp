@@ -27,22 +27,25 @@ void add_expert_output(const MoeOptions& o, const DispatchResult& d, int64_t i, 
 }
 
 // What every combine does last for a token: its partials (in `rows`), then the biases, summed
-// in that order and rounded once into bf16 combined_x.
-void finish_token(const MoeOptions& o, const std::vector<std::vector<uint16_t>>& biases,
-                  int64_t token, std::vector<TypedRow>& rows, uint16_t* out) {
-  for (const auto& bias : biases) rows.push_back({&bias[size_t(token) * o.hidden], DType::kBF16});
-  sum_rows(out, DType::kBF16, rows.data(), rows.size(), size_t(o.hidden));
+// in that order and rounded once into combined_x's type.
+void finish_token(const MoeOptions& o, const std::vector<const void*>& biases, int64_t token,
+                  std::vector<TypedRow>& rows, std::byte* out) {
+  const size_t row_bytes = size_t(o.hidden) * dtype_size(o.x_dtype);
+  for (const void* bias : biases) {
+    rows.push_back({static_cast<const std::byte*>(bias) + size_t(token) * row_bytes, o.x_dtype});
+  }
+  sum_rows(out, o.x_dtype, rows.data(), rows.size(), size_t(o.hidden));
 }
 
 class Combiner {
  public:
   Combiner(Pe& pe, const MoeOptions& o, const DispatchResult& d, const Routing& routing,
-           const std::vector<std::vector<uint16_t>>& biases)
+           const CombineInputs& inputs)
       : pe_(pe),
         o_(o),
         d_(d),
         routing_(routing),
-        biases_(biases),
+        biases_(inputs.biases),
         n_(pe.n_pes()),
         nodes_(pe.node().nodes()),
         ranks_(pe.node().ranks_per_node()),
@@ -50,8 +53,9 @@ class Combiner {
         my_node_(pe.my_node()),
         local_(pe.local_rank()),
         channels_(d.handle.channels),
-        partial_bytes_(size_t(o.hidden) * dtype_size(o.partial_dtype)) {
-    result_.combined_x.assign(size_t(routing.tokens) * o.hidden, 0);
+        partial_bytes_(size_t(o.hidden) * dtype_size(o.partial_dtype)),
+        out_bytes_(size_t(o.hidden) * dtype_size(o.x_dtype)) {
+    result_.combined_x.assign(size_t(routing.tokens) * out_bytes_, std::byte{0});
     result_.combined_topk_weights = routing.weights;
   }
 
@@ -93,9 +97,10 @@ class Combiner {
   const MoeOptions& o_;
   const DispatchResult& d_;
   const Routing& routing_;
-  const std::vector<std::vector<uint16_t>>& biases_;
+  const std::vector<const void*> biases_;
   const int n_, nodes_, ranks_, me_, my_node_, local_, channels_;
   const size_t partial_bytes_;
+  const size_t out_bytes_;  // a row of combined_x
   CombineResult result_;
   std::atomic<int64_t> inter_bytes_{0};  // channel threads add concurrently
   std::atomic<int64_t> intra_bytes_{0};
@@ -106,8 +111,25 @@ class Combiner {
 class HierCombiner final : public Combiner {
  public:
   HierCombiner(Pe& pe, const MoeOptions& o, const DispatchResult& d, const Routing& routing,
-               const std::vector<std::vector<uint16_t>>& biases)
-      : Combiner(pe, o, d, routing, biases), expert_out_(expert_outputs(o, d)) {
+               const CombineInputs& inputs)
+      : Combiner(pe, o, d, routing, inputs) {
+    if (!inputs.expert_rows) {
+      owned_rows_ = expert_outputs(o, d);
+      expert_out_ = owned_rows_.data();
+    } else if (o.x_dtype == o.partial_dtype) {
+      expert_out_ = static_cast<const std::byte*>(inputs.expert_rows);
+    } else {  // the caller's rows, rounded to what partials travel in
+      owned_rows_.resize(size_t(d.received) * partial_bytes_);
+      std::vector<float> row(o.hidden);
+      for (int64_t i = 0; i < d.received; ++i) {
+        load_f32(row.data(),
+                 static_cast<const std::byte*>(inputs.expert_rows) + size_t(i) * out_bytes_,
+                 size_t(o.hidden), o.x_dtype);
+        store_from_f32(&owned_rows_[size_t(i) * partial_bytes_], row.data(), size_t(o.hidden),
+                       o.partial_dtype);
+      }
+      expert_out_ = owned_rows_.data();
+    }
     const size_t nvl_slots = size_t(channels_) * ranks_ * o.nvl_ring_tokens;
     const size_t rdma_slots = size_t(channels_) * nodes_ * o.rdma_ring_tokens;
     nvl_ring_ = static_cast<std::byte*>(zeroed(
@@ -341,7 +363,7 @@ class HierCombiner final : public Combiner {
         }
         rows.push_back({rdma_slot(channel, b, consumed[b]), o_.partial_dtype});
       }
-      finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * o_.hidden]);
+      finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * out_bytes_]);
       for (int b = 0; b < nodes_; ++b)
         consumed[b] += d_.handle.rdma_slot[size_t(t) * nodes_ + b] >= 0;
       return_heads(false);
@@ -349,21 +371,22 @@ class HierCombiner final : public Combiner {
     return_heads(true);
   }
 
-  const std::vector<std::byte> expert_out_;  // [received][partial bytes]: the senders' input
-  std::byte* nvl_ring_ = nullptr;            // [channel][sender local rank][slot]: in the forwarder
-  uint64_t* nvl_tail_ = nullptr;             // [channel][sender local rank]: written by the sender
-  uint64_t* nvl_head_ = nullptr;             // [channel][forwarder local rank]: written by it
-  std::byte* rdma_ring_ = nullptr;           // [channel][forwarding node][slot]: in the home PE
-  uint64_t* rdma_tail_ = nullptr;            // [channel][forwarding node]: remote atomic adds
-  uint64_t* rdma_head_ = nullptr;            // [channel][home node]: written by the home PE
+  std::vector<std::byte> owned_rows_;      // the stand-in experts' rows, or converted ones
+  const std::byte* expert_out_ = nullptr;  // [received][partial bytes]: the senders' input
+  std::byte* nvl_ring_ = nullptr;          // [channel][sender local rank][slot]: in the forwarder
+  uint64_t* nvl_tail_ = nullptr;           // [channel][sender local rank]: written by the sender
+  uint64_t* nvl_head_ = nullptr;           // [channel][forwarder local rank]: written by it
+  std::byte* rdma_ring_ = nullptr;         // [channel][forwarding node][slot]: in the home PE
+  uint64_t* rdma_tail_ = nullptr;          // [channel][forwarding node]: remote atomic adds
+  uint64_t* rdma_head_ = nullptr;          // [channel][home node]: written by the home PE
 };
 
 // The baseline: every expert output straight to its token's home PE.
 class FlatCombiner final : public Combiner {
  public:
   FlatCombiner(Pe& pe, const MoeOptions& o, const DispatchResult& d, const Routing& routing,
-               const std::vector<std::vector<uint16_t>>& biases)
-      : Combiner(pe, o, d, routing, biases) {
+               const CombineInputs& inputs)
+      : Combiner(pe, o, d, routing, inputs) {
     uint64_t most = routing.tokens;
     for (uint64_t v : pe.exchange(pe.team_world(), most)) most = std::max(most, v);
     slots_ = static_cast<std::byte*>(
@@ -372,7 +395,7 @@ class FlatCombiner final : public Combiner {
     // Every expert output, computed before the timed part as the hierarchical combine does.
     std::vector<float> value(o.hidden), x(o.hidden);
     for (int64_t i = 0; i < d.received; ++i) {
-      load_f32(x.data(), &d.x[size_t(i) * o.hidden], size_t(o.hidden), DType::kBF16);
+      load_f32(x.data(), &d.x[size_t(i) * out_bytes_], size_t(o.hidden), o.x_dtype);
       for (int k = 0; k < o.topk; ++k) {
         const int32_t expert = d.topk_idx[size_t(i) * o.topk + k];
         if (expert < 0) continue;
@@ -408,7 +431,7 @@ class FlatCombiner final : public Combiner {
         if (routing_.expert(t, k) < 0) continue;
         rows.push_back({slots_ + (size_t(t) * o_.topk + k) * partial_bytes_, o_.partial_dtype});
       }
-      finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * o_.hidden]);
+      finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * out_bytes_]);
     }
   }
 
@@ -428,9 +451,10 @@ class FlatCombiner final : public Combiner {
 std::vector<std::byte> expert_outputs(const MoeOptions& o, const DispatchResult& d) {
   const size_t bytes = size_t(o.hidden) * dtype_size(o.partial_dtype);
   std::vector<std::byte> out(size_t(d.received) * bytes);
+  const size_t x_bytes = size_t(o.hidden) * dtype_size(o.x_dtype);
   std::vector<float> value(o.hidden), x(o.hidden);
   for (int64_t i = 0; i < d.received; ++i) {
-    load_f32(x.data(), &d.x[size_t(i) * o.hidden], size_t(o.hidden), DType::kBF16);
+    load_f32(x.data(), &d.x[size_t(i) * x_bytes], size_t(o.hidden), o.x_dtype);
     std::fill(value.begin(), value.end(), 0.0f);
     for (int k = 0; k < o.topk; ++k) {
       if (d.topk_idx[size_t(i) * o.topk + k] >= 0)
@@ -442,19 +466,29 @@ std::vector<std::byte> expert_outputs(const MoeOptions& o, const DispatchResult&
 }
 
 CombineResult combine(Pe& pe, const MoeOptions& options, const DispatchResult& dispatched,
-                      const Routing& routing, const std::vector<std::vector<uint16_t>>& biases) {
+                      const Routing& routing, const CombineInputs& inputs) {
   validate(options, pe.node().nodes(), pe.node().ranks_per_node());
+  if (options.algo == MoeAlgo::kFlat) {
+    if (inputs.expert_rows) {
+      throw InvalidArgument("the flat combine runs the stand-in experts only: use hier");
+    }
+    return FlatCombiner(pe, options, dispatched, routing, inputs).run();
+  }
+  return HierCombiner(pe, options, dispatched, routing, inputs).run();
+}
+
+CombineResult combine(Pe& pe, const MoeOptions& options, const DispatchResult& dispatched,
+                      const Routing& routing, const std::vector<std::vector<uint16_t>>& biases) {
+  CombineInputs inputs;
   for (const auto& bias : biases) {
-    if (bias.size() != size_t(routing.tokens) * options.hidden) {
+    if (options.x_dtype != DType::kBF16 || bias.size() != size_t(routing.tokens) * options.hidden) {
       throw InvalidArgument("combine: a bias of PE " + std::to_string(pe.my_pe()) + " holds " +
                             std::to_string(bias.size()) + " values; tokens x hidden = " +
-                            std::to_string(routing.tokens * options.hidden));
+                            std::to_string(routing.tokens * options.hidden) + " bf16 values");
     }
+    inputs.biases.push_back(bias.data());
   }
-  if (options.algo == MoeAlgo::kFlat) {
-    return FlatCombiner(pe, options, dispatched, routing, biases).run();
-  }
-  return HierCombiner(pe, options, dispatched, routing, biases).run();
+  return combine(pe, options, dispatched, routing, inputs);
 }
 
 }  // namespace symmesh

@@ -12,7 +12,7 @@
 //    one partial to the symmetric RDMA ring (per channel, per forwarding node) of the token's
 //    home PE: the data, then the tail bumped with a remote atomic add (put_signal).
 //  - receiver: for each own token, in order, adds the partials of every node that held one of
-//    its experts (in node order), the biases, and writes bf16 combined_x.
+//    its experts (in node order), the biases, and writes combined_x (in the tokens' type).
 // Heads go back lazily: every chunk consumed, and always before a wait, so a consumer never
 // waits on a producer that waits on it. With chunks at most half a ring (validate()), a
 // producer always finds room for a chunk once the consumer has caught up.
@@ -21,7 +21,7 @@
 // (token, expert), and the home PE adds them in topk order.
 //
 // Partials travel in options.partial_dtype (bf16: rounded at the sender and at the forwarder;
-// f32: only the final bf16 rounding). Every sum is taken in a fixed order: bitwise
+// f32: only the final rounding). Every sum is taken in a fixed order: bitwise
 // deterministic.
 #pragma once
 
@@ -38,16 +38,26 @@ namespace symmesh {
 std::vector<std::byte> expert_outputs(const MoeOptions& options, const DispatchResult& dispatched);
 
 struct CombineResult {
-  std::vector<uint16_t> combined_x;          // [tokens][hidden] bf16
+  std::vector<std::byte> combined_x;         // [tokens][hidden] in options.x_dtype
   std::vector<float> combined_topk_weights;  // [tokens][topk]
   double seconds = 0;                        // this PE: from the opening barrier to its last token
   int64_t inter_node_bytes = 0;              // partials this PE put to PEs on other nodes
   int64_t intra_node_bytes = 0;              // partials this PE wrote to other PEs of its node
 };
 
-// Collective over all PEs, after dispatch() with the same options and this PE's routing. The
-// experts are the stand-in ones (expert_scale), computed before the timed part. `biases` holds
-// options.biases tensors of [tokens][hidden] bf16.
+// What a combine adds up, besides the other PEs' partials.
+struct CombineInputs {
+  // [received][hidden] in options.x_dtype: this PE's output row for each token it received
+  // (the sum over its experts of the token), as DeepEP's combine takes it. Null: the stand-in
+  // experts (expert_scale), computed before the timed part. Hier only.
+  const void* expert_rows = nullptr;
+  std::vector<const void*> biases;  // each [tokens][hidden] in options.x_dtype
+};
+
+// Collective over all PEs, after dispatch() with the same options and this PE's routing.
+CombineResult combine(Pe& pe, const MoeOptions& options, const DispatchResult& dispatched,
+                      const Routing& routing, const CombineInputs& inputs);
+// The stand-in experts and options.biases bf16 tensors of [tokens][hidden], sizes checked.
 CombineResult combine(Pe& pe, const MoeOptions& options, const DispatchResult& dispatched,
                       const Routing& routing, const std::vector<std::vector<uint16_t>>& biases);
 

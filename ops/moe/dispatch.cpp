@@ -15,9 +15,9 @@ namespace {
 
 // A token on the wire: x, its expert ids and weights, and where it came from.
 struct RecordFormat {
-  int64_t hidden;
+  size_t x_bytes;  // hidden x the element's size
   int topk;
-  size_t ids_at() const { return size_t(hidden) * 2; }
+  size_t ids_at() const { return x_bytes; }
   size_t weights_at() const { return ids_at() + size_t(topk) * 4; }
   size_t source_at() const { return weights_at() + size_t(topk) * 4; }
   size_t bytes() const { return (source_at() + 8 + 15) / 16 * 16; }
@@ -40,7 +40,7 @@ std::vector<int64_t> prefix_rows(const uint64_t* counts, int rows, int columns) 
 
 class Dispatcher {
  public:
-  Dispatcher(Pe& pe, const MoeOptions& o, const std::vector<uint16_t>& x, const Routing& routing)
+  Dispatcher(Pe& pe, const MoeOptions& o, const std::byte* x, const Routing& routing)
       : pe_(pe),
         o_(o),
         x_(x),
@@ -54,7 +54,7 @@ class Dispatcher {
         my_node_(pe.my_node()),
         local_(pe.local_rank()),
         channels_(o.channels),
-        format_{o.hidden, o.topk},
+        format_{size_t(o.hidden) * dtype_size(o.x_dtype), o.topk},
         layout_(dispatch_layout(routing, o, shape_)) {}
 
   DispatchResult run() {
@@ -171,7 +171,7 @@ class Dispatcher {
   }
 
   void encode(int64_t token, std::byte* record) const {
-    std::memcpy(record, &x_[size_t(token) * o_.hidden], size_t(o_.hidden) * 2);
+    std::memcpy(record, x_ + size_t(token) * format_.x_bytes, format_.x_bytes);
     std::memcpy(record + format_.ids_at(), &routing_.experts[size_t(token) * o_.topk],
                 size_t(o_.topk) * 4);
     std::memcpy(record + format_.weights_at(), &routing_.weights[size_t(token) * o_.topk],
@@ -261,14 +261,14 @@ class Dispatcher {
     }
     DispatchResult& r = result_;
     r.received = received_;
-    r.x.resize(size_t(received_) * o_.hidden);
+    r.x.resize(size_t(received_) * format_.x_bytes);
     r.topk_idx.resize(size_t(received_) * o_.topk);
     r.topk_weights.resize(size_t(received_) * o_.topk);
     r.sources.resize(received_);
     const size_t bytes = format_.bytes();
     for (int64_t i = 0; i < received_; ++i) {
       const std::byte* record = recv_region_ + size_t(i) * bytes;
-      std::memcpy(&r.x[size_t(i) * o_.hidden], record, size_t(o_.hidden) * 2);
+      std::memcpy(&r.x[size_t(i) * format_.x_bytes], record, format_.x_bytes);
       std::memcpy(&r.topk_idx[size_t(i) * o_.topk], record + format_.ids_at(), size_t(o_.topk) * 4);
       std::memcpy(&r.topk_weights[size_t(i) * o_.topk], record + format_.weights_at(),
                   size_t(o_.topk) * 4);
@@ -293,7 +293,7 @@ class Dispatcher {
 
   Pe& pe_;
   const MoeOptions& o_;
-  const std::vector<uint16_t>& x_;
+  const std::byte* x_;  // [tokens][hidden] in o_.x_dtype
   const Routing& routing_;
   const int64_t tokens_;  // this PE's: PEs may hold different numbers, or none
   const ClusterShape shape_;
@@ -313,17 +313,27 @@ class Dispatcher {
 
 }  // namespace
 
+DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing) {
+  validate(options, pe.node().nodes(), pe.node().ranks_per_node());
+  if (routing.topk != options.topk) {
+    throw InvalidArgument("dispatch: PE " + std::to_string(pe.my_pe()) + " has a routing of topk " +
+                          std::to_string(routing.topk) + "; the job's topk is " +
+                          std::to_string(options.topk));
+  }
+  return Dispatcher(pe, options, static_cast<const std::byte*>(x), routing).run();
+}
+
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const std::vector<uint16_t>& x,
                         const Routing& routing) {
-  validate(options, pe.node().nodes(), pe.node().ranks_per_node());
-  if (routing.topk != options.topk || x.size() != size_t(routing.tokens) * options.hidden) {
+  if (options.x_dtype != DType::kBF16 || routing.topk != options.topk ||
+      x.size() != size_t(routing.tokens) * options.hidden) {
     throw InvalidArgument(
         "dispatch: PE " + std::to_string(pe.my_pe()) + " has " + std::to_string(x.size()) +
         " token values and a routing of " + std::to_string(routing.tokens) + " x " +
         std::to_string(routing.topk) + "; the job needs tokens x hidden values (hidden " +
         std::to_string(options.hidden) + ") and topk " + std::to_string(options.topk));
   }
-  return Dispatcher(pe, options, x, routing).run();
+  return dispatch(pe, options, static_cast<const void*>(x.data()), routing);
 }
 
 }  // namespace symmesh

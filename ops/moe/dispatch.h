@@ -45,17 +45,19 @@ struct DispatchHandle {
 
 struct DispatchResult {
   int64_t received = 0;
-  std::vector<uint16_t> x;             // [received][hidden] bf16
+  std::vector<std::byte> x;            // [received][hidden] in options.x_dtype
   std::vector<int32_t> topk_idx;       // [received][topk]: expert id if held here, else -1
   std::vector<float> topk_weights;     // [received][topk]
   std::vector<ReceivedToken> sources;  // [received]
   DispatchHandle handle;
 };
 
-// Collective over all PEs; each passes its own tokens (the routing says how many: PEs may hold
-// different numbers, or none; options.tokens is not used). Throws InvalidArgument for bad options
-// or inputs of the wrong size, HeapExhausted (naming the region) when the receive regions do not
-// fit.
+// Collective over all PEs; each passes its own tokens, x: [tokens][hidden] in options.x_dtype
+// (the routing says how many: PEs may hold different numbers, or none; options.tokens is not
+// used). Throws InvalidArgument for bad options or inputs of the wrong size, HeapExhausted
+// (naming the region) when the receive regions do not fit.
+DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing);
+// The same with bf16 tokens, their count checked against the routing's.
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const std::vector<uint16_t>& x,
                         const Routing& routing);
 

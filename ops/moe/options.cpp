@@ -39,9 +39,9 @@ void validate(const MoeOptions& o, int nodes, int ranks_per_node) {
   const int n = nodes * ranks_per_node;
   check_range("tokens", o.tokens, 0, kMaxMoeTokens, "per PE");
   check_range("hidden", o.hidden, 8, kMaxMoeHidden);
-  if (o.hidden % 8 != 0) {
-    throw InvalidArgument("hidden = " + std::to_string(o.hidden) +
-                          " must be a multiple of 8 (rows of 16 bytes of bf16)");
+  if (o.hidden % kMoeHiddenMultiple != 0) {
+    throw InvalidArgument("hidden = " + std::to_string(o.hidden) + " must be a multiple of " +
+                          std::to_string(kMoeHiddenMultiple) + " (rows of whole 16-byte blocks)");
   }
   check_range("experts", o.experts, n, kMaxMoeExperts, "at least one per PE");
   if (o.experts % n != 0) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "api/moe_limits.h"
 #include "runtime/collectives/dtype.h"
 
 namespace symmesh {
@@ -28,7 +29,8 @@ const char* moe_algo_name(MoeAlgo algo);
 
 struct MoeOptions {
   int64_t tokens = 0;  // per PE
-  int64_t hidden = 0;  // bf16 elements per token, a multiple of 8 (16-byte rows)
+  int64_t hidden = 0;  // elements per token, a multiple of 8 (rows of whole 16-byte blocks)
+  DType x_dtype = DType::kBF16;  // the tokens' element type (f32, bf16, f16); combine's output's
   int topk = 0;
   int experts = 0;  // spread evenly: PE p holds experts [p * E/n, (p + 1) * E/n)
   MoeWeighting weighting = MoeWeighting::kTopk;
@@ -42,11 +44,6 @@ struct MoeOptions {
   int64_t nvl_ring_tokens = 64;   // per (channel, peer) shared-memory ring
   int64_t rdma_ring_tokens = 64;  // per (channel, source node) symmetric RDMA ring
 };
-
-inline constexpr int64_t kMaxMoeTokens = int64_t{1} << 20;
-inline constexpr int64_t kMaxMoeHidden = int64_t{1} << 16;
-inline constexpr int kMaxMoeTopk = 32;
-inline constexpr int kMaxMoeExperts = 1 << 16;
 
 // Throws InvalidArgument naming the first field out of range for the cluster's shape.
 void validate(const MoeOptions& options, int nodes, int ranks_per_node);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "api/topk_check.h"
 #include "common/errors.h"
 #include "ops/npy.h"
 #include "ops/seeded.h"
@@ -77,32 +78,26 @@ Routing load(const MoeOptions& o, int pe, const RoutingSpec& spec) {
   Routing r{o.tokens, o.topk, std::vector<int32_t>(size_t(o.tokens) * o.topk),
             std::vector<float>(size_t(o.tokens) * o.topk)};
   std::memcpy(r.weights.data(), weights.data.data(), r.weights.size() * sizeof(float));
-  for (size_t i = 0; i < r.experts.size(); ++i) {
-    int64_t id;
+  std::vector<int64_t> wide(r.experts.size());
+  for (size_t i = 0; i < wide.size(); ++i) {
     if (ids.descr == "<i8") {
-      std::memcpy(&id, ids.data.data() + i * 8, 8);
+      std::memcpy(&wide[i], ids.data.data() + i * 8, 8);
     } else {
       int32_t narrow;
       std::memcpy(&narrow, ids.data.data() + i * 4, 4);
-      id = narrow;
+      wide[i] = narrow;
     }
-    const int64_t token = int64_t(i) / o.topk;
-    if (id < -1 || id >= o.experts) {
-      throw InvalidArgument(ids_path + ": token " + std::to_string(token) + " names expert " +
-                            std::to_string(id) + ": allowed -1 (none) or 0 to " +
-                            std::to_string(o.experts - 1));
-    }
-    const auto first = r.experts.begin() + token * o.topk, here = r.experts.begin() + i;
-    if (id >= 0 && std::find(first, here, int32_t(id)) != here) {
-      throw InvalidArgument(ids_path + ": token " + std::to_string(token) + " names expert " +
-                            std::to_string(id) + " twice");
-    }
-    r.experts[i] = int32_t(id);
   }
+  check_topk_ids(wide.data(), o.tokens, o.topk, o.experts, ids_path);
+  std::copy(wide.begin(), wide.end(), r.experts.begin());
   return r;
 }
 
 }  // namespace
+
+void check_routing(const Routing& r, int experts, const std::string& what) {
+  check_topk_ids(r.experts.data(), r.tokens, r.topk, experts, what);
+}
 
 RoutingSpec parse_routing(const std::string& text, uint64_t seed) {
   RoutingSpec spec;

@@ -32,6 +32,10 @@ struct Routing {
   float weight(int64_t token, int k) const { return weights[token * topk + k]; }
 };
 
+// Throws InvalidArgument (naming `what`, the token and the id) unless every id is in
+// [-1, experts) and no token names an expert twice.
+void check_routing(const Routing& routing, int experts, const std::string& what);
+
 // PE `pe`'s routing. A file routing is checked: shape (tokens, topk), ids in [-1, experts),
 // no id twice in a token; the error names the file, the token and the id.
 Routing make_routing(const MoeOptions& options, int pe, const RoutingSpec& spec);

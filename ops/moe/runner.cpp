@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "common/progress.h"
 #include "common/trace.h"
@@ -24,7 +25,9 @@ double dispatch_error(const MoeOptions& o, const DispatchResult& r,
       return INFINITY;
     }
     const uint16_t* sent = &all_x[want.source_pe][size_t(want.source_token) * o.hidden];
-    if (!std::equal(sent, sent + o.hidden, &r.x[size_t(i) * o.hidden])) return INFINITY;
+    if (std::memcmp(sent, &r.x[size_t(i) * o.hidden * 2], size_t(o.hidden) * 2) != 0) {
+      return INFINITY;
+    }
   }
   return 0;
 }
@@ -47,7 +50,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
 
   MoeReport report;
   std::vector<double> times;
-  std::vector<uint16_t> first, last;
+  std::vector<std::byte> first, last;  // the output, bf16
   DispatchResult dispatched;
   int64_t inter = 0, intra = 0;
   if (job.op == MoeOp::kCombine) dispatched = dispatch(pe, o, x, routing);  // the handle
@@ -96,7 +99,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
     if (job.op == MoeOp::kCombine) {
       const auto expected = reference_combine(o, routing, x, biases);
       for (size_t i = 0; i < expected.size(); ++i) {
-        const double want = bf16_to_f32(expected[i]), got = bf16_to_f32(last[i]);
+        const double want = bf16_to_f32(expected[i]), got = load_one(last.data(), i, DType::kBF16);
         const double diff = std::isnan(got) ? INFINITY : std::fabs(got - want);
         error = std::max(error, diff);
         worst = std::max(worst, diff / std::max(1.0, std::fabs(want)));

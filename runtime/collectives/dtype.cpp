@@ -33,13 +33,14 @@ DType parse_dtype(const std::string& name) {
 }
 
 const char* reduce_op_name(ReduceOp op) {
-  return op == ReduceOp::kSum ? "sum" : "max";
+  return op == ReduceOp::kSum ? "sum" : op == ReduceOp::kMax ? "max" : "min";
 }
 
 ReduceOp parse_reduce_op(const std::string& name) {
   if (name == "sum") return ReduceOp::kSum;
   if (name == "max") return ReduceOp::kMax;
-  throw InvalidArgument("reduction '" + name + "' is not one of: sum, max");
+  if (name == "min") return ReduceOp::kMin;
+  throw InvalidArgument("reduction '" + name + "' is not one of: sum, max, min");
 }
 
 float bf16_to_f32(uint16_t bits) {
@@ -82,6 +83,12 @@ uint16_t f32_to_f16(float value) {
 }
 #endif
 
+float load_one(const void* data, size_t index, DType dtype) {
+  float value;
+  load_f32(&value, static_cast<const std::byte*>(data) + index * dtype_size(dtype), 1, dtype);
+  return value;
+}
+
 void load_f32(float* out, const void* src, size_t count, DType dtype) {
   if (count == 0) return;  // empty blocks may come with null pointers
   const auto* half = static_cast<const uint16_t*>(src);
@@ -118,10 +125,10 @@ namespace {
 
 template <class Load>
 void combine(float* acc, size_t count, ReduceOp op, Load load) {
-  if (op == ReduceOp::kSum) {
+  if (op == ReduceOp::kSum) {  // the common case, kept simple enough to vectorize
     for (size_t i = 0; i < count; ++i) acc[i] += load(i);
   } else {
-    for (size_t i = 0; i < count; ++i) acc[i] = std::max(acc[i], load(i));
+    for (size_t i = 0; i < count; ++i) acc[i] = reduce_pair(acc[i], load(i), op);
   }
 }
 

@@ -9,16 +9,22 @@
 namespace symmesh {
 
 enum class DType { kF32, kBF16, kF16 };
-enum class ReduceOp { kSum, kMax };
+enum class ReduceOp { kSum, kMax, kMin };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 DType parse_dtype(const std::string& name);  // f32, bf16, f16
 const char* reduce_op_name(ReduceOp op);
-ReduceOp parse_reduce_op(const std::string& name);  // sum, max
+ReduceOp parse_reduce_op(const std::string& name);  // sum, max, min
+// a (op) b.
+inline float reduce_pair(float a, float b, ReduceOp op) {
+  return op == ReduceOp::kSum ? a + b : op == ReduceOp::kMax ? (a < b ? b : a) : (b < a ? b : a);
+}
 
 // out[i] = src[i] as f32.
 void load_f32(float* out, const void* src, size_t count, DType dtype);
+// data[index] as f32.
+float load_one(const void* data, size_t index, DType dtype);
 // dst[i] = in[i] rounded to `dtype`.
 void store_from_f32(void* dst, const float* in, size_t count, DType dtype);
 // acc[i] = acc[i] (op) src[i], src in `dtype` (f32 for partial sums).

@@ -1,5 +1,6 @@
 // symmesh launch on every node of a local cluster (2 nodes x 2 PEs, tcp between them): one
-// process per PE, each attached to its daemon, all-reducing a tensor on the shared heap; and a
+// process per PE, each attached to its daemon, all-reducing a tensor on the shared heap; the
+// C++ MoE layer example trained through dispatch and combine against its one-process twin; and a
 // process killed mid-session, which ends the session on both nodes with a named error within
 // seconds, after which the cluster runs jobs and sessions again.
 #include <gtest/gtest.h>
@@ -41,6 +42,23 @@ TEST(Launch, EveryPeGetsAProcessThatReducesItsHeapTensorThroughTheDaemons) {
     }
   }
   EXPECT_NE(runs[0].out.find("session job"), std::string::npos) << runs[0].out;
+}
+
+TEST(Launch, TheCppMoeLayerTrainsLikeTheSingleProcessLayerThroughDispatchAndCombine) {
+  TestCluster cluster(shape(2, 2));
+  const std::vector<CliRun> runs =
+      launch_everywhere(cluster, bin_dir() + "/symmesh_example_moe_layer 3");
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_EQ(runs[node].exit_code, 0) << runs[node].out;
+    for (int local = 0; local < 2; ++local) {
+      const int rank = node * 2 + local;
+      const std::string line = "[rank " + std::to_string(rank) + "] moe_layer (C++): rank " +
+                               std::to_string(rank) +
+                               " of 4: 3 steps forward and backward match the single-process "
+                               "layer";
+      EXPECT_NE(runs[node].out.find(line), std::string::npos) << runs[node].out;
+    }
+  }
 }
 
 TEST(Launch, AKilledProcessEndsTheSessionEverywhereNamingItAndTheClusterGoesOn) {

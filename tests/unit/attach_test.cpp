@@ -17,68 +17,13 @@
 #include "common/errors.h"
 #include "daemon/attach/attach_server.h"
 #include "daemon/jobs/job.h"
+#include "tests/support/attached_node.h"
 #include "wire/attach.pb.h"
 
 namespace symmesh {
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(20);
-
-NodeConfig two_pes() {
-  NodeConfig config;
-  config.ranks_per_node = 2;
-  config.heap_size = 2 * (size_t{16} << 20);
-  config.wait_timeout = std::chrono::seconds(20);
-  return config;
-}
-
-class Attached : public ::testing::Test {
- protected:
-  Attached()
-      : directory_(temporary_directory()),
-        node_(two_pes()),
-        server_(node_, directory_, {},
-                [this](const std::string& kind) { refusals_.push_back(kind); }) {}
-  ~Attached() override {
-    server_.stop();
-    std::filesystem::remove_all(directory_);
-  }
-
-  static std::string temporary_directory() {
-    std::string pattern = "/tmp/symmesh-attach.XXXXXX";
-    if (!mkdtemp(pattern.data())) throw Error("mkdtemp failed");
-    return pattern;
-  }
-
-  // The session job on every PE of the node, as the node agent runs it: one thread each.
-  std::vector<std::future<std::string>> start_session() {
-    wire::JobSpec spec;
-    spec.mutable_session()->set_attach_timeout_s(20);
-    std::vector<std::future<std::string>> pes;
-    for (int local = 0; local < node_.ranks_per_node(); ++local) {
-      pes.push_back(std::async(std::launch::async, [this, spec, local]() -> std::string {
-        try {
-          Pe pe(node_, local);
-          job_kind_of(spec).run_on_pe(pe, spec);
-          return "ok";
-        } catch (const std::exception& e) {
-          node_.doorbell().abort("a PE failed");
-          return e.what();
-        }
-      }));
-    }
-    return pes;
-  }
-
-  std::unique_ptr<Session> attach(int local_rank) {
-    return Session::attach(server_.path(), local_rank, kTimeout);
-  }
-
-  std::string directory_;
-  Node node_;
-  std::vector<std::string> refusals_;
-  AttachServer server_;
-};
+using Attached = AttachedNode;
 
 TEST_F(Attached, ProcessesReduceTheirHeapTensorsInPlaceAndDetach) {
   auto pes = start_session();
@@ -137,8 +82,10 @@ TEST_F(Attached, AnOldProtocolIsRefusedNamingBothVersions) {
   wire::AttachReply reply;
   connection->read(reply, deadline_after(kTimeout));
   EXPECT_FALSE(reply.ok());
-  EXPECT_NE(reply.error().find("the daemon speaks 1, the process 2"), std::string::npos)
-      << reply.error();
+  const std::string versions = "the daemon speaks " +
+                               std::to_string(attach::kAttachProtocolVersion) + ", the process " +
+                               std::to_string(attach::kAttachProtocolVersion + 1);
+  EXPECT_NE(reply.error().find(versions), std::string::npos) << reply.error();
 }
 
 TEST_F(Attached, AProcessThatLeavesWithoutDetachingEndsTheSessionNamingItAndFreesItsPe) {

@@ -36,8 +36,7 @@ std::vector<float> read(const void* buffer, size_t count, DType dtype) {
 float reduced(int n_pes, size_t i, ReduceOp op) {
   float result = input_value(0, i);
   for (int pe = 1; pe < n_pes; ++pe) {
-    result =
-        op == ReduceOp::kSum ? result + input_value(pe, i) : std::max(result, input_value(pe, i));
+    result = reduce_pair(result, input_value(pe, i), op);
   }
   return result;
 }
@@ -85,7 +84,7 @@ void for_each_case(Pe& pe, DstCount dst_count, Check check) {
 TEST_P(Collectives, AllreduceEveryDtypeAlgorithmAndOddCount) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
       for_each_case(
           pe, [](size_t count) { return count; },
           [&](DType dtype, CollAlgo algo, size_t count, void* src, void* dst) {

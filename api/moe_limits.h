@@ -1,0 +1,15 @@
+// The shapes a MoE dispatch takes, which the process's library checks before it asks and the
+// daemon's options check again.
+#pragma once
+
+#include <cstdint>
+
+namespace symmesh {
+
+inline constexpr int64_t kMaxMoeTokens = int64_t{1} << 20;  // per PE
+inline constexpr int64_t kMaxMoeHidden = int64_t{1} << 16;
+inline constexpr int64_t kMoeHiddenMultiple = 8;  // rows of whole 16-byte blocks
+inline constexpr int kMaxMoeTopk = 32;
+inline constexpr int kMaxMoeExperts = 1 << 16;
+
+}  // namespace symmesh

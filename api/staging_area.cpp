@@ -1,0 +1,62 @@
+#include "api/staging_area.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "api/request_ring.h"
+#include "common/errors.h"
+
+namespace symmesh::attach {
+
+StagingArea::StagingArea(int ring_fd) : fd_(ring_fd) {}
+
+StagingArea::~StagingArea() {
+  if (data_) munmap(data_, bytes_);
+  ::close(fd_);
+}
+
+void StagingArea::map(uint64_t bytes) {
+  if (bytes == bytes_) return;
+  void* address = nullptr;
+  if (bytes > 0) {
+    address = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, off_t(kRingBytes));
+    if (address == MAP_FAILED) {
+      throw Error("mapping a staging area of " + std::to_string(bytes) +
+                  " bytes failed: " + std::strerror(errno));
+    }
+  }
+  if (data_) munmap(data_, bytes_);
+  data_ = static_cast<std::byte*>(address);
+  bytes_ = bytes;
+}
+
+void StagingArea::grow(uint64_t bytes, const char* what) {
+  if (bytes <= bytes_) return;
+  if (bytes > kMaxStagingBytes) {
+    throw InvalidArgument(std::string(what) + " needs " + std::to_string(bytes) +
+                          " bytes of staging; allowed up to " + std::to_string(kMaxStagingBytes) +
+                          " (pass tensors made with empty() to skip staging, or smaller ones)");
+  }
+  uint64_t size = uint64_t{1} << 20;
+  while (size < bytes) size *= 2;
+  if (ftruncate(fd_, off_t(kRingBytes + size)) != 0) {
+    throw Error("growing a staging area to " + std::to_string(size) +
+                " bytes failed: " + std::strerror(errno));
+  }
+  map(size);
+}
+
+std::byte* StagingArea::range(uint64_t offset, uint64_t bytes, const char* what) const {
+  if (offset > bytes_ || bytes > bytes_ - offset) {
+    throw InvalidArgument(std::string(what) + ": bytes [" + std::to_string(offset) + ", " +
+                          std::to_string(offset) + " + " + std::to_string(bytes) +
+                          ") are outside the staging area of " + std::to_string(bytes_));
+  }
+  return data_ + offset;
+}
+
+}  // namespace symmesh::attach

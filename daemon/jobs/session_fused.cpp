@@ -1,0 +1,59 @@
+#include "daemon/jobs/session_fused.h"
+
+#include <cstring>
+
+#include "api/staging_layout.h"
+#include "daemon/jobs/job.h"
+#include "ops/fused/operator.h"
+#include "runtime/barrier.h"
+
+namespace symmesh {
+
+uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea& staging) {
+  wire::check_enum(wire::DataType(r.dtype), "dtype");
+  FusedOptions o;
+  o.op = r.op == attach::Op::kGemmAllReduce         ? FusedOp::kGemmAllreduce
+         : r.op == attach::Op::kMatmulReduceScatter ? FusedOp::kMatmulReduceScatter
+                                                    : FusedOp::kAllgatherMatmul;
+  o.dtype = dtype_of(wire::DataType(r.dtype), DType::kF32);
+  const bool sharded = o.op == FusedOp::kAllgatherMatmul;
+  const int n_pes = pe.n_pes();
+  for (const uint64_t dim : {r.args[0], r.args[1], r.args[2]}) {
+    if (dim == 0 || dim > uint64_t(kMaxFusedDim)) {
+      throw InvalidArgument("a dimension of " + std::to_string(dim) +
+                            " is out of range: allowed 1 to " + std::to_string(kMaxFusedDim));
+    }
+  }
+  const uint64_t a_rows = r.args[0];
+  o.m = int64_t(sharded ? a_rows * uint64_t(n_pes) : a_rows);  // every PE holds as many rows
+  o.n = int64_t(r.args[1]);
+  o.k = int64_t(r.args[2]);
+  validate(o, n_pes);
+  const size_t element = dtype_size(o.dtype);
+  const uint64_t c_rows_most = uint64_t(o.m);
+  const auto in = attach::fused_block(a_rows, c_rows_most, r.args[1], r.args[2], sharded, element);
+  FusedTensors t;
+  const std::byte* a = staging.range(in.a, a_rows * o.k * element, "A");
+  const std::byte* b = staging.range(in.b, uint64_t(o.k) * o.n * element, "B");
+  t.a.assign(a, a + a_rows * o.k * element);
+  t.b.assign(b, b + uint64_t(o.k) * o.n * element);
+  shape_tensors(o, pe, t);
+  {
+    const auto op = make_fused(pe, daemon_gemm(), o);
+    op->run(t);
+    barrier_all(pe);  // nobody frees the workspace while a peer may still read from it
+  }
+
+  const uint64_t c_rows = t.c.size() / uint64_t(o.n);
+  const auto out = attach::fused_block(a_rows, c_rows, r.args[1], r.args[2], sharded, element);
+  staging.grow(out.end, "the fused op's result");
+  store_from_f32(staging.range(out.c, c_rows * o.n * element, "C"), t.c.data(), t.c.size(),
+                 o.dtype);
+  if (sharded) {
+    std::memcpy(staging.range(out.gathered, t.gather_out.size(), "the gathered A"),
+                t.gather_out.data(), t.gather_out.size());
+  }
+  return c_rows;
+}
+
+}  // namespace symmesh

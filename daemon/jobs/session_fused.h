@@ -1,0 +1,17 @@
+// A session's fused calls: one run of a fused operator (gemm_all_reduce, matmul_reduce_scatter,
+// all_gather_matmul) on the attached process's A and B, which pass through the PE's staging
+// area (api/staging_layout.h), the result written back there in the inputs' type.
+#pragma once
+
+#include <cstdint>
+
+#include "api/request_ring.h"
+#include "api/staging_area.h"
+#include "runtime/pe.h"
+
+namespace symmesh {
+
+// Collective. Returns the rows of the result this PE holds.
+uint64_t run_session_fused(Pe& pe, const attach::Request& request, attach::StagingArea& staging);
+
+}  // namespace symmesh

@@ -1,0 +1,117 @@
+#include "daemon/jobs/session_moe.h"
+
+#include <cstring>
+
+#include "api/staging_layout.h"
+#include "daemon/jobs/job.h"
+
+namespace symmesh {
+namespace {
+
+// What travels between the PEs: partials in the tokens' type, f16 widened to f32 (the combine
+// rounds partials to bf16 or f32 only).
+DType partial_dtype_for(DType tokens) {
+  return tokens == DType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+
+// A request's field as the options take it; validate() checks the rest of its range.
+int64_t bounded(const char* name, uint64_t value, int64_t most) {
+  if (value <= uint64_t(most)) return int64_t(value);
+  throw InvalidArgument(std::string(name) + " = " + std::to_string(value) +
+                        " is out of range: allowed up to " + std::to_string(most));
+}
+
+}  // namespace
+
+SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
+                                            attach::StagingArea& staging) {
+  wire::check_enum(wire::DataType(r.dtype), "dtype");
+  MoeOptions o;
+  o.x_dtype = dtype_of(wire::DataType(r.dtype), DType::kF32);
+  o.partial_dtype = partial_dtype_for(o.x_dtype);
+  o.weighting = MoeWeighting::kNone;  // the process's experts weigh their outputs
+  o.tokens = bounded("tokens", r.count, kMaxMoeTokens);
+  o.hidden = bounded("hidden", r.args[0], kMaxMoeHidden);
+  o.topk = int(bounded("topk", r.args[1], kMaxMoeTopk));
+  o.experts = int(bounded("experts", r.args[2], kMaxMoeExperts));
+  validate(o, pe_.node().nodes(), pe_.node().ranks_per_node());
+  if (handles_.size() >= kMaxDispatchHandles) {
+    throw InvalidArgument(std::to_string(handles_.size()) +
+                          " dispatch handles are held: release some (allowed " +
+                          std::to_string(kMaxDispatchHandles) + " at once)");
+  }
+  const size_t element = dtype_size(o.x_dtype);
+  const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
+  const std::byte* x = staging.range(in.x, in.idx - in.x, "dispatch's x");
+  Routing routing{o.tokens, o.topk, std::vector<int32_t>(size_t(o.tokens) * o.topk),
+                  std::vector<float>(size_t(o.tokens) * o.topk)};
+  std::memcpy(routing.experts.data(), staging.range(in.idx, routing.experts.size() * 4, "topk_idx"),
+              routing.experts.size() * 4);
+  std::memcpy(routing.weights.data(),
+              staging.range(in.weights, routing.weights.size() * 4, "topk_weights"),
+              routing.weights.size() * 4);
+  check_routing(routing, o.experts, "topk_idx");
+
+  DispatchResult result = symmesh::dispatch(pe_, o, x, routing);
+  const uint64_t received = uint64_t(result.received);
+  const auto out = attach::token_block(received, r.args[0], r.args[1], element);
+  staging.grow(out.end, "dispatch's received tokens");
+  std::memcpy(staging.range(out.x, result.x.size(), "recv_x"), result.x.data(), result.x.size());
+  // Expert ids become this PE's local expert index (DeepEP's recv_topk_idx), -1 elsewhere.
+  const int32_t first_expert = pe_.my_pe() * experts_per_pe(o, pe_.n_pes());
+  for (int32_t& id : result.topk_idx) id = id < 0 ? -1 : id - first_expert;
+  std::memcpy(staging.range(out.idx, result.topk_idx.size() * 4, "recv_topk_idx"),
+              result.topk_idx.data(), result.topk_idx.size() * 4);
+  std::memcpy(staging.range(out.weights, result.topk_weights.size() * 4, "recv_topk_weights"),
+              result.topk_weights.data(), result.topk_weights.size() * 4);
+  result.x = {};
+  result.topk_idx = {};
+  result.topk_weights = {};
+  const uint64_t handle = next_handle_++;
+  handles_.emplace(handle, Kept{o, std::move(routing), std::move(result)});
+  return Dispatched{handle, received};
+}
+
+const SessionMoe::Kept& SessionMoe::kept(uint64_t handle) const {
+  const auto it = handles_.find(handle);
+  if (it == handles_.end()) {
+    throw InvalidArgument("dispatch handle " + std::to_string(handle) +
+                          " is not held here (it was released, or is from another session)");
+  }
+  return it->second;
+}
+
+void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging) {
+  const Kept& k = kept(r.args[0]);
+  // The dispatch's paths, for rows of any width and type: the tokens' own, or their gradients'.
+  wire::check_enum(wire::DataType(r.dtype), "dtype");
+  MoeOptions o = k.options;
+  o.x_dtype = dtype_of(wire::DataType(r.dtype), DType::kF32);
+  o.partial_dtype = partial_dtype_for(o.x_dtype);
+  o.hidden = bounded("hidden", r.args[2], kMaxMoeHidden);
+  validate(o, pe_.node().nodes(), pe_.node().ranks_per_node());
+  if (r.count != uint64_t(k.result.received)) {
+    throw InvalidArgument("combine of dispatch " + std::to_string(r.args[0]) + " got " +
+                          std::to_string(r.count) + " rows; its dispatch delivered " +
+                          std::to_string(k.result.received) + " tokens");
+  }
+  const size_t row = size_t(o.hidden) * dtype_size(o.x_dtype);
+  const bool bias = r.args[1] != 0;
+  const auto block = attach::combine_block(r.count, uint64_t(k.routing.tokens), uint64_t(o.hidden),
+                                           bias, dtype_size(o.x_dtype));
+  CombineInputs inputs;
+  inputs.expert_rows = staging.range(block.rows, r.count * row, "combine's expert rows");
+  if (bias) {
+    inputs.biases.push_back(staging.range(block.bias, k.routing.tokens * row, "combine's bias"));
+  }
+  std::byte* out = staging.range(block.out, k.routing.tokens * row, "combine's output");
+  const CombineResult result = symmesh::combine(pe_, o, k.result, k.routing, inputs);
+  std::memcpy(out, result.combined_x.data(), result.combined_x.size());
+}
+
+void SessionMoe::release(uint64_t handle) {
+  kept(handle);
+  handles_.erase(handle);
+}
+
+}  // namespace symmesh

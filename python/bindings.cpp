@@ -1,0 +1,157 @@
+// The Python module's native part, symmesh._symmesh: Session's calls on raw addresses and
+// counts, the GIL released while they wait. The package (symmesh/__init__.py) turns numpy
+// arrays and torch tensors into those and back. Errors: a wrong call raises ValueError, one
+// the cluster could not carry out RuntimeError (TimeoutError for a deadline), with the
+// library's message.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+
+#include "api/session.h"
+#include "common/errors.h"
+#include "wire/enum_text.h"
+
+namespace py = pybind11;
+
+namespace symmesh {
+namespace {
+
+using Address = uintptr_t;
+
+void* at(Address address) {
+  return reinterpret_cast<void*>(address);
+}
+
+wire::DataType dtype_named(const std::string& name) {
+  return wire::parse_enum<wire::DataType>(name, "dtype");
+}
+
+wire::Reduction reduction_named(const std::string& name) {
+  return wire::parse_enum<wire::Reduction>(name, "op");
+}
+
+// Releases the GIL for a blocking call.
+using Unlocked = py::call_guard<py::gil_scoped_release>;
+
+}  // namespace
+}  // namespace symmesh
+
+PYBIND11_MODULE(_symmesh, m) {
+  using namespace symmesh;
+  m.doc() = "symmesh's native calls; use the symmesh package";
+  // Translators are tried last registered first: the most derived goes last.
+  py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<TimeoutError>(m, "DeadlineExceeded", PyExc_TimeoutError);
+  py::register_exception<InvalidArgument>(m, "InvalidArgument", PyExc_ValueError);
+
+  py::class_<DispatchHandle, std::shared_ptr<DispatchHandle>>(m, "DispatchHandle")
+      .def_readonly("tokens", &DispatchHandle::tokens)
+      .def_readonly("received", &DispatchHandle::received)
+      .def_readonly("hidden", &DispatchHandle::hidden)
+      .def_readonly("topk", &DispatchHandle::topk)
+      .def_readonly("experts", &DispatchHandle::experts)
+      .def_property_readonly("dtype",
+                             [](const DispatchHandle& h) { return wire::enum_text(h.dtype); });
+
+  py::class_<Session>(m, "Session")
+      .def_static(
+          "attach",
+          [](const std::string& socket, int local_rank, double timeout_s) {
+            return Session::attach(socket, local_rank,
+                                   std::chrono::milliseconds(int64_t(timeout_s * 1000)));
+          },
+          Unlocked())
+      .def_static("attach_from_environment", &Session::attach_from_environment, Unlocked())
+      .def_property_readonly("rank", [](const Session& s) { return s.place().rank; })
+      .def_property_readonly("world_size", [](const Session& s) { return s.place().world_size; })
+      .def_property_readonly("local_rank", [](const Session& s) { return s.place().local_rank; })
+      .def_property_readonly("local_size", [](const Session& s) { return s.place().local_size; })
+      .def_property_readonly("node_rank", [](const Session& s) { return s.place().node_rank; })
+      .def(
+          "malloc", [](Session& s, size_t bytes) { return Address(s.malloc(bytes)); }, Unlocked())
+      .def(
+          "free", [](Session& s, Address address) { s.free(at(address)); }, Unlocked())
+      .def("on_heap", [](const Session& s, Address address,
+                         size_t bytes) { return s.on_heap(at(address), bytes); })
+      .def("heap_view",
+           [](const Session& s, Address address, size_t bytes) {
+             if (!s.on_heap(at(address), bytes)) {
+               throw InvalidArgument("heap_view: the bytes are not on this PE's heap");
+             }
+             return py::memoryview::from_memory(at(address), ssize_t(bytes));
+           })
+      .def("ping", &Session::ping, Unlocked())
+      .def("barrier", &Session::barrier, Unlocked())
+      .def(
+          "all_reduce",
+          [](Session& s, Address data, size_t count, const std::string& dtype,
+             const std::string& op) {
+            s.all_reduce(at(data), count, dtype_named(dtype), reduction_named(op));
+          },
+          Unlocked())
+      .def(
+          "reduce_scatter",
+          [](Session& s, Address dst, Address src, size_t count, const std::string& dtype,
+             const std::string& op) {
+            s.reduce_scatter(at(dst), at(src), count, dtype_named(dtype), reduction_named(op));
+          },
+          Unlocked())
+      .def(
+          "all_gather",
+          [](Session& s, Address dst, Address src, size_t count, const std::string& dtype) {
+            s.all_gather(at(dst), at(src), count, dtype_named(dtype));
+          },
+          Unlocked())
+      .def(
+          "all_to_all",
+          [](Session& s, Address dst, Address src, size_t count, const std::string& dtype) {
+            s.all_to_all(at(dst), at(src), count, dtype_named(dtype));
+          },
+          Unlocked())
+      // allocate(received) -> (recv_x, recv_topk_idx, recv_topk_weights) addresses.
+      .def(
+          "dispatch",
+          [](Session& s, Address x, Address topk_idx, Address topk_weights, int64_t tokens,
+             int64_t hidden, int topk, int experts, const std::string& dtype,
+             const std::function<py::tuple(int64_t)>& allocate) {
+            return s.dispatch(at(x), static_cast<const int64_t*>(at(topk_idx)),
+                              static_cast<const float*>(at(topk_weights)), tokens, hidden, topk,
+                              experts, dtype_named(dtype), [&](int64_t received) {
+                                py::gil_scoped_acquire locked;
+                                const py::tuple to = allocate(received);
+                                return DispatchOutputs{
+                                    at(to[0].cast<Address>()),
+                                    static_cast<int64_t*>(at(to[1].cast<Address>())),
+                                    static_cast<float*>(at(to[2].cast<Address>()))};
+                              });
+          },
+          Unlocked())
+      .def(
+          "combine",
+          [](Session& s, const DispatchHandle& handle, Address rows, int64_t hidden,
+             const std::string& dtype, Address bias, Address out) {
+            s.combine(handle, at(rows), hidden, dtype_named(dtype), bias ? at(bias) : nullptr,
+                      at(out));
+          },
+          Unlocked())
+      .def(
+          "gemm_all_reduce",
+          [](Session& s, Address a, Address b, Address c, int64_t m, int64_t n, int64_t k,
+             const std::string& dtype) {
+            s.gemm_all_reduce(at(a), at(b), at(c), m, n, k, dtype_named(dtype));
+          },
+          Unlocked())
+      .def(
+          "matmul_reduce_scatter",
+          [](Session& s, Address a, Address b, Address c, int64_t m, int64_t n, int64_t k,
+             const std::string& dtype) {
+            return s.matmul_reduce_scatter(at(a), at(b), at(c), m, n, k, dtype_named(dtype));
+          },
+          Unlocked())
+      .def(
+          "all_gather_matmul",
+          [](Session& s, Address a, Address b, Address c, Address gathered, int64_t rows, int64_t n,
+             int64_t k, const std::string& dtype) {
+            s.all_gather_matmul(at(a), at(b), at(c), at(gathered), rows, n, k, dtype_named(dtype));
+          },
+          Unlocked());
+}

@@ -1,0 +1,433 @@
+"""symmesh from Python: this process as one PE of a symmesh cluster.
+
+    s = symmesh.attach()          # in a process started by `symmesh launch`
+    t = s.empty((n, h), dtype="float32", like="torch")   # a tensor on the symmetric heap
+    s.all_reduce(t)
+    recv_x, recv_topk_idx, recv_topk_weights, handle = s.dispatch(x, topk_idx, topk_weights, E)
+    y = s.combine(expert_out, handle)
+
+Tensors are numpy arrays or CPU torch tensors of float32, bfloat16 (torch only: numpy has no
+bfloat16) or float16. Collectives work in place on tensors made by `empty` (zero-copy); any
+other tensor is copied onto the heap and back. Dispatch, combine and the fused ops copy
+through the PE's private staging area either way. Every PE makes the same calls in the same
+order with the same shapes, and a tensor made by `empty` on one PE is made by `empty` on all.
+
+A wrong call raises ValueError naming what was wrong and leaves the session as it was; a call
+the cluster could not carry out raises RuntimeError (TimeoutError at a deadline) and ends the
+session on every PE.
+"""
+
+import ctypes
+import math
+
+import numpy
+
+from . import _symmesh
+
+__all__ = ["attach", "Session", "DispatchHandle"]
+
+# dtype words the native calls take, by the names numpy and torch give them.
+_WORDS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+_SIZES = {"f32": 4, "bf16": 2, "f16": 2}
+
+
+def _torch():
+    import torch  # only when a torch tensor is passed or asked for
+
+    return torch
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def _kind(x, what):
+    if isinstance(x, numpy.ndarray):
+        return "numpy"
+    if _is_torch(x):
+        if x.device.type != "cpu":
+            raise ValueError(f"{what} is on {x.device}: symmesh takes CPU tensors")
+        return "torch"
+    raise ValueError(f"{what} is a {type(x).__name__}: allowed a numpy array or a torch tensor")
+
+
+def _dtype_name(x):
+    return str(x.dtype).replace("torch.", "")
+
+
+def _word(x, what):
+    name = _dtype_name(x)
+    if name not in _WORDS:
+        raise ValueError(f"{what} has dtype {name}: allowed float32, bfloat16, float16")
+    return _WORDS[name]
+
+
+def _address(x):
+    return x.data_ptr() if _is_torch(x) else x.ctypes.data
+
+
+def _numel(x):
+    return x.numel() if _is_torch(x) else x.size
+
+
+def _nbytes(x):
+    return x.numel() * x.element_size() if _is_torch(x) else x.nbytes
+
+
+def _contiguous(x):
+    if _is_torch(x):
+        return x if x.is_contiguous() else x.contiguous()
+    return numpy.ascontiguousarray(x)
+
+
+def _new(shape, name, like):
+    """An empty tensor of numpy or torch (`like`) with dtype `name`."""
+    if like == "torch":
+        return _torch().empty(shape, dtype=getattr(_torch(), name))
+    if like == "numpy":
+        if name == "bfloat16":
+            raise ValueError("numpy has no bfloat16: use like='torch'")
+        return numpy.empty(shape, dtype=name)
+    raise ValueError(f"like={like!r}: allowed 'numpy' or 'torch'")
+
+
+def _new_as(x, shape, name=None):
+    return _new(shape, name or _dtype_name(x), "torch" if _is_torch(x) else "numpy")
+
+
+def _copy(dst, src, nbytes):
+    if nbytes:
+        ctypes.memmove(dst, src, nbytes)
+
+
+def _shape2(x, what):
+    if len(x.shape) != 2:
+        raise ValueError(f"{what} has shape {tuple(x.shape)}: allowed 2 dimensions")
+    return tuple(int(d) for d in x.shape)
+
+
+class DispatchHandle:
+    """What combine needs to send rows back the way a dispatch's tokens came (DeepEP's handle).
+
+    Reusable for any number of combines of that dispatch; released when it is garbage
+    collected or by release(); a released handle, or one of another session, raises ValueError.
+    """
+
+    def __init__(self, session, native, topk_idx, topk_weights, num_experts):
+        self._session = session
+        self._native = native
+        self.num_tokens = native.tokens
+        self.num_received = native.received
+        self.hidden = native.hidden
+        self.num_experts = num_experts
+        # The routing, for a backward pass that sends gradients along the same paths.
+        self.topk_idx = topk_idx
+        self.topk_weights = topk_weights
+        self._anchor = None  # a differentiable dispatch's output (symmesh.torch)
+
+    def release(self):
+        self._native = None
+
+    def _checked(self, session):
+        if self._native is None:
+            raise ValueError("the dispatch handle was released: dispatch again")
+        if self._session is not session or session._native is None:
+            raise ValueError("the dispatch handle is from another session")
+        return self._native
+
+
+class Session:
+    """This process's PE. Made by attach(); close() (or the end of the process) detaches."""
+
+    def __init__(self, native):
+        self._native = native
+        self._allocations = {}  # heap address -> bytes, for free()
+
+    def _s(self):
+        if self._native is None:
+            raise ValueError("the session is closed")
+        return self._native
+
+    def close(self):
+        """Detaches from the PE; tensors made by empty() must not be used after."""
+        self._native = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    rank = property(lambda self: self._s().rank)
+    world_size = property(lambda self: self._s().world_size)
+    local_rank = property(lambda self: self._s().local_rank)
+    local_size = property(lambda self: self._s().local_size)
+    node_rank = property(lambda self: self._s().node_rank)
+
+    # -- the symmetric heap ------------------------------------------------------------------
+
+    def empty(self, shape, dtype="float32", like="numpy"):
+        """A tensor on the symmetric heap (uninitialised): collectives on it copy nothing.
+
+        Symmetric: every PE makes the same empty() and free() calls in the same order.
+        """
+        shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+        if dtype not in _WORDS:
+            raise ValueError(f"dtype {dtype!r}: allowed float32, bfloat16, float16")
+        if like == "numpy" and dtype == "bfloat16":
+            raise ValueError("numpy has no bfloat16: use like='torch'")
+        if like not in ("numpy", "torch"):
+            raise ValueError(f"like={like!r}: allowed 'numpy' or 'torch'")
+        count = math.prod(shape)
+        nbytes = count * _SIZES[_WORDS[dtype]]
+        address = self._s().malloc(max(nbytes, 1))
+        self._allocations[address] = nbytes
+        view = self._s().heap_view(address, nbytes)
+        if like == "torch":
+            torch = _torch()
+            if count == 0:
+                return torch.empty(shape, dtype=getattr(torch, dtype))
+            return torch.frombuffer(view, dtype=getattr(torch, dtype), count=count).reshape(shape)
+        return numpy.frombuffer(view, dtype=dtype, count=count).reshape(shape)
+
+    def free(self, tensor):
+        """Gives back a tensor made by empty() (symmetric, like empty)."""
+        address = _address(tensor)
+        if address not in self._allocations:
+            raise ValueError("free: the tensor was not made by empty() (or was freed)")
+        del self._allocations[address]
+        self._s().free(address)
+
+    def on_heap(self, tensor):
+        return self._s().on_heap(_address(tensor), _nbytes(tensor))
+
+    def _heap_scratch(self, nbytes):
+        return self._s().malloc(max(nbytes, 1))
+
+    # -- collectives -------------------------------------------------------------------------
+
+    def barrier(self):
+        self._s().barrier()
+
+    def ping(self):
+        """A call that does nothing: the round trip to the daemon."""
+        self._s().ping()
+
+    def all_reduce(self, x, op="sum"):
+        """In place: x becomes the reduction (sum, max, min) of every PE's x. Returns x."""
+        _kind(x, "all_reduce's tensor")
+        word = _word(x, "all_reduce's tensor")
+        data = _contiguous(x)
+        count, nbytes = _numel(data), _nbytes(data)
+        if count == 0:
+            return x
+        if self.on_heap(data):
+            self._s().all_reduce(_address(data), count, word, op)
+        else:
+            scratch = self._heap_scratch(nbytes)
+            try:
+                _copy(scratch, _address(data), nbytes)
+                self._s().all_reduce(scratch, count, word, op)
+                _copy(_address(data), scratch, nbytes)
+            finally:
+                self._s().free(scratch)
+        if data is not x:
+            x[...] = data
+        return x
+
+    def _exchange(self, call, x, out_shape, what, out=None, **args):
+        """Runs a collective from x into a new tensor of out_shape (or `out`), on the heap."""
+        _kind(x, what)
+        word = _word(x, what)
+        data = _contiguous(x)
+        count = _numel(data)
+        if count == 0:
+            raise ValueError(f"{what} is empty")
+        result = out if out is not None else _new_as(x, out_shape)
+        if tuple(result.shape) != tuple(out_shape) or _dtype_name(result) != _dtype_name(x):
+            raise ValueError(f"{what}: out has shape {tuple(result.shape)} and dtype "
+                             f"{_dtype_name(result)}; allowed {tuple(out_shape)}, {_dtype_name(x)}")
+        in_bytes, out_bytes = _nbytes(data), _nbytes(result)
+        src = _address(data) if self.on_heap(data) else None
+        dst = _address(result) if self.on_heap(result) else None
+        scratch = []
+        try:
+            if src is None:
+                src = self._heap_scratch(in_bytes)
+                scratch.append(src)
+                _copy(src, _address(data), in_bytes)
+            if dst is None:
+                dst = self._heap_scratch(out_bytes)
+                scratch.append(dst)
+            call(dst, src, count, word, **args)
+            if dst != _address(result):
+                _copy(_address(result), dst, out_bytes)
+        finally:
+            for address in reversed(scratch):
+                self._s().free(address)
+        return result
+
+    def _rows_split(self, x, what):
+        rows = int(x.shape[0]) if len(x.shape) else 0
+        if rows % self.world_size:
+            raise ValueError(f"{what} has {rows} rows: allowed a multiple of the "
+                             f"{self.world_size} PEs")
+        return rows // self.world_size
+
+    def reduce_scatter(self, x, op="sum", out=None):
+        """This PE's block of rows of the reduction of every PE's x (rows: a multiple of W)."""
+        rows = self._rows_split(x, "reduce_scatter's tensor")
+        return self._exchange(lambda d, s, c, w: self._s().reduce_scatter(d, s, c, w, op), x,
+                              (rows,) + tuple(x.shape[1:]), "reduce_scatter's tensor", out)
+
+    def all_gather(self, x, out=None):
+        """Every PE's x, stacked along the first dimension in rank order."""
+        shape = (int(x.shape[0]) * self.world_size,) + tuple(x.shape[1:])
+        return self._exchange(self._s().all_gather, x, shape, "all_gather's tensor", out)
+
+    def all_to_all(self, x, out=None):
+        """Block j of x's rows goes to PE j; block i of the result came from PE i."""
+        self._rows_split(x, "all_to_all's tensor")
+        return self._exchange(lambda d, s, c, w: self._s().all_to_all(d, s, c // self.world_size, w),
+                              x, tuple(x.shape), "all_to_all's tensor", out)
+
+    # -- MoE ---------------------------------------------------------------------------------
+
+    def dispatch(self, x, topk_idx, topk_weights, num_experts):
+        """DeepEP's dispatch: PE r holds experts [r*E/W, (r+1)*E/W).
+
+        x [tokens, hidden]; topk_idx [tokens, topk] (integers, -1 for an unused slot);
+        topk_weights [tokens, topk] float32. Returns recv_x (each token with an expert here,
+        once, ordered by source PE then token), recv_topk_idx (int64: the local expert index,
+        or -1 where the expert lives elsewhere), recv_topk_weights, and the handle combine
+        takes. Torch tensors that need gradients go through symmesh.torch.
+        """
+        if _is_torch(x) and _torch().is_grad_enabled() and (
+                x.requires_grad or getattr(topk_weights, "requires_grad", False)):
+            from . import torch as symmesh_torch
+
+            return symmesh_torch.dispatch(self, x, topk_idx, topk_weights, num_experts)
+        return self._dispatch(x, topk_idx, topk_weights, num_experts)
+
+    def _dispatch(self, x, topk_idx, topk_weights, num_experts):
+        _kind(x, "x")
+        word = _word(x, "x")
+        tokens, hidden = _shape2(x, "x")
+        for name, t in (("topk_idx", topk_idx), ("topk_weights", topk_weights)):
+            _kind(t, name)
+            if _shape2(t, name)[0] != tokens:
+                raise ValueError(f"{name} has shape {tuple(t.shape)}: x has {tokens} tokens")
+        topk = int(topk_idx.shape[1])
+        if tuple(topk_weights.shape) != (tokens, topk):
+            raise ValueError(f"topk_weights has shape {tuple(topk_weights.shape)}; topk_idx has "
+                             f"{(tokens, topk)}")
+        if _dtype_name(topk_weights) != "float32":
+            raise ValueError(f"topk_weights has dtype {_dtype_name(topk_weights)}: allowed float32")
+        if not _dtype_name(topk_idx).startswith(("int", "uint")):
+            raise ValueError(f"topk_idx has dtype {_dtype_name(topk_idx)}: allowed an integer type")
+        ids = (topk_idx.detach().to(dtype=_torch().int64).contiguous() if _is_torch(topk_idx)
+               else numpy.ascontiguousarray(topk_idx, dtype=numpy.int64))
+        weights = (topk_weights.detach().contiguous() if _is_torch(topk_weights)
+                   else numpy.ascontiguousarray(topk_weights))
+        data = _contiguous(x.detach() if _is_torch(x) else x)
+        outputs = []
+
+        def allocate(received):
+            outputs.extend([
+                _new_as(x, (received, hidden)),
+                _new_as(x, (received, topk), "int64"),
+                _new_as(x, (received, topk), "float32"),
+            ])
+            return tuple(_address(t) for t in outputs)
+
+        native = self._s().dispatch(_address(data), _address(ids), _address(weights), tokens,
+                                    hidden, topk, int(num_experts), word, allocate)
+        handle = DispatchHandle(self, native, ids, weights, int(num_experts))
+        return outputs[0], outputs[1], outputs[2], handle
+
+    def combine(self, expert_out, handle, bias=None):
+        """DeepEP's combine: for every token this PE dispatched, the sum over the PEs that
+        received it of their row of expert_out ([received, hidden]), plus bias [tokens, hidden].
+        Hierarchical (one transfer per node between nodes) and bitwise deterministic.
+        """
+        if not isinstance(handle, DispatchHandle):
+            raise ValueError(f"handle is a {type(handle).__name__}: pass what dispatch returned")
+        if _is_torch(expert_out) and _torch().is_grad_enabled() and (
+                expert_out.requires_grad or getattr(bias, "requires_grad", False)
+                or handle._anchor is not None):
+            from . import torch as symmesh_torch
+
+            return symmesh_torch.combine(self, expert_out, handle, bias)
+        return self._combine(expert_out, handle, bias)
+
+    def _combine(self, expert_out, handle, bias=None):
+        native = handle._checked(self)
+        _kind(expert_out, "expert_out")
+        word = _word(expert_out, "expert_out")
+        rows, hidden = _shape2(expert_out, "expert_out")
+        if rows != native.received:
+            raise ValueError(f"expert_out has {rows} rows: its dispatch delivered "
+                             f"{native.received} tokens here (one row each)")
+        data = _contiguous(expert_out.detach() if _is_torch(expert_out) else expert_out)
+        bias_address = 0
+        if bias is not None:
+            _kind(bias, "bias")
+            if tuple(bias.shape) != (native.tokens, hidden) or _dtype_name(bias) != _dtype_name(
+                    expert_out):
+                raise ValueError(f"bias has shape {tuple(bias.shape)} and dtype "
+                                 f"{_dtype_name(bias)}; allowed {(native.tokens, hidden)}, "
+                                 f"{_dtype_name(expert_out)}")
+            bias = _contiguous(bias.detach() if _is_torch(bias) else bias)
+            bias_address = _address(bias)
+        out = _new_as(expert_out, (native.tokens, hidden))
+        self._s().combine(native, _address(data), hidden, word, bias_address, _address(out))
+        return out
+
+    # -- fused ops ---------------------------------------------------------------------------
+
+    def _operands(self, a, b, what):
+        _kind(a, f"{what}'s a")
+        _kind(b, f"{what}'s b")
+        word = _word(a, f"{what}'s a")
+        (m, k), (k2, n) = _shape2(a, f"{what}'s a"), _shape2(b, f"{what}'s b")
+        if k2 != k or _dtype_name(b) != _dtype_name(a):
+            raise ValueError(f"{what}: a is {(m, k)} {_dtype_name(a)}, b is {(k2, n)} "
+                             f"{_dtype_name(b)}; b must be ({k}, n) of a's dtype")
+        return _contiguous(a), _contiguous(b), m, n, k, word
+
+    def gemm_all_reduce(self, a, b):
+        """The sum over PEs of a @ b (a [m, k] and b [k, n] this PE's): a row-parallel linear."""
+        a, b, m, n, k, word = self._operands(a, b, "gemm_all_reduce")
+        c = _new_as(a, (m, n))
+        self._s().gemm_all_reduce(_address(a), _address(b), _address(c), m, n, k, word)
+        return c
+
+    def matmul_reduce_scatter(self, a, b):
+        """This PE's rows of the sum over PEs of a @ b: from rank * ceil(m / W), as many."""
+        a, b, m, n, k, word = self._operands(a, b, "matmul_reduce_scatter")
+        c = _new_as(a, (-(-m // self.world_size), n))
+        rows = self._s().matmul_reduce_scatter(_address(a), _address(b), _address(c), m, n, k,
+                                               word)
+        return c[:rows]
+
+    def all_gather_matmul(self, a, b):
+        """(AllGather(a) @ b, AllGather(a)): every PE passes a [rows, k] of the same rows."""
+        a, b, rows, n, k, word = self._operands(a, b, "all_gather_matmul")
+        c = _new_as(a, (rows * self.world_size, n))
+        gathered = _new_as(a, (rows * self.world_size, k))
+        self._s().all_gather_matmul(_address(a), _address(b), _address(c), _address(gathered),
+                                    rows, n, k, word)
+        return c, gathered
+
+
+def attach(socket=None, local_rank=None, timeout=30.0):
+    """Attaches to this node's daemon as one of its PEs.
+
+    With no arguments, as `symmesh launch` says (SYMMESH_ATTACH_SOCKET, SYMMESH_LOCAL_RANK);
+    otherwise to the attach socket `socket` as `local_rank`.
+    """
+    if socket is None and local_rank is None:
+        return Session(_symmesh.Session.attach_from_environment())
+    if socket is None or local_rank is None:
+        raise ValueError("attach: pass both socket and local_rank, or neither")
+    return Session(_symmesh.Session.attach(str(socket), int(local_rank), float(timeout)))

@@ -1,0 +1,56 @@
+// The Python module on a local cluster (2 nodes x 2 PEs, tcp between them), one process per PE
+// under symmesh launch: every call of its API (tests/python/api_test.py), and the MoE layer
+// example trained for a few steps, whose output and gradients must match the same layer run
+// in one process (examples/moe_layer.py).
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "tests/cluster/test_cluster.h"
+
+namespace symmesh::testing {
+namespace {
+
+// `symmesh launch -- python3 SCRIPT ARGS` on every node at once; each node's run.
+std::vector<CliRun> launch_python(TestCluster& cluster, const std::string& script) {
+  const std::string command = std::string("env PYTHONPATH=") + SYMMESH_PYTHON_DIR +
+                              " /usr/bin/python3 " + SYMMESH_SOURCE_DIR + "/" + script;
+  std::vector<std::future<CliRun>> runs;
+  for (int node = 0; node < 2; ++node) {
+    runs.push_back(std::async(std::launch::async, [&cluster, node, command] {
+      return cli(target(cluster, node) + " --timeout 300s launch -- " + command);
+    }));
+  }
+  std::vector<CliRun> out;
+  for (auto& run : runs) out.push_back(run.get());
+  return out;
+}
+
+void expect_every_rank_says(const std::vector<CliRun>& runs, const std::string& said) {
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_EQ(runs[node].exit_code, 0) << runs[node].out;
+    for (int local = 0; local < 2; ++local) {
+      const int rank = node * 2 + local;
+      const std::string line =
+          "[rank " + std::to_string(rank) + "] " +
+          std::string(said).replace(said.find("RANK"), 4, std::to_string(rank));
+      EXPECT_NE(runs[node].out.find(line), std::string::npos) << line << " in:\n" << runs[node].out;
+    }
+  }
+}
+
+TEST(Python, EveryCallOfTheApiWorksOnNumpyAndTorchAndWrongCallsRaiseValueError) {
+  TestCluster cluster(shape(2, 2));
+  expect_every_rank_says(launch_python(cluster, "tests/python/api_test.py"),
+                         "api_test: rank RANK of 4: every check passed");
+}
+
+TEST(Python, TheMoeLayerTrainsLikeTheSingleProcessLayerForwardAndBackward) {
+  TestCluster cluster(shape(2, 2));
+  expect_every_rank_says(launch_python(cluster, "examples/moe_layer.py --steps 3"),
+                         "moe_layer: rank RANK of 4: 3 steps forward and backward (float32) "
+                         "match the single-process layer");
+}
+
+}  // namespace
+}  // namespace symmesh::testing

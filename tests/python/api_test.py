@@ -1,0 +1,112 @@
+"""The Python API on a running cluster, one process per PE under `symmesh launch`: heap tensors
+(numpy and torch), every collective on and off the heap with the reductions, the fused ops
+against torch's matmul, dispatch/combine on numpy arrays, and wrong calls raising ValueError
+while the session goes on. Prints one line per check and exits non-zero on the first failure.
+"""
+
+import sys
+
+import numpy
+import torch
+
+import symmesh
+
+
+def check(s, name, ok, detail=""):
+    if not ok:
+        print(f"api_test: rank {s.rank}: {name} FAILED {detail}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def expect_value_error(s, name, call, words):
+    try:
+        call()
+    except ValueError as e:
+        check(s, name, words in str(e), f"message: {e}")
+        return
+    check(s, name, False, "no ValueError")
+
+
+def main():
+    s = symmesh.attach()
+    w, r = s.world_size, s.rank
+    check(s, "place", s.rank == s.node_rank * s.local_size + s.local_rank and 0 <= r < w)
+
+    # Heap tensors: zero-copy collectives, in place.
+    t = s.empty((4, 8), dtype="float32", like="torch")
+    t.fill_(r + 1)
+    s.all_reduce(t)
+    check(s, "all_reduce on the heap (torch)", bool((t == w * (w + 1) / 2).all()))
+    a = s.empty(16, dtype="float16", like="numpy")
+    a[:] = r
+    s.all_reduce(a, op="max")
+    check(s, "all_reduce max on the heap (numpy f16)", bool((a == w - 1).all()))
+    s.free(a)
+    s.free(t)
+
+    # Off the heap: copied in and out.
+    x = torch.arange(2 * w * 3, dtype=torch.bfloat16).reshape(2 * w, 3) + r
+    y = x.clone()
+    s.all_reduce(y, op="min")
+    check(s, "all_reduce min off the heap (bf16)", torch.equal(y, x - r))
+    gathered = s.all_gather(numpy.full((2, 3), r, dtype=numpy.float32))
+    check(s, "all_gather", gathered.shape == (2 * w, 3) and
+          all((gathered[2 * p:2 * p + 2] == p).all() for p in range(w)))
+    part = s.reduce_scatter(numpy.ones((2 * w, 5), dtype=numpy.float32))
+    check(s, "reduce_scatter", part.shape == (2, 5) and bool((part == w).all()))
+    blocks = numpy.repeat(numpy.arange(w, dtype=numpy.float32) + 10 * r, 3).reshape(w, 3)
+    swapped = s.all_to_all(blocks)
+    check(s, "all_to_all", all((swapped[p] == 10 * p + r).all() for p in range(w)))
+
+    # The fused ops against torch on every PE's operands (each PE can make all of them).
+    def operands(p):
+        g = torch.Generator().manual_seed(p)
+        return torch.randn(6, 16, generator=g), torch.randn(16, 8, generator=g)
+
+    mine_a, mine_b = operands(r)
+    want = sum(operands(p)[0] @ operands(p)[1] for p in range(w))
+    c = s.gemm_all_reduce(mine_a, mine_b)
+    check(s, "gemm_all_reduce", torch.allclose(c, want, atol=1e-4), f"{(c - want).abs().max()}")
+    c = s.matmul_reduce_scatter(mine_a, mine_b)
+    rows = -(-6 // w)
+    check(s, "matmul_reduce_scatter", torch.allclose(c, want[r * rows:(r + 1) * rows], atol=1e-4))
+    c, g = s.all_gather_matmul(mine_a, mine_b)
+    all_a = torch.cat([operands(p)[0] for p in range(w)])
+    check(s, "all_gather_matmul", torch.equal(g, all_a) and torch.allclose(c, all_a @ mine_b,
+                                                                           atol=1e-4))
+
+    # Dispatch and combine on numpy: each token to experts r and r+1 (mod E), weight 1.
+    experts, tokens, hidden = 2 * w, 5, 8
+    x = numpy.arange(tokens * hidden, dtype=numpy.float32).reshape(tokens, hidden) + 100 * r
+    idx = numpy.stack([(numpy.arange(tokens) + k) % experts for k in range(2)], axis=1)
+    weights = numpy.ones((tokens, 2), dtype=numpy.float32)
+    recv_x, recv_idx, recv_w, handle = s.dispatch(x, idx, weights, experts)
+    check(s, "dispatch shapes", recv_x.shape[1] == hidden and recv_idx.dtype == numpy.int64 and
+          recv_idx.shape == recv_w.shape == (recv_x.shape[0], 2))
+    # Each local expert returns its token: a row is x times the experts it has here.
+    rows_out = (recv_x * (recv_idx >= 0).sum(axis=1, keepdims=True)).astype(numpy.float32)
+    y = s.combine(rows_out, handle, bias=numpy.ones_like(x))
+    check(s, "combine", numpy.allclose(y, 2 * x + 1), f"{numpy.abs(y - 2 * x - 1).max()}")
+    y2 = s.combine(rows_out, handle)
+    check(s, "the handle is reusable", numpy.allclose(y2, 2 * x))
+
+    # Wrong calls: ValueError naming what, and the session goes on.
+    expect_value_error(s, "a stale handle", lambda: (handle.release(), s.combine(rows_out, handle)),
+                       "released")
+    _, _, _, h2 = s.dispatch(x, idx, weights, experts)
+    too_many = numpy.zeros((h2.num_received + 1, hidden), dtype=numpy.float32)
+    expect_value_error(s, "a wrong number of rows", lambda: s.combine(too_many, h2), "rows")
+    expect_value_error(s, "an expert out of range",
+                       lambda: s.dispatch(x, idx + experts, weights, experts), "names expert")
+    expect_value_error(s, "a wrong dtype", lambda: s.all_reduce(numpy.zeros(4, numpy.int32)),
+                       "dtype int32")
+    expect_value_error(s, "a wrong shape", lambda: s.reduce_scatter(numpy.ones((w + 1, 2),
+                                                                               numpy.float32)),
+                       "multiple of")
+    s.barrier()
+    print(f"api_test: rank {r} of {w}: every check passed", flush=True)
+    s.close()
+
+
+if __name__ == "__main__":
+    main()

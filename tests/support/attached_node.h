@@ -1,0 +1,78 @@
+// A real one-node Node with two PEs and its attach socket, in one test process: the session
+// job's PE threads serve each "process" (a thread holding a Session over its own connection).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "api/session.h"
+#include "common/errors.h"
+#include "daemon/attach/attach_server.h"
+#include "daemon/jobs/job.h"
+
+namespace symmesh {
+
+inline constexpr auto kTimeout = std::chrono::seconds(20);
+
+inline NodeConfig two_pes() {
+  NodeConfig config;
+  config.ranks_per_node = 2;
+  config.heap_size = 2 * (size_t{16} << 20);
+  config.wait_timeout = std::chrono::seconds(20);
+  return config;
+}
+
+class AttachedNode : public ::testing::Test {
+ protected:
+  AttachedNode()
+      : directory_(temporary_directory()),
+        node_(two_pes()),
+        server_(node_, directory_, {},
+                [this](const std::string& kind) { refusals_.push_back(kind); }) {}
+  ~AttachedNode() override {
+    server_.stop();
+    std::filesystem::remove_all(directory_);
+  }
+
+  static std::string temporary_directory() {
+    std::string pattern = "/tmp/symmesh-attach.XXXXXX";
+    if (!mkdtemp(pattern.data())) throw Error("mkdtemp failed");
+    return pattern;
+  }
+
+  // The session job on every PE of the node, as the node agent runs it: one thread each.
+  std::vector<std::future<std::string>> start_session() {
+    wire::JobSpec spec;
+    spec.mutable_session()->set_attach_timeout_s(20);
+    std::vector<std::future<std::string>> pes;
+    for (int local = 0; local < node_.ranks_per_node(); ++local) {
+      pes.push_back(std::async(std::launch::async, [this, spec, local]() -> std::string {
+        try {
+          Pe pe(node_, local);
+          job_kind_of(spec).run_on_pe(pe, spec);
+          return "ok";
+        } catch (const std::exception& e) {
+          node_.doorbell().abort("a PE failed");
+          return e.what();
+        }
+      }));
+    }
+    return pes;
+  }
+
+  std::unique_ptr<Session> attach(int local_rank) {
+    return Session::attach(server_.path(), local_rank, kTimeout);
+  }
+
+  std::string directory_;
+  Node node_;
+  std::vector<std::string> refusals_;
+  AttachServer server_;
+};
+
+}  // namespace symmesh

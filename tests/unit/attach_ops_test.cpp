@@ -1,0 +1,226 @@
+// The calls an attached process makes on its own tensors, through the staging area: MoE dispatch
+// and combine with DeepEP's semantics (what each PE receives, in which order, with which local
+// expert indices; the combine's sums and bias; a backward combine of another width), the three
+// fused ops against a plain matmul, and a wrong routing refused before anything is sent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <future>
+#include <vector>
+
+#include "tests/support/attached_node.h"
+
+namespace symmesh {
+namespace {
+
+using AttachedOps = AttachedNode;
+
+constexpr int64_t kTokens = 6, kHidden = 8;
+constexpr int kTopk = 2, kExperts = 4;  // two a PE
+
+// PE p's token t: every element tells both.
+float token_value(int pe, int64_t t, int64_t h) {
+  return float(pe * 100 + t) + float(h) / 16;
+}
+// Token t of PE p goes to experts (t + p) % 4 and, unless t is a multiple of 3, (t + p + 1) % 4.
+int64_t expert_of(int pe, int64_t t, int k) {
+  if (k == 1 && t % 3 == 0) return -1;
+  return (t + pe + k) % kExperts;
+}
+
+struct MoeOutcome {
+  std::vector<float> recv_x;
+  std::vector<int64_t> recv_idx;
+  std::vector<float> recv_weights;
+  std::vector<float> combined;
+  std::vector<float> weight_grads;  // [tokens][8]: a combine of recv weights, 8 wide
+};
+
+MoeOutcome run_moe(Session& session, int pe) {
+  std::vector<float> x(kTokens * kHidden), weights(kTokens * kTopk);
+  std::vector<int64_t> idx(kTokens * kTopk);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t h = 0; h < kHidden; ++h) x[t * kHidden + h] = token_value(pe, t, h);
+    for (int k = 0; k < kTopk; ++k) {
+      idx[t * kTopk + k] = expert_of(pe, t, k);
+      weights[t * kTopk + k] = 0.25f * float(k + 1);
+    }
+  }
+  MoeOutcome out;
+  auto handle = session.dispatch(
+      x.data(), idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts, wire::DATA_TYPE_F32,
+      [&](int64_t received) {
+        out.recv_x.resize(received * kHidden);
+        out.recv_idx.resize(received * kTopk);
+        out.recv_weights.resize(received * kTopk);
+        return DispatchOutputs{out.recv_x.data(), out.recv_idx.data(), out.recv_weights.data()};
+      });
+  // The experts: expert e of this PE scales its token by (local index + 1), weighted.
+  const int64_t received = handle->received;
+  std::vector<float> rows(received * kHidden, 0.0f), bias(kTokens * kHidden, 0.5f);
+  std::vector<float> weight_rows(received * 8, 0.0f);
+  for (int64_t i = 0; i < received; ++i) {
+    for (int k = 0; k < kTopk; ++k) {
+      const int64_t local = out.recv_idx[i * kTopk + k];
+      if (local < 0) continue;
+      const float w = out.recv_weights[i * kTopk + k];
+      for (int64_t h = 0; h < kHidden; ++h) {
+        rows[i * kHidden + h] += w * float(local + 1) * out.recv_x[i * kHidden + h];
+      }
+      weight_rows[i * 8 + k] = w;
+    }
+  }
+  out.combined.resize(kTokens * kHidden);
+  session.combine(*handle, rows.data(), kHidden, wire::DATA_TYPE_F32, bias.data(),
+                  out.combined.data());
+  out.weight_grads.resize(kTokens * 8);
+  session.combine(*handle, weight_rows.data(), 8, wire::DATA_TYPE_F32, nullptr,
+                  out.weight_grads.data());
+  return out;
+}
+
+TEST_F(AttachedOps, DispatchDeliversEachTokenOnceInOrderAndCombineSumsItBack) {
+  auto pes = start_session();
+  std::vector<std::future<MoeOutcome>> processes;
+  for (int local = 0; local < 2; ++local) {
+    processes.push_back(std::async(std::launch::async, [this, local] {
+      auto session = attach(local);
+      return run_moe(*session, local);
+    }));
+  }
+  for (int pe = 0; pe < 2; ++pe) {
+    ASSERT_EQ(processes[pe].wait_for(kTimeout), std::future_status::ready);
+    const MoeOutcome got = processes[pe].get();
+    // What PE `pe` must receive: by source PE, then token, each token with an expert here once.
+    int64_t i = 0;
+    for (int source = 0; source < 2; ++source) {
+      for (int64_t t = 0; t < kTokens; ++t) {
+        bool here = false;
+        for (int k = 0; k < kTopk; ++k) {
+          const int64_t e = expert_of(source, t, k);
+          here |= e >= 0 && e / 2 == pe;
+        }
+        if (!here) continue;
+        ASSERT_LT(i, int64_t(got.recv_x.size() / kHidden)) << "PE " << pe << " got too few";
+        EXPECT_EQ(got.recv_x[i * kHidden + 3], token_value(source, t, 3)) << "PE " << pe;
+        for (int k = 0; k < kTopk; ++k) {
+          const int64_t e = expert_of(source, t, k);
+          EXPECT_EQ(got.recv_idx[i * kTopk + k], e >= 0 && e / 2 == pe ? e % 2 : -1);
+          EXPECT_EQ(got.recv_weights[i * kTopk + k], 0.25f * float(k + 1));
+        }
+        ++i;
+      }
+    }
+    EXPECT_EQ(i, int64_t(got.recv_x.size() / kHidden)) << "PE " << pe << " got too many";
+    // combined: per token, sum over its experts of w * (e % 2 + 1) * x, plus the bias.
+    for (int64_t t = 0; t < kTokens; ++t) {
+      for (int64_t h = 0; h < kHidden; ++h) {
+        float want = 0.5f;
+        for (int k = 0; k < kTopk; ++k) {
+          const int64_t e = expert_of(pe, t, k);
+          if (e >= 0) want += 0.25f * float(k + 1) * float(e % 2 + 1) * token_value(pe, t, h);
+        }
+        EXPECT_NEAR(got.combined[t * kHidden + h], want, 1e-5f * std::fabs(want))
+            << "PE " << pe << " token " << t;
+      }
+      for (int k = 0; k < kTopk; ++k) {  // every weight comes back from the PE of its expert
+        const float want = expert_of(pe, t, k) < 0 ? 0.0f : 0.25f * float(k + 1);
+        EXPECT_EQ(got.weight_grads[t * 8 + k], want) << "PE " << pe << " token " << t;
+      }
+    }
+  }
+  for (auto& pe : pes) {
+    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
+    EXPECT_EQ(pe.get(), "ok");
+  }
+}
+
+TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
+  constexpr int64_t m = 6, n = 8, k = 16;
+  auto pes = start_session();
+  auto a_of = [](int pe, int64_t i, int64_t j) { return float((i + 2 * j + pe) % 5) - 2; };
+  auto b_of = [](int pe, int64_t i, int64_t j) { return float((3 * i + j + pe) % 7) / 4; };
+  std::vector<std::future<std::string>> processes;
+  for (int local = 0; local < 2; ++local) {
+    processes.push_back(std::async(std::launch::async, [&, local]() -> std::string {
+      auto session = attach(local);
+      std::vector<float> a(m * k), b(k * n), c(m * n), gathered(2 * m * k), gathered_c(2 * m * n);
+      for (int64_t i = 0; i < m * k; ++i) a[i] = a_of(local, i / k, i % k);
+      for (int64_t i = 0; i < k * n; ++i) b[i] = b_of(local, i / n, i % n);
+      auto product = [&](int pe, int64_t i, int64_t j, bool same_b) {  // (a_pe x b)[i][j]
+        float sum = 0;
+        for (int64_t q = 0; q < k; ++q) sum += a_of(pe, i, q) * b_of(same_b ? local : pe, q, j);
+        return sum;
+      };
+      session->gemm_all_reduce(a.data(), b.data(), c.data(), m, n, k, wire::DATA_TYPE_F32);
+      for (int64_t i = 0; i < m * n; ++i) {
+        const float want = product(0, i / n, i % n, false) + product(1, i / n, i % n, false);
+        if (std::fabs(c[i] - want) > 1e-4f) return "gemm_all_reduce element " + std::to_string(i);
+      }
+      std::vector<float> part(m / 2 * n);
+      const int64_t rows = session->matmul_reduce_scatter(a.data(), b.data(), part.data(), m, n, k,
+                                                          wire::DATA_TYPE_F32);
+      if (rows != m / 2) return "matmul_reduce_scatter gave " + std::to_string(rows) + " rows";
+      for (int64_t i = 0; i < rows * n; ++i) {
+        const int64_t row = local * rows + i / n;
+        const float want = product(0, row, i % n, false) + product(1, row, i % n, false);
+        if (std::fabs(part[i] - want) > 1e-4f)
+          return "matmul_reduce_scatter element " + std::to_string(i);
+      }
+      session->all_gather_matmul(a.data(), b.data(), gathered_c.data(), gathered.data(), m, n, k,
+                                 wire::DATA_TYPE_F32);
+      for (int64_t i = 0; i < 2 * m * k; ++i) {
+        if (gathered[i] != a_of(int(i / (m * k)), i % (m * k) / k, i % k)) {
+          return "all_gather_matmul's gathered A element " + std::to_string(i);
+        }
+      }
+      for (int64_t i = 0; i < 2 * m * n; ++i) {
+        const float want = product(int(i / (m * n)), i % (m * n) / n, i % n, true);
+        if (std::fabs(gathered_c[i] - want) > 1e-4f)
+          return "all_gather_matmul element " + std::to_string(i);
+      }
+      return "ok";
+    }));
+  }
+  for (auto& process : processes) {
+    ASSERT_EQ(process.wait_for(kTimeout), std::future_status::ready);
+    EXPECT_EQ(process.get(), "ok");
+  }
+  for (auto& pe : pes) {
+    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
+    EXPECT_EQ(pe.get(), "ok");
+  }
+}
+
+TEST_F(AttachedOps, AnExpertOutOfRangeIsRefusedNamingTheTokenAndTheSessionGoesOn) {
+  auto pes = start_session();
+  std::vector<std::future<std::string>> processes;
+  for (int local = 0; local < 2; ++local) {
+    processes.push_back(std::async(std::launch::async, [this, local]() -> std::string {
+      auto session = attach(local);
+      std::vector<float> x(2 * kHidden), weights(2 * kTopk, 1.0f), out(kHidden * 2);
+      std::vector<int64_t> idx = {0, 1, 2, kExperts};
+      std::string error;
+      try {
+        session->dispatch(x.data(), idx.data(), weights.data(), 2, kHidden, kTopk, kExperts,
+                          wire::DATA_TYPE_F32, [&](int64_t) { return DispatchOutputs{}; });
+      } catch (const InvalidArgument& e) {
+        error = e.what();
+      }
+      session->barrier();  // the session still serves
+      return error;
+    }));
+  }
+  for (auto& process : processes) {
+    ASSERT_EQ(process.wait_for(kTimeout), std::future_status::ready);
+    EXPECT_EQ(process.get(),
+              "dispatch's topk_idx: token 1 names expert 4: allowed -1 (none) or 0 to 3");
+  }
+  for (auto& pe : pes) {
+    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
+    EXPECT_EQ(pe.get(), "ok");
+  }
+}
+
+}  // namespace
+}  // namespace symmesh
