@@ -14,6 +14,10 @@
 #     hosts to the kernel: node i is 10.213.S.(i+1) on a bridge that lives in a namespace of
 #     its own, and this host reaches them as 10.213.S.254 through one more veth pair (S: the
 #     first subnet no interface here uses). The CLI works from this host as usual.
+#   deploy/local-cluster.sh launch [--dir D] -- COMMAND [ARGS...]
+#     Runs `symmesh launch -- COMMAND` against every node of that cluster at once (D defaults to
+#     $SYMMESH_CLUSTER_DIR): one process per PE, each line prefixed with its rank. Exits with
+#     the first non-zero exit of a node's launch.
 #   deploy/local-cluster.sh down [--dir D]
 #     Stops that cluster (D defaults to $SYMMESH_CLUSTER_DIR) and waits until it is gone, with
 #     its namespaces, veth pairs and addresses.
@@ -25,13 +29,13 @@ bin=${SYMMESH_BIN:-$root/build/bin}
 die() { echo "local-cluster.sh: $*" >&2; exit 2; }
 
 cmd=${1:-}
-[[ -n "$cmd" ]] || die "usage: local-cluster.sh up|down [options]"
+[[ -n "$cmd" ]] || die "usage: local-cluster.sh up|launch|down [options]"
 shift
 nodes=2 ranks=2 transport=tcp base_port=7400 heap_size=256MiB dir="" ready_timeout=60 netns=0
 daemon_flags=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --) shift; daemon_flags=("$@"); break ;;
+    --) shift; daemon_flags=("$@"); break ;;  # launch: the command
     --nodes) nodes=$2; shift 2 ;;
     --ranks-per-node) ranks=$2; shift 2 ;;
     --transport) transport=$2; shift 2 ;;
@@ -159,6 +163,9 @@ case "$cmd" in
     # Node 0's own endpoint: the top-level status_url of its reply, read by a JSON parser.
     status_url=$("$bin/symmesh" --daemon "$(address_of 0):$base_port" --secret-file "$secret" \
       --timeout 5s status --json | python3 -c 'import json, sys; print(json.load(sys.stdin).get("status_url", ""))')
+    # What `launch` needs to find every node again.
+    printf 'nodes=%q base_port=%q netns=%q subnet=%q\n' "$nodes" "$base_port" "$netns" "$subnet" \
+      >"$dir/cluster.env"
     echo "export SYMMESH_DAEMON=$(address_of 0):$base_port"
     echo "export SYMMESH_SECRET_FILE=$secret"
     echo "export SYMMESH_DATA_DIR=$dir/data"
@@ -166,10 +173,27 @@ case "$cmd" in
     [[ -z "$status_url" ]] || echo "export SYMMESH_STATUS_URL=$status_url"
     trap - EXIT  # up: the namespaces stay until `down`
     ;;
+  launch)
+    [[ -n "$dir" ]] || dir=${SYMMESH_CLUSTER_DIR:-}
+    [[ -n "$dir" && -f "$dir/cluster.env" ]] || die "launch: no cluster started by 'up' (pass --dir or set SYMMESH_CLUSTER_DIR)"
+    [[ ${#daemon_flags[@]} -gt 0 ]] || die "launch: no command (local-cluster.sh launch -- COMMAND ARGS...)"
+    source "$dir/cluster.env"
+    pids=()
+    for ((i = 0; i < nodes; i++)); do
+      "$bin/symmesh" --daemon "$(address_of "$i"):$((base_port + i))" --secret-file "$dir/secret" \
+        launch -- "${daemon_flags[@]}" &
+      pids+=($!)
+    done
+    status=0
+    for pid in "${pids[@]}"; do
+      wait "$pid" || { code=$?; [[ $status -ne 0 ]] || status=$code; }
+    done
+    exit "$status"
+    ;;
   down)
     [[ -n "$dir" ]] || dir=${SYMMESH_CLUSTER_DIR:-}
     [[ -n "$dir" && -d "$dir" ]] || die "down: no cluster directory (pass --dir or set SYMMESH_CLUSTER_DIR)"
     stop_cluster "$dir"
     ;;
-  *) die "unknown command '$cmd' (allowed: up, down)" ;;
+  *) die "unknown command '$cmd' (allowed: up, launch, down)" ;;
 esac

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # deploy/slurm/symmesh.sbatch under a stand-in Slurm: `srun` starts its tasks on this host with
 # SLURM_NODEID set (and stops them when stopped, as srun does), `scontrol show hostnames`
-# names 127.0.0.1. Two "nodes" on loopback run a verified job end to end; afterwards none of
-# the daemons is left.  Usage: tests/deploy/slurm_test.sh BIN_DIR
+# names 127.0.0.1. Two "nodes" on loopback run a verified job end to end, then a program under
+# symmesh launch on both; afterwards none of the daemons is left.  Usage: tests/deploy/slurm_test.sh BIN_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:?usage: slurm_test.sh BIN_DIR}
@@ -32,17 +32,37 @@ FAKE
 chmod +x "$fake/scontrol" "$fake/srun"
 
 port=$(( 20000 + RANDOM % 12000 ))  # below the ephemeral range
-out=$(PATH="$fake:$PATH" SLURM_JOB_ID=$$ SLURM_JOB_NUM_NODES=2 SLURM_JOB_NODELIST="fake[1-2]" \
-  SYMMESH_BIN="$bin" SYMMESH_WORKDIR="$fake" SYMMESH_LISTEN=127.0.0.1 SYMMESH_PORT=$port \
-  SYMMESH_HEAP_SIZE=64MiB SYMMESH_TRANSPORT=tcp SYMMESH_RANKS_PER_NODE=2 \
-  "$root/deploy/slurm/symmesh.sbatch" submit collective --op allreduce --bytes 64KiB --verify --json)
+# sbatch JOB_ID ARGS...: the script on two "nodes" of 2 PEs, its output; then checks that none
+# of the daemons outlives it (a bounded wait).
+sbatch() {
+  local job=$1
+  shift
+  PATH="$fake:$PATH" SLURM_JOB_ID=$job SLURM_JOB_NUM_NODES=2 SLURM_JOB_NODELIST="fake[1-2]" \
+    SYMMESH_BIN="$bin" SYMMESH_WORKDIR="$fake" SYMMESH_LISTEN=127.0.0.1 SYMMESH_PORT=$port \
+    SYMMESH_HEAP_SIZE=64MiB SYMMESH_TRANSPORT=tcp SYMMESH_RANKS_PER_NODE=2 \
+    "$root/deploy/slurm/symmesh.sbatch" "$@"
+}
+daemons_gone() {
+  for ((i = 0; i < 100; i++)); do
+    pgrep -f -- "--secret-file $fake/symmesh-$1/secret" >/dev/null || return 0
+    sleep 0.1
+  done
+  echo "slurm_test: daemons still running after the script ended" >&2
+  exit 1
+}
+
+out=$(sbatch $$ submit collective --op allreduce --bytes 64KiB --verify --json)
 echo "$out"
 grep -q '"status":"ok"' <<<"$out" || { echo "slurm_test: the job did not succeed" >&2; exit 1; }
 grep -q '"verified":true' <<<"$out" || { echo "slurm_test: the job was not verified" >&2; exit 1; }
 grep -q '"pes":4' <<<"$out" || { echo "slurm_test: expected 2 nodes x 2 ranks" >&2; exit 1; }
-for ((i = 0; i < 100; i++)); do  # the daemons are gone once the script is (bounded wait)
-  pgrep -f -- "--secret-file $fake/symmesh-$$/secret" >/dev/null || exit 0
-  sleep 0.1
+daemons_gone $$
+
+# A program under symmesh launch on every node: one process per PE, attached.
+out=$(sbatch $$-launch launch -- "$bin/symmesh_example_allreduce" 4096 2>&1)
+echo "$out"
+for rank in 0 1 2 3; do
+  grep -q "^\[rank $rank\] rank $rank of 4: all_reduce of 4096 floats ok" <<<"$out" ||
+    { echo "slurm_test: rank $rank of the launched program did not report" >&2; exit 1; }
 done
-echo "slurm_test: daemons still running after the script ended" >&2
-exit 1
+daemons_gone $$-launch
