@@ -1,16 +1,87 @@
 #!/usr/bin/env bash
-# The attach path's figures: the round trip of an empty call from an attached process through
-# its request ring to the daemon and back (median and p99 per PE), on a local cluster of one
-# node with PES PEs, ROUNDS times. Usage: bench/attach.sh [BUILD_DIR] (default build).
+# The attach path's figures, each part ROUNDS times (medians of the rounds' medians):
+#  1. the round trip of an empty call from an attached process through its request ring to the
+#     daemon and back (median and p99 per PE; one node, PES PEs);
+#  2. MoE dispatch + combine through the Python API at DeepEP's shape scaled down as
+#     bench/moe.sh does (hidden 7168, topk 8, 64 experts, TOKENS per PE, default 512, bf16;
+#     2 nodes x 2 PEs over TCP), next to the same exchange with torch.distributed's gloo
+#     backend (all_to_all_single there and back) and to the CLI's dispatch and combine jobs;
+#  3. all_reduce of 64 MiB of float32 through the Python API (a heap tensor) next to the CLI's
+#     allreduce job of the same size: the API should cost at most 1.1x the CLI's.
+# Usage: bench/attach.sh [BUILD_DIR] (default build). PARTS=1,2,3 picks parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
+bin=$PWD/$build/bin
 pes=${PES:-2}
 rounds=${ROUNDS:-5}
 calls=${CALLS:-20000}
-eval "$(SYMMESH_BIN=$PWD/$build/bin deploy/local-cluster.sh up --nodes 1 --ranks-per-node "$pes" --base-port 7350)"
-trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR" >/dev/null' EXIT
-for round in $(seq "$rounds"); do
-  echo "round $round"
-  "$build/bin/symmesh" launch -- "$build/bin/symmesh_example_ping" "$calls" 2>/dev/null
-done
+tokens=${TOKENS:-512}
+iters=${ITERS:-10}
+parts=${PARTS:-1,2,3}
+hidden=7168 topk=8 experts=64
+python=(env "PYTHONPATH=$PWD/$build/python" /usr/bin/python3 "$PWD/bench/attach_bench.py")
+work=$(mktemp -d)
+cluster=""
+trap '[[ -z "$cluster" ]] || deploy/local-cluster.sh down --dir "$cluster" >/dev/null; rm -rf "$work"' EXIT
+
+up() {  # up NODES PES HEAP
+  eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes "$1" --ranks-per-node "$2" \
+    --heap-size "$3" --base-port "${SYMMESH_BENCH_PORT:-7350}")"
+  cluster=$SYMMESH_CLUSTER_DIR
+}
+down() {
+  deploy/local-cluster.sh down --dir "$cluster" >/dev/null
+  cluster=""
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+json_field() { /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)['$1'])"; }
+ms() { awk -v s="$1" 'BEGIN { printf "%.2f", s * 1000 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+
+if [[ ",$parts," == *,1,* ]]; then
+  up 1 "$pes" 256MiB
+  echo "== 1. empty call round trip, 1 node x $pes PEs, $calls calls a round"
+  for round in $(seq "$rounds"); do
+    echo "round $round"
+    "$bin/symmesh" launch -- "$bin/symmesh_example_ping" "$calls" 2>/dev/null
+  done
+  down
+fi
+
+if [[ ",$parts," == *,2,* || ",$parts," == *,3,* ]]; then
+  up 2 2 2GiB
+fi
+if [[ ",$parts," == *,2,* ]]; then
+  echo "== 2. dispatch + combine: tokens=$tokens per PE, hidden=$hidden, topk=$topk, experts=$experts, bf16, 2 nodes x 2 PEs over TCP, $iters iterations a round"
+  for round in $(seq "$rounds"); do
+    port=$((29500 + round))
+    deploy/local-cluster.sh launch --dir "$cluster" -- "${python[@]}" moe "$tokens" "$hidden" \
+      "$topk" "$experts" "$iters" "$port" 2>/dev/null | sed -n 's/^\[rank 0\] //p' >>"$work/moe"
+    for op in dispatch combine; do
+      "$bin/symmesh" submit "$op" --tokens "$tokens" --hidden "$hidden" --topk "$topk" \
+        --experts "$experts" --iters "$iters" --json | json_field median_s >>"$work/cli-$op"
+    done
+  done
+  api=$(awk '$1 == "symmesh_dispatch_combine" { print $2 }' "$work/moe" | median)
+  gloo=$(awk '$1 == "gloo_alltoall_dispatch_combine" { print $2 }' "$work/moe" | median)
+  cli=$(paste "$work/cli-dispatch" "$work/cli-combine" | awk '{ print $1 + $2 }' | median)
+  printf "| %-44s | %9s | %12s |\n" "" "median ms" "vs Python API"
+  printf "| %-44s | %9s | %12s |\n" "symmesh Python API: dispatch + combine" "$(ms "$api")" "1.00x"
+  printf "| %-44s | %9s | %12s |\n" "torch.distributed gloo: all_to_all_single x2" "$(ms "$gloo")" "$(ratio "$gloo" "$api")"
+  printf "| %-44s | %9s | %12s |\n" "symmesh CLI jobs: dispatch + combine" "$(ms "$cli")" "$(ratio "$cli" "$api")"
+fi
+if [[ ",$parts," == *,3,* ]]; then
+  echo "== 3. all_reduce of 64 MiB float32, 2 nodes x 2 PEs over TCP, $iters iterations a round"
+  for round in $(seq "$rounds"); do
+    deploy/local-cluster.sh launch --dir "$cluster" -- "${python[@]}" allreduce $((64 << 20)) \
+      "$iters" 2>/dev/null | sed -n 's/^\[rank 0\] //p' >>"$work/allreduce"
+    "$bin/symmesh" submit collective --op allreduce --bytes 64MiB --dtype f32 --iters "$iters" \
+      --json | json_field median_s >>"$work/cli-allreduce"
+  done
+  api=$(awk '$1 == "symmesh_api_allreduce" { print $2 }' "$work/allreduce" | median)
+  cli=$(median <"$work/cli-allreduce")
+  printf "| %-30s | %9s | %8s |\n" "" "median ms" "vs CLI"
+  printf "| %-30s | %9s | %8s |\n" "CLI allreduce job" "$(ms "$cli")" "1.00x"
+  printf "| %-30s | %9s | %8s |\n" "Python API all_reduce (heap)" "$(ms "$api")" "$(ratio "$api" "$cli")"
+fi

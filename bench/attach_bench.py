@@ -1,0 +1,115 @@
+"""The Python API's figures, run by bench/attach.sh under `symmesh launch` (one process per PE):
+
+  moe        dispatch + combine through symmesh (bf16 torch tensors, the experts the identity)
+             and the same exchange with torch.distributed's gloo backend: all_to_all_single
+             of each token to every PE holding one of its experts, and back, summed at home
+  allreduce  all_reduce of a float32 tensor on the symmetric heap (zero-copy)
+
+Each iteration starts with a barrier and is timed on every PE; an iteration's time is the
+slowest PE's. Rank 0 prints one line per figure: name, then the median over the iterations in
+seconds.  Usage: attach_bench.py moe TOKENS HIDDEN TOPK EXPERTS ITERS GLOO_PORT
+                 attach_bench.py allreduce BYTES ITERS
+"""
+
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import symmesh
+
+
+def slowest(s, seconds):
+    t = torch.tensor([seconds], dtype=torch.float32)
+    s.all_reduce(t, op="max")
+    return float(t[0])
+
+
+def report(s, name, times):
+    if s.rank == 0:
+        print(f"{name} {statistics.median(times):.6f}", flush=True)
+
+
+def routing(rank, tokens, topk, experts):
+    generator = torch.Generator().manual_seed(rank)
+    scores = torch.rand(tokens, experts, generator=generator)
+    weights, idx = torch.topk(scores, topk, dim=-1)
+    return idx, (weights / weights.sum(dim=-1, keepdim=True)).float()
+
+
+def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
+    torch.set_num_threads(1)
+    x = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(s.rank)).bfloat16()
+    idx, weights = routing(s.rank, tokens, topk, experts)
+    per_pe = experts // s.world_size
+    times = []
+    for i in range(iters + 1):  # the first: a warm-up
+        s.barrier()
+        start = time.perf_counter()
+        recv_x, _, _, handle = s.dispatch(x, idx, weights, experts)
+        y = s.combine(recv_x, handle)
+        seconds = slowest(s, time.perf_counter() - start)
+        if i:
+            times.append(seconds)
+    report(s, "symmesh_dispatch_combine", times)
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gloo_port}", rank=s.rank,
+                            world_size=s.world_size)
+    # Which PEs each token goes to, once each: the same tokens symmesh moves.
+    to_pe = torch.zeros(tokens, s.world_size, dtype=torch.bool)
+    to_pe[torch.arange(tokens).unsqueeze(1), idx // per_pe] = True
+    order = [to_pe[:, p].nonzero().flatten() for p in range(s.world_size)]
+    send_rows = torch.cat(order)
+    send_counts = torch.tensor([len(o) for o in order])
+    recv_counts = torch.empty_like(send_counts)
+    dist.all_to_all_single(recv_counts, send_counts)
+    words = hidden // 2  # bf16 rows as float32 words: gloo moves float32
+    times = []
+    for i in range(iters + 1):
+        s.barrier()
+        start = time.perf_counter()
+        sent = x[send_rows].view(torch.float32)
+        received = torch.empty(int(recv_counts.sum()), words, dtype=torch.float32)
+        dist.all_to_all_single(received, sent, recv_counts.tolist(), send_counts.tolist())
+        back = torch.empty(len(send_rows), words, dtype=torch.float32)
+        dist.all_to_all_single(back, received, send_counts.tolist(), recv_counts.tolist())
+        y_gloo = torch.zeros(tokens, hidden, dtype=torch.float32)
+        y_gloo.index_add_(0, send_rows, back.view(torch.bfloat16).float())
+        seconds = slowest(s, time.perf_counter() - start)
+        if i:
+            times.append(seconds)
+    report(s, "gloo_alltoall_dispatch_combine", times)
+    if not torch.allclose(y.float(), y_gloo, rtol=1e-2, atol=1e-2):
+        print(f"attach_bench: rank {s.rank}: symmesh and gloo disagree", file=sys.stderr)
+        sys.exit(1)
+    dist.destroy_process_group()
+
+
+def bench_allreduce(s, nbytes, iters):
+    t = s.empty(nbytes // 4, dtype="float32", like="torch")
+    t.fill_(1.0)
+    times = []
+    for i in range(iters + 1):
+        s.barrier()
+        start = time.perf_counter()
+        s.all_reduce(t)
+        seconds = slowest(s, time.perf_counter() - start)
+        if i:
+            times.append(seconds)
+    report(s, "symmesh_api_allreduce", times)
+    s.free(t)
+
+
+def main():
+    s = symmesh.attach()
+    if sys.argv[1] == "moe":
+        bench_moe(s, *(int(a) for a in sys.argv[2:8]))
+    else:
+        bench_allreduce(s, int(sys.argv[2]), int(sys.argv[3]))
+    s.close()
+
+
+if __name__ == "__main__":
+    main()
