@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "api/moe_limits.h"
+#include "api/op_limits.h"
 #include "api/staging_layout.h"
 #include "api/topk_check.h"
 #include "common/errors.h"
@@ -135,7 +135,30 @@ std::string Session::closed_reason() const {
 }
 
 uint64_t Session::call(const attach::Request& request, uint64_t* value2) {
+  const std::lock_guard lock(call_mutex_);
+  std::vector<uint64_t> releases;
+  {
+    const std::lock_guard queued(releases_mutex_);
+    releases.swap(pending_releases_);
+  }
+  for (const uint64_t handle : releases) {
+    call_locked(attach::Request{.op = attach::Op::kReleaseHandle, .args = {handle}}, nullptr);
+  }
+  return call_locked(request, value2);
+}
+
+void Session::queue_release(uint64_t handle) {
+  const std::lock_guard queued(releases_mutex_);
+  pending_releases_.push_back(handle);
+}
+
+uint64_t Session::call_locked(const attach::Request& request, uint64_t* value2) {
   if (detached_) throw InvalidArgument("the session is detached");
+  if (timed_out_) {
+    throw PeerError(
+        "a call timed out, so the session's answers can no longer be matched to "
+        "its calls: attach again");
+  }
   if (ring_->closed.load(std::memory_order_acquire)) {
     throw PeerError("the session ended: " + closed_reason());
   }
@@ -155,6 +178,7 @@ uint64_t Session::call(const attach::Request& request, uint64_t* value2) {
     }
     if (connection_->closed_by_peer()) throw PeerError("the daemon closed the attach connection");
     if (Clock::now() >= deadline) {
+      timed_out_ = true;
       throw TimeoutError("no answer from the daemon within " +
                          std::to_string(call_timeout_.count() / 1000) +
                          " s (is a session running? symmesh launch starts one)");
@@ -176,7 +200,11 @@ uint64_t Session::call(const attach::Request& request, uint64_t* value2) {
 }
 
 void* Session::malloc(size_t bytes) {
-  return slice_ + call(attach::Request{.op = attach::Op::kMalloc, .count = bytes});
+  const uint64_t offset = call(attach::Request{.op = attach::Op::kMalloc, .count = bytes});
+  if (offset > slice_bytes_ || bytes > slice_bytes_ - offset) {
+    throw PeerError("the daemon answered a malloc with an offset outside this PE's heap");
+  }
+  return slice_ + offset;
 }
 
 void Session::free(void* address) {
@@ -237,12 +265,9 @@ std::byte* Session::stage(uint64_t bytes) {
 }
 
 DispatchHandle::~DispatchHandle() {
-  if (!alive_.lock()) return;  // the session, and the daemon's copy, are gone
-  try {
-    session_->call(attach::Request{.op = attach::Op::kReleaseHandle, .args = {id_}});
-  } catch (const std::exception&) {
-    // The session ended: the daemon let its handles go with it.
-  }
+  // Sent with the session's next call: a destructor may run on any thread, even during a call
+  // (Python's collector), and must not wait for one.
+  if (alive_.lock()) session_->queue_release(id_);
 }
 
 std::shared_ptr<DispatchHandle> Session::dispatch(
@@ -275,6 +300,10 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
                            .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}},
            &received);
   std::shared_ptr<DispatchHandle> handle(new DispatchHandle(this, alive_, id));
+  if (received > uint64_t(place_.world_size) * kMaxMoeTokens) {
+    throw PeerError("the daemon reports " + std::to_string(received) +
+                    " tokens received, more than every PE could send");
+  }
   handle->tokens = tokens;
   handle->received = int64_t(received);
   handle->hidden = hidden;
@@ -316,9 +345,12 @@ uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, vo
                         int64_t a_rows, int64_t c_rows, int64_t n, int64_t k,
                         wire::DataType dtype) {
   const size_t e = element_bytes(dtype);
-  if (a_rows < 1 || n < 1 || k < 1) {
-    throw InvalidArgument("rows " + std::to_string(a_rows) + ", n " + std::to_string(n) + ", k " +
-                          std::to_string(k) + ": each must be at least 1");
+  for (const int64_t dim : {a_rows, c_rows, n, k}) {
+    if (dim < 1 || dim > kMaxFusedDim) {
+      throw InvalidArgument("rows " + std::to_string(a_rows) + ", n " + std::to_string(n) + ", k " +
+                            std::to_string(k) + ": each must be 1 to " +
+                            std::to_string(kMaxFusedDim));
+    }
   }
   const auto block = attach::fused_block(uint64_t(a_rows), uint64_t(c_rows), uint64_t(n),
                                          uint64_t(k), gathered != nullptr, e);

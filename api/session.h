@@ -2,7 +2,7 @@
 // symmetric heap (mapped into this process, so calls on them copy nothing), and make calls
 // the daemon carries out for this PE: barrier, collectives, MoE dispatch and combine, the
 // fused ops. Calls are blocking and go through the PE's request ring (api/request_ring.h),
-// not a socket; one thread at a time may call.
+// not a socket; calls from several threads are taken one at a time.
 //
 // The heap is symmetric as in OpenSHMEM: every PE makes the same malloc calls in the same
 // order, so an allocation has the same offset everywhere; collectives take heap tensors.
@@ -21,7 +21,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "api/request_ring.h"
 #include "api/staging_area.h"
@@ -137,7 +139,10 @@ class Session {
  private:
   friend class DispatchHandle;
   Session() = default;
+  // One call at a time (a mutex); first sends the releases queued by handles' destructors.
   uint64_t call(const attach::Request& request, uint64_t* value2 = nullptr);
+  uint64_t call_locked(const attach::Request& request, uint64_t* value2);
+  void queue_release(uint64_t handle);
   // The staging area, at least `bytes` long.
   std::byte* stage(uint64_t bytes);
   uint64_t fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
@@ -154,6 +159,10 @@ class Session {
   attach::Ring* ring_ = nullptr;
   std::unique_ptr<attach::StagingArea> staging_;
   std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // handles watch it
+  std::mutex call_mutex_;
+  std::mutex releases_mutex_;  // never held while waiting for the daemon
+  std::vector<uint64_t> pending_releases_;
+  bool timed_out_ = false;
   std::chrono::milliseconds call_timeout_{std::chrono::minutes(10)};
   bool detached_ = false;
 };

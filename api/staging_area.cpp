@@ -1,6 +1,7 @@
 #include "api/staging_area.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,7 +44,12 @@ void StagingArea::grow(uint64_t bytes, const char* what) {
   }
   uint64_t size = uint64_t{1} << 20;
   while (size < bytes) size *= 2;
-  if (ftruncate(fd_, off_t(kRingBytes + size)) != 0) {
+  // The process may have grown the memfd itself (the seal forbids only shrinking): make it
+  // longer only when it is shorter.
+  struct stat file;
+  if (fstat(fd_, &file) != 0)
+    throw Error(std::string("fstat(staging) failed: ") + std::strerror(errno));
+  if (uint64_t(file.st_size) < kRingBytes + size && ftruncate(fd_, off_t(kRingBytes + size)) != 0) {
     throw Error("growing a staging area to " + std::to_string(size) +
                 " bytes failed: " + std::strerror(errno));
   }

@@ -9,7 +9,7 @@
 namespace symmesh::attach {
 
 // The most a staging area may grow to: a call that needs more is refused, naming it.
-inline constexpr uint64_t kMaxStagingBytes = uint64_t{64} << 30;
+inline constexpr uint64_t kMaxStagingBytes = uint64_t{16} << 30;
 
 class StagingArea {
  public:

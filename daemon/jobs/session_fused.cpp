@@ -30,6 +30,19 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
   o.k = int64_t(r.args[2]);
   validate(o, n_pes);
   const size_t element = dtype_size(o.dtype);
+  // What the daemon holds for the call (A, B, the f32 result, the gathered A) and the work it
+  // does, bounded before anything is allocated: a process names the sizes.
+  const uint64_t held =
+      (a_rows + uint64_t(o.n) + (sharded ? uint64_t(o.m) : 0)) * uint64_t(o.k) * element +
+      uint64_t(o.m) * uint64_t(o.n) * 4;
+  const double flops = 2.0 * double(o.m) * double(o.n) * double(o.k);
+  if (held > attach::kMaxStagingBytes || flops > kMaxSessionFusedFlops) {
+    throw InvalidArgument(std::string(fused_op_name(o.op)) + " of " + std::to_string(o.m) + " x " +
+                          std::to_string(o.k) + " by " + std::to_string(o.k) + " x " +
+                          std::to_string(o.n) + " is too large for a session call: allowed up to " +
+                          std::to_string(attach::kMaxStagingBytes) + " bytes of operands and " +
+                          std::to_string(uint64_t(kMaxSessionFusedFlops)) + " flops");
+  }
   const uint64_t c_rows_most = uint64_t(o.m);
   const auto in = attach::fused_block(a_rows, c_rows_most, r.args[1], r.args[2], sharded, element);
   FusedTensors t;

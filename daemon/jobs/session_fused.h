@@ -11,6 +11,9 @@
 
 namespace symmesh {
 
+// The most work one call may ask for (about a minute of one core's GEMM).
+inline constexpr double kMaxSessionFusedFlops = 1e13;
+
 // Collective. Returns the rows of the result this PE holds.
 uint64_t run_session_fused(Pe& pe, const attach::Request& request, attach::StagingArea& staging);
 

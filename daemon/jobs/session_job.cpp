@@ -77,8 +77,57 @@ class SessionServer {
     completion.message[attach::kMessageBytes - 1] = '\0';
   }
 
+  // A collective call's fields that every PE must pass alike, folded into one word (FNV-1a).
+  static uint64_t agreement_digest(const attach::Request& r) {
+    uint64_t fields[8] = {uint64_t(r.op), r.dtype, r.reduce, r.count, r.src, r.dst, 0, 0};
+    switch (r.op) {
+      case attach::Op::kDispatch:  // tokens and where they lie differ; the shape does not
+        fields[3] = fields[4] = fields[5] = 0;
+        fields[6] = r.args[0] | r.args[1] << 20 | r.args[2] << 40;
+        break;
+      case attach::Op::kCombine:  // the received rows differ; the dispatch and width do not
+        fields[3] = 0;
+        fields[6] = r.args[0];
+        fields[7] = r.args[1] | r.args[2] << 8;
+        break;
+      case attach::Op::kGemmAllReduce:
+      case attach::Op::kMatmulReduceScatter:
+      case attach::Op::kAllGatherMatmul:
+        fields[6] = r.args[0] | r.args[1] << 21;
+        fields[7] = r.args[2];
+        break;
+      default:
+        break;
+    }
+    uint64_t hash = 14695981039346656037ull;
+    for (const uint64_t field : fields) {
+      for (int byte = 0; byte < 8; ++byte)
+        hash = (hash ^ ((field >> (8 * byte)) & 0xff)) * 1099511628211ull;
+    }
+    return hash;
+  }
+
+  // Every PE's call must be the same collective on the same shape: one that is not would
+  // write past a peer's smaller regions. All PEs refuse together, naming the first odd PE.
+  void check_agreement(const attach::Request& request) {
+    const std::vector<uint64_t> all = pe_.exchange(pe_.team_world(), agreement_digest(request));
+    for (size_t p = 0; p < all.size(); ++p) {
+      if (all[p] == all[0]) continue;
+      throw InvalidArgument("the PEs' calls differ: PE " + std::to_string(p) +
+                            " made another call, or passed another shape, op or type, than PE 0 "
+                            "(every PE makes the same collective calls in the same order)");
+    }
+  }
+
   uint64_t execute(const attach::Request& request, attach::Completion& completion) {
     attach::StagingArea& staging = attachment_.staging();
+    // The collectives (not malloc and free: their symmetry stays the caller's, as in
+    // OpenSHMEM, so that an allocation costs no exchange).
+    const bool collective_call =
+        request.op >= attach::Op::kAllReduce && uint32_t(request.op) <= attach::kLastOp &&
+        request.op != attach::Op::kDetach && request.op != attach::Op::kStage &&
+        request.op != attach::Op::kReleaseHandle;
+    if (collective_call) check_agreement(request);
     switch (request.op) {
       case attach::Op::kEmpty:
       case attach::Op::kDetach:

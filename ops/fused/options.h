@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "api/op_limits.h"
 #include "runtime/collectives/dtype.h"
 
 namespace symmesh {
@@ -39,7 +40,6 @@ struct FusedOptions {
 };
 
 inline constexpr int kMaxFusedPes = 16;
-inline constexpr int64_t kMaxFusedDim = int64_t{1} << 20;
 
 // Throws InvalidArgument naming the first field out of range for `n_pes` PEs.
 void validate(const FusedOptions& options, int n_pes);

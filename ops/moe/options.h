@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "api/moe_limits.h"
+#include "api/op_limits.h"
 #include "runtime/collectives/dtype.h"
 
 namespace symmesh {

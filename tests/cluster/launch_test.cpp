@@ -12,26 +12,13 @@
 namespace symmesh::testing {
 namespace {
 
-// `symmesh launch -- COMMAND` on every node at once; each node's run.
-std::vector<CliRun> launch_everywhere(TestCluster& cluster, const std::string& command) {
-  std::vector<std::future<CliRun>> runs;
-  for (int node = 0; node < 2; ++node) {
-    runs.push_back(std::async(std::launch::async, [&cluster, node, command] {
-      return cli(target(cluster, node) + " --timeout 120s launch -- " + command);
-    }));
-  }
-  std::vector<CliRun> out;
-  for (auto& run : runs) out.push_back(run.get());
-  return out;
-}
-
 std::string example() {
   return bin_dir() + "/symmesh_example_allreduce 65536";
 }
 
 TEST(Launch, EveryPeGetsAProcessThatReducesItsHeapTensorThroughTheDaemons) {
   TestCluster cluster(shape(2, 2));
-  const std::vector<CliRun> runs = launch_everywhere(cluster, example());
+  const std::vector<CliRun> runs = launch_on_every_node(cluster, example());
   for (int node = 0; node < 2; ++node) {
     EXPECT_EQ(runs[node].exit_code, 0) << runs[node].out;
     for (int local = 0; local < 2; ++local) {
@@ -47,7 +34,7 @@ TEST(Launch, EveryPeGetsAProcessThatReducesItsHeapTensorThroughTheDaemons) {
 TEST(Launch, TheCppMoeLayerTrainsLikeTheSingleProcessLayerThroughDispatchAndCombine) {
   TestCluster cluster(shape(2, 2));
   const std::vector<CliRun> runs =
-      launch_everywhere(cluster, bin_dir() + "/symmesh_example_moe_layer 3");
+      launch_on_every_node(cluster, bin_dir() + "/symmesh_example_moe_layer 3");
   for (int node = 0; node < 2; ++node) {
     EXPECT_EQ(runs[node].exit_code, 0) << runs[node].out;
     for (int local = 0; local < 2; ++local) {
@@ -66,7 +53,7 @@ TEST(Launch, AKilledProcessEndsTheSessionEverywhereNamingItAndTheClusterGoesOn) 
   const std::string dies =
       "sh -c 'if [ \"$SYMMESH_RANK\" = 3 ]; then kill -9 $$; fi; exec " + example() + "'";
   const auto started = Clock::now();
-  const std::vector<CliRun> runs = launch_everywhere(cluster, dies);
+  const std::vector<CliRun> runs = launch_on_every_node(cluster, dies);
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(60)) << "the session was not cut short";
   EXPECT_EQ(runs[1].exit_code, 128 + 9) << runs[1].out;
   EXPECT_NE(runs[1].out.find("rank 3 exited with 137"), std::string::npos) << runs[1].out;
@@ -79,7 +66,7 @@ TEST(Launch, AKilledProcessEndsTheSessionEverywhereNamingItAndTheClusterGoesOn) 
   // Jobs and sessions run again.
   const wire::JobResult next = cluster.run(collective_job("allreduce", 1 << 20, "f32", "hier"));
   EXPECT_TRUE(next.ok() && next.verified()) << next.error();
-  const std::vector<CliRun> again = launch_everywhere(cluster, example());
+  const std::vector<CliRun> again = launch_on_every_node(cluster, example());
   EXPECT_EQ(again[0].exit_code, 0) << again[0].out;
   EXPECT_EQ(again[1].exit_code, 0) << again[1].out;
 }

@@ -13,17 +13,9 @@ namespace {
 
 // `symmesh launch -- python3 SCRIPT ARGS` on every node at once; each node's run.
 std::vector<CliRun> launch_python(TestCluster& cluster, const std::string& script) {
-  const std::string command = std::string("env PYTHONPATH=") + SYMMESH_PYTHON_DIR +
-                              " /usr/bin/python3 " + SYMMESH_SOURCE_DIR + "/" + script;
-  std::vector<std::future<CliRun>> runs;
-  for (int node = 0; node < 2; ++node) {
-    runs.push_back(std::async(std::launch::async, [&cluster, node, command] {
-      return cli(target(cluster, node) + " --timeout 300s launch -- " + command);
-    }));
-  }
-  std::vector<CliRun> out;
-  for (auto& run : runs) out.push_back(run.get());
-  return out;
+  return launch_on_every_node(cluster, std::string("env PYTHONPATH=") + SYMMESH_PYTHON_DIR +
+                                           " /usr/bin/python3 " + SYMMESH_SOURCE_DIR + "/" +
+                                           script);
 }
 
 void expect_every_rank_says(const std::vector<CliRun>& runs, const std::string& said) {

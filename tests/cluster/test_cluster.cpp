@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -67,6 +68,19 @@ void write_secret_file(const std::string& path, const std::string& secret) {
 
 std::string target(TestCluster& cluster, int node) {
   return "--daemon " + cluster.control(node).str() + " --secret-file " + cluster.secret_file();
+}
+
+std::vector<CliRun> launch_on_every_node(TestCluster& cluster, const std::string& command,
+                                         int nodes) {
+  std::vector<std::future<CliRun>> runs;
+  for (int node = 0; node < nodes; ++node) {
+    runs.push_back(std::async(std::launch::async, [&cluster, node, command] {
+      return cli(target(cluster, node) + " --timeout 300s launch -- " + command);
+    }));
+  }
+  std::vector<CliRun> out;
+  for (auto& run : runs) out.push_back(run.get());
+  return out;
 }
 
 uint64_t submit_job(TestCluster& cluster, const std::string& submit_args) {

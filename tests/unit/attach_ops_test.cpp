@@ -1,7 +1,8 @@
 // The calls an attached process makes on its own tensors, through the staging area: MoE dispatch
 // and combine with DeepEP's semantics (what each PE receives, in which order, with which local
 // expert indices; the combine's sums and bias; a backward combine of another width), the three
-// fused ops against a plain matmul, and a wrong routing refused before anything is sent.
+// fused ops against a plain matmul, a wrong routing refused before anything is sent, and PEs
+// whose calls disagree all refused together.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -219,6 +220,32 @@ TEST_F(AttachedOps, AnExpertOutOfRangeIsRefusedNamingTheTokenAndTheSessionGoesOn
   for (auto& pe : pes) {
     ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
     EXPECT_EQ(pe.get(), "ok");
+  }
+}
+
+TEST_F(AttachedOps, PesThatPassDifferentShapesAreAllRefusedNamingTheOddOne) {
+  auto pes = start_session();
+  std::vector<std::future<std::string>> processes;
+  for (int local = 0; local < 2; ++local) {
+    processes.push_back(std::async(std::launch::async, [this, local]() -> std::string {
+      auto session = attach(local);
+      auto* x = static_cast<float*>(session->malloc(200 * sizeof(float)));
+      try {
+        session->all_reduce(x, local == 0 ? 100 : 200, wire::DATA_TYPE_F32);
+      } catch (const Error& e) {
+        return e.what();
+      }
+      return "no error";
+    }));
+  }
+  for (auto& process : processes) {
+    ASSERT_EQ(process.wait_for(kTimeout), std::future_status::ready);
+    EXPECT_NE(process.get().find("the PEs' calls differ: PE 1 made another call"),
+              std::string::npos);
+  }
+  for (auto& pe : pes) {
+    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
+    EXPECT_NE(pe.get().find("the PEs' calls differ"), std::string::npos);
   }
 }
 

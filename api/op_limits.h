@@ -1,5 +1,5 @@
-// The shapes a MoE dispatch takes, which the process's library checks before it asks and the
-// daemon's options check again.
+// The shapes a MoE dispatch and a fused op take, which the process's library checks before it
+// asks and the daemon's options check again.
 #pragma once
 
 #include <cstdint>
@@ -11,5 +11,6 @@ inline constexpr int64_t kMaxMoeHidden = int64_t{1} << 16;
 inline constexpr int64_t kMoeHiddenMultiple = 8;  // rows of whole 16-byte blocks
 inline constexpr int kMaxMoeTopk = 32;
 inline constexpr int kMaxMoeExperts = 1 << 16;
+inline constexpr int64_t kMaxFusedDim = int64_t{1} << 20;  // m, n and k
 
 }  // namespace symmesh
