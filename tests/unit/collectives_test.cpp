@@ -74,6 +74,9 @@ void for_each_case(Pe& pe, DstCount dst_count, Check check) {
         SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + coll_algo_name(algo) +
                      " count=" + std::to_string(count));
         check(dtype, algo, count, src, dst);
+        // The next case's collective writes into peers' buffers at the same offsets: it may
+        // start only when every PE has read this one's output (OpenSHMEM's rule too).
+        barrier_all(pe);
         pe.free(dst);
         pe.free(src);
       }
