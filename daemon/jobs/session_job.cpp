@@ -9,6 +9,8 @@
 // fatal in NCCL for the same reason). Each process's library checks shapes before it asks, so
 // a wrong call is refused there without ending anything.
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
 #include "common/errors.h"
 #include "daemon/attach/attached_pes.h"
@@ -77,40 +79,44 @@ class SessionServer {
     completion.message[attach::kMessageBytes - 1] = '\0';
   }
 
-  // A collective call's fields that every PE must pass alike, folded into one word (FNV-1a).
-  static uint64_t agreement_digest(const attach::Request& r) {
-    uint64_t fields[8] = {uint64_t(r.op), r.dtype, r.reduce, r.count, r.src, r.dst, 0, 0};
+  // The part of a collective call every PE must pass alike (the rest zeroed), or nothing for a
+  // call that is not checked: malloc and free keep their symmetry the caller's, as in
+  // OpenSHMEM, so that an allocation costs no exchange; a barrier has nothing to disagree on.
+  static std::optional<attach::Request> agreed_part(attach::Request r) {
+    r.reserved = 0;
     switch (r.op) {
-      case attach::Op::kDispatch:  // tokens and where they lie differ; the shape does not
-        fields[3] = fields[4] = fields[5] = 0;
-        fields[6] = r.args[0] | r.args[1] << 20 | r.args[2] << 40;
-        break;
-      case attach::Op::kCombine:  // the received rows differ; the dispatch and width do not
-        fields[3] = 0;
-        fields[6] = r.args[0];
-        fields[7] = r.args[1] | r.args[2] << 8;
-        break;
+      case attach::Op::kAllReduce:
+      case attach::Op::kReduceScatter:
+      case attach::Op::kAllGather:
+      case attach::Op::kAllToAll:
       case attach::Op::kGemmAllReduce:
       case attach::Op::kMatmulReduceScatter:
       case attach::Op::kAllGatherMatmul:
-        fields[6] = r.args[0] | r.args[1] << 21;
-        fields[7] = r.args[2];
-        break;
+        return r;
+      case attach::Op::kDispatch:  // each PE's tokens, and where they lie, are its own
+        r.count = r.src = r.dst = 0;
+        return r;
+      case attach::Op::kCombine:  // as are the rows it received
+        r.count = 0;
+        return r;
       default:
-        break;
+        return std::nullopt;
     }
+  }
+
+  // FNV-1a over the request's bytes (a struct of whole words: no padding).
+  static uint64_t digest(const attach::Request& r) {
+    static_assert(std::has_unique_object_representations_v<attach::Request>);
+    const auto* byte = reinterpret_cast<const unsigned char*>(&r);
     uint64_t hash = 14695981039346656037ull;
-    for (const uint64_t field : fields) {
-      for (int byte = 0; byte < 8; ++byte)
-        hash = (hash ^ ((field >> (8 * byte)) & 0xff)) * 1099511628211ull;
-    }
+    for (size_t i = 0; i < sizeof(r); ++i) hash = (hash ^ byte[i]) * 1099511628211ull;
     return hash;
   }
 
   // Every PE's call must be the same collective on the same shape: one that is not would
   // write past a peer's smaller regions. All PEs refuse together, naming the first odd PE.
-  void check_agreement(const attach::Request& request) {
-    const std::vector<uint64_t> all = pe_.exchange(pe_.team_world(), agreement_digest(request));
+  void check_agreement(const attach::Request& agreed) {
+    const std::vector<uint64_t> all = pe_.exchange(pe_.team_world(), digest(agreed));
     for (size_t p = 0; p < all.size(); ++p) {
       if (all[p] == all[0]) continue;
       throw InvalidArgument("the PEs' calls differ: PE " + std::to_string(p) +
@@ -121,13 +127,7 @@ class SessionServer {
 
   uint64_t execute(const attach::Request& request, attach::Completion& completion) {
     attach::StagingArea& staging = attachment_.staging();
-    // The collectives (not malloc and free: their symmetry stays the caller's, as in
-    // OpenSHMEM, so that an allocation costs no exchange).
-    const bool collective_call =
-        request.op >= attach::Op::kAllReduce && uint32_t(request.op) <= attach::kLastOp &&
-        request.op != attach::Op::kDetach && request.op != attach::Op::kStage &&
-        request.op != attach::Op::kReleaseHandle;
-    if (collective_call) check_agreement(request);
+    if (const auto agreed = agreed_part(request)) check_agreement(*agreed);
     switch (request.op) {
       case attach::Op::kEmpty:
       case attach::Op::kDetach:
