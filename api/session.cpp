@@ -220,12 +220,17 @@ void Session::ping() {
 }
 
 void Session::all_reduce(void* data, size_t count, wire::DataType dtype, wire::Reduction op) {
-  const uint64_t at = offset_of(data, count * element_bytes(dtype), "all_reduce's tensor");
+  all_reduce(data, data, count, dtype, op);
+}
+
+void Session::all_reduce(void* dst, const void* src, size_t count, wire::DataType dtype,
+                         wire::Reduction op) {
+  const size_t bytes = count * element_bytes(dtype);
   call(attach::Request{.op = attach::Op::kAllReduce,
                        .dtype = uint32_t(dtype),
                        .reduce = uint32_t(op),
-                       .src = at,
-                       .dst = at,
+                       .src = offset_of(src, bytes, "all_reduce's input"),
+                       .dst = offset_of(dst, bytes, "all_reduce's output"),
                        .count = count});
 }
 

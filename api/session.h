@@ -94,8 +94,12 @@ class Session {
   bool on_heap(const void* address, size_t bytes) const;
 
   void barrier();
-  // In place: data[0, count) becomes the reduction over every PE.
+  // In place: data[0, count) becomes the reduction over every PE (through a scratch the
+  // daemon keeps for it: the algorithms read their input while peers write the output).
   void all_reduce(void* data, size_t count, wire::DataType dtype,
+                  wire::Reduction op = wire::REDUCTION_SUM);
+  // Out of place: dst[0, count) = the reduction over every PE of src (no scratch).
+  void all_reduce(void* dst, const void* src, size_t count, wire::DataType dtype,
                   wire::Reduction op = wire::REDUCTION_SUM);
   // dst receives this PE's block of the reduction: elements [r*count/n, (r+1)*count/n).
   void reduce_scatter(void* dst, const void* src, size_t count, wire::DataType dtype,

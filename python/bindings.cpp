@@ -83,9 +83,9 @@ PYBIND11_MODULE(_symmesh, m) {
       .def("barrier", &Session::barrier, Unlocked())
       .def(
           "all_reduce",
-          [](Session& s, Address data, size_t count, const std::string& dtype,
+          [](Session& s, Address dst, Address src, size_t count, const std::string& dtype,
              const std::string& op) {
-            s.all_reduce(at(data), count, dtype_named(dtype), reduction_named(op));
+            s.all_reduce(at(dst), at(src), count, dtype_named(dtype), reduction_named(op));
           },
           Unlocked())
       .def(

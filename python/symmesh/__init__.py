@@ -218,24 +218,18 @@ class Session:
         _kind(x, "all_reduce's tensor")
         word = _word(x, "all_reduce's tensor")
         data = _contiguous(x)
-        count, nbytes = _numel(data), _nbytes(data)
-        if count == 0:
+        if _numel(data) == 0:
             return x
         if self.on_heap(data):
-            self._s().all_reduce(_address(data), count, word, op)
-        else:
-            scratch = self._heap_scratch(nbytes)
-            try:
-                _copy(scratch, _address(data), nbytes)
-                self._s().all_reduce(scratch, count, word, op)
-                _copy(_address(data), scratch, nbytes)
-            finally:
-                self._s().free(scratch)
+            self._s().all_reduce(_address(data), _address(data), _numel(data), word, op)
+        else:  # out of place between two heap scratches, then back into data
+            self._exchange(lambda d, s, c, w: self._s().all_reduce(d, s, c, w, op), data,
+                           tuple(data.shape), "all_reduce's tensor", out=data)
         if data is not x:
             x[...] = data
         return x
 
-    def _exchange(self, call, x, out_shape, what, out=None, **args):
+    def _exchange(self, call, x, out_shape, what, out=None):
         """Runs a collective from x into a new tensor of out_shape (or `out`), on the heap."""
         _kind(x, what)
         word = _word(x, what)
@@ -259,7 +253,7 @@ class Session:
             if dst is None:
                 dst = self._heap_scratch(out_bytes)
                 scratch.append(dst)
-            call(dst, src, count, word, **args)
+            call(dst, src, count, word)
             if dst != _address(result):
                 _copy(_address(result), dst, out_bytes)
         finally:
