@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <future>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "api/session.h"
@@ -63,6 +64,40 @@ class AttachedNode : public ::testing::Test {
       }));
     }
     return pes;
+  }
+
+  // One thread per PE, each attached as its local rank and running `process(session, rank)`;
+  // what each returned, in local-rank order. A process still running after kTimeout fails the
+  // test.
+  template <class Process>
+  auto run_processes(Process process) {
+    using Result = std::invoke_result_t<Process&, Session&, int>;
+    std::vector<std::future<Result>> running;
+    for (int local = 0; local < node_.ranks_per_node(); ++local) {
+      running.push_back(std::async(std::launch::async, [this, &process, local] {
+        auto session = attach(local);
+        return process(*session, local);
+      }));
+    }
+    return results_of(running, "an attached process");
+  }
+
+  // How each PE's session job ended: "ok", or its error.
+  static std::vector<std::string> endings(std::vector<std::future<std::string>>& pes) {
+    return results_of(pes, "a PE's session job");
+  }
+
+  template <class Result>
+  static std::vector<Result> results_of(std::vector<std::future<Result>>& futures,
+                                        const std::string& what) {
+    std::vector<Result> results;
+    for (auto& future : futures) {
+      if (future.wait_for(kTimeout) != std::future_status::ready) {
+        throw Error(what + " did not finish within " + std::to_string(kTimeout.count()) + " s");
+      }
+      results.push_back(future.get());
+    }
+    return results;
   }
 
   std::unique_ptr<Session> attach(int local_rank) {

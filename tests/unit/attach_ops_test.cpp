@@ -82,16 +82,9 @@ MoeOutcome run_moe(Session& session, int pe) {
 
 TEST_F(AttachedOps, DispatchDeliversEachTokenOnceInOrderAndCombineSumsItBack) {
   auto pes = start_session();
-  std::vector<std::future<MoeOutcome>> processes;
-  for (int local = 0; local < 2; ++local) {
-    processes.push_back(std::async(std::launch::async, [this, local] {
-      auto session = attach(local);
-      return run_moe(*session, local);
-    }));
-  }
+  const std::vector<MoeOutcome> outcomes = run_processes(run_moe);
   for (int pe = 0; pe < 2; ++pe) {
-    ASSERT_EQ(processes[pe].wait_for(kTimeout), std::future_status::ready);
-    const MoeOutcome got = processes[pe].get();
+    const MoeOutcome& got = outcomes[pe];
     // What PE `pe` must receive: by source PE, then token, each token with an expert here once.
     int64_t i = 0;
     for (int source = 0; source < 2; ++source) {
@@ -130,10 +123,7 @@ TEST_F(AttachedOps, DispatchDeliversEachTokenOnceInOrderAndCombineSumsItBack) {
       }
     }
   }
-  for (auto& pe : pes) {
-    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
-    EXPECT_EQ(pe.get(), "ok");
-  }
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
 TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
@@ -141,111 +131,89 @@ TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
   auto pes = start_session();
   auto a_of = [](int pe, int64_t i, int64_t j) { return float((i + 2 * j + pe) % 5) - 2; };
   auto b_of = [](int pe, int64_t i, int64_t j) { return float((3 * i + j + pe) % 7) / 4; };
-  std::vector<std::future<std::string>> processes;
-  for (int local = 0; local < 2; ++local) {
-    processes.push_back(std::async(std::launch::async, [&, local]() -> std::string {
-      auto session = attach(local);
-      std::vector<float> a(m * k), b(k * n), c(m * n), gathered(2 * m * k), gathered_c(2 * m * n);
-      for (int64_t i = 0; i < m * k; ++i) a[i] = a_of(local, i / k, i % k);
-      for (int64_t i = 0; i < k * n; ++i) b[i] = b_of(local, i / n, i % n);
-      auto product = [&](int pe, int64_t i, int64_t j, bool same_b) {  // (a_pe x b)[i][j]
-        float sum = 0;
-        for (int64_t q = 0; q < k; ++q) sum += a_of(pe, i, q) * b_of(same_b ? local : pe, q, j);
-        return sum;
-      };
-      session->gemm_all_reduce(a.data(), b.data(), c.data(), m, n, k, wire::DATA_TYPE_F32);
-      for (int64_t i = 0; i < m * n; ++i) {
-        const float want = product(0, i / n, i % n, false) + product(1, i / n, i % n, false);
-        if (std::fabs(c[i] - want) > 1e-4f) return "gemm_all_reduce element " + std::to_string(i);
-      }
-      std::vector<float> part(m / 2 * n);
-      const int64_t rows = session->matmul_reduce_scatter(a.data(), b.data(), part.data(), m, n, k,
-                                                          wire::DATA_TYPE_F32);
-      if (rows != m / 2) return "matmul_reduce_scatter gave " + std::to_string(rows) + " rows";
-      for (int64_t i = 0; i < rows * n; ++i) {
-        const int64_t row = local * rows + i / n;
-        const float want = product(0, row, i % n, false) + product(1, row, i % n, false);
-        if (std::fabs(part[i] - want) > 1e-4f)
-          return "matmul_reduce_scatter element " + std::to_string(i);
-      }
-      session->all_gather_matmul(a.data(), b.data(), gathered_c.data(), gathered.data(), m, n, k,
-                                 wire::DATA_TYPE_F32);
-      for (int64_t i = 0; i < 2 * m * k; ++i) {
-        if (gathered[i] != a_of(int(i / (m * k)), i % (m * k) / k, i % k)) {
-          return "all_gather_matmul's gathered A element " + std::to_string(i);
+  const std::vector<std::string> said =
+      run_processes([&](Session& session, int local) -> std::string {
+        std::vector<float> a(m * k), b(k * n), c(m * n), gathered(2 * m * k), gathered_c(2 * m * n);
+        for (int64_t i = 0; i < m * k; ++i) a[i] = a_of(local, i / k, i % k);
+        for (int64_t i = 0; i < k * n; ++i) b[i] = b_of(local, i / n, i % n);
+        auto product = [&](int pe, int64_t i, int64_t j, bool same_b) {  // (a_pe x b)[i][j]
+          float sum = 0;
+          for (int64_t q = 0; q < k; ++q) sum += a_of(pe, i, q) * b_of(same_b ? local : pe, q, j);
+          return sum;
+        };
+        session.gemm_all_reduce(a.data(), b.data(), c.data(), m, n, k, wire::DATA_TYPE_F32);
+        for (int64_t i = 0; i < m * n; ++i) {
+          const float want = product(0, i / n, i % n, false) + product(1, i / n, i % n, false);
+          if (std::fabs(c[i] - want) > 1e-4f) return "gemm_all_reduce element " + std::to_string(i);
         }
-      }
-      for (int64_t i = 0; i < 2 * m * n; ++i) {
-        const float want = product(int(i / (m * n)), i % (m * n) / n, i % n, true);
-        if (std::fabs(gathered_c[i] - want) > 1e-4f)
-          return "all_gather_matmul element " + std::to_string(i);
-      }
-      return "ok";
-    }));
-  }
-  for (auto& process : processes) {
-    ASSERT_EQ(process.wait_for(kTimeout), std::future_status::ready);
-    EXPECT_EQ(process.get(), "ok");
-  }
-  for (auto& pe : pes) {
-    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
-    EXPECT_EQ(pe.get(), "ok");
-  }
+        std::vector<float> part(m / 2 * n);
+        const int64_t rows = session.matmul_reduce_scatter(a.data(), b.data(), part.data(), m, n, k,
+                                                           wire::DATA_TYPE_F32);
+        if (rows != m / 2) return "matmul_reduce_scatter gave " + std::to_string(rows) + " rows";
+        for (int64_t i = 0; i < rows * n; ++i) {
+          const int64_t row = local * rows + i / n;
+          const float want = product(0, row, i % n, false) + product(1, row, i % n, false);
+          if (std::fabs(part[i] - want) > 1e-4f)
+            return "matmul_reduce_scatter element " + std::to_string(i);
+        }
+        session.all_gather_matmul(a.data(), b.data(), gathered_c.data(), gathered.data(), m, n, k,
+                                  wire::DATA_TYPE_F32);
+        for (int64_t i = 0; i < 2 * m * k; ++i) {
+          if (gathered[i] != a_of(int(i / (m * k)), i % (m * k) / k, i % k)) {
+            return "all_gather_matmul's gathered A element " + std::to_string(i);
+          }
+        }
+        for (int64_t i = 0; i < 2 * m * n; ++i) {
+          const float want = product(int(i / (m * n)), i % (m * n) / n, i % n, true);
+          if (std::fabs(gathered_c[i] - want) > 1e-4f)
+            return "all_gather_matmul element " + std::to_string(i);
+        }
+        return "ok";
+      });
+  EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
 TEST_F(AttachedOps, AnExpertOutOfRangeIsRefusedNamingTheTokenAndTheSessionGoesOn) {
   auto pes = start_session();
-  std::vector<std::future<std::string>> processes;
-  for (int local = 0; local < 2; ++local) {
-    processes.push_back(std::async(std::launch::async, [this, local]() -> std::string {
-      auto session = attach(local);
-      std::vector<float> x(2 * kHidden), weights(2 * kTopk, 1.0f), out(kHidden * 2);
-      std::vector<int64_t> idx = {0, 1, 2, kExperts};
-      std::string error;
-      try {
-        session->dispatch(x.data(), idx.data(), weights.data(), 2, kHidden, kTopk, kExperts,
-                          wire::DATA_TYPE_F32, [&](int64_t) { return DispatchOutputs{}; });
-      } catch (const InvalidArgument& e) {
-        error = e.what();
-      }
-      session->barrier();  // the session still serves
-      return error;
-    }));
-  }
-  for (auto& process : processes) {
-    ASSERT_EQ(process.wait_for(kTimeout), std::future_status::ready);
-    EXPECT_EQ(process.get(),
-              "dispatch's topk_idx: token 1 names expert 4: allowed -1 (none) or 0 to 3");
-  }
-  for (auto& pe : pes) {
-    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
-    EXPECT_EQ(pe.get(), "ok");
-  }
+  const std::vector<std::string> said =
+      run_processes([](Session& session, int) -> std::string {
+        std::vector<float> x(2 * kHidden), weights(2 * kTopk, 1.0f), out(kHidden * 2);
+        std::vector<int64_t> idx = {0, 1, 2, kExperts};
+        std::string error;
+        try {
+          session.dispatch(x.data(), idx.data(), weights.data(), 2, kHidden, kTopk, kExperts,
+                           wire::DATA_TYPE_F32, [&](int64_t) { return DispatchOutputs{}; });
+        } catch (const InvalidArgument& e) {
+          error = e.what();
+        }
+        session.barrier();  // the session still serves
+        return error;
+      });
+  EXPECT_EQ(said,
+            std::vector<std::string>(
+                2, "dispatch's topk_idx: token 1 names expert 4: allowed -1 (none) or 0 to 3"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
 TEST_F(AttachedOps, PesThatPassDifferentShapesAreAllRefusedNamingTheOddOne) {
   auto pes = start_session();
-  std::vector<std::future<std::string>> processes;
-  for (int local = 0; local < 2; ++local) {
-    processes.push_back(std::async(std::launch::async, [this, local]() -> std::string {
-      auto session = attach(local);
-      auto* x = static_cast<float*>(session->malloc(200 * sizeof(float)));
-      try {
-        session->all_reduce(x, local == 0 ? 100 : 200, wire::DATA_TYPE_F32);
-      } catch (const Error& e) {
-        return e.what();
-      }
-      return "no error";
-    }));
+  const std::vector<std::string> said =
+      run_processes([](Session& session, int local) -> std::string {
+        auto* x = static_cast<float*>(session.malloc(200 * sizeof(float)));
+        try {
+          session.all_reduce(x, local == 0 ? 100 : 200, wire::DATA_TYPE_F32);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "no error";
+      });
+  for (const std::string& error : said) {
+    EXPECT_NE(error.find("the PEs' calls differ: PE 1 made another call"), std::string::npos)
+        << error;
   }
-  for (auto& process : processes) {
-    ASSERT_EQ(process.wait_for(kTimeout), std::future_status::ready);
-    EXPECT_NE(process.get().find("the PEs' calls differ: PE 1 made another call"),
-              std::string::npos);
-  }
-  for (auto& pe : pes) {
-    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
-    EXPECT_NE(pe.get().find("the PEs' calls differ"), std::string::npos);
+  for (const std::string& ending : endings(pes)) {
+    EXPECT_NE(ending.find("the PEs' calls differ"), std::string::npos) << ending;
   }
 }
 

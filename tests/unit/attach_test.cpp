@@ -27,31 +27,22 @@ using Attached = AttachedNode;
 
 TEST_F(Attached, ProcessesReduceTheirHeapTensorsInPlaceAndDetach) {
   auto pes = start_session();
-  std::vector<std::future<std::vector<float>>> processes;
-  for (int local = 0; local < 2; ++local) {
-    processes.push_back(std::async(std::launch::async, [this, local] {
-      auto session = attach(local);
-      EXPECT_EQ(session->place().rank, local);
-      EXPECT_EQ(session->place().world_size, 2);
-      auto* x = static_cast<float*>(session->malloc(1000 * sizeof(float)));
-      for (int i = 0; i < 1000; ++i) x[i] = float(local + 1) * float(i);
-      session->ping();
-      session->barrier();
-      session->all_reduce(x, 1000, wire::DATA_TYPE_F32);
-      std::vector<float> out(x, x + 1000);
-      session->free(x);
-      return out;
-    }));
-  }
-  for (auto& process : processes) {
-    ASSERT_EQ(process.wait_for(kTimeout), std::future_status::ready);
-    const std::vector<float> out = process.get();
+  const auto outs = run_processes([](Session& session, int local) {
+    EXPECT_EQ(session.place().rank, local);
+    EXPECT_EQ(session.place().world_size, 2);
+    auto* x = static_cast<float*>(session.malloc(1000 * sizeof(float)));
+    for (int i = 0; i < 1000; ++i) x[i] = float(local + 1) * float(i);
+    session.ping();
+    session.barrier();
+    session.all_reduce(x, 1000, wire::DATA_TYPE_F32);
+    std::vector<float> out(x, x + 1000);
+    session.free(x);
+    return out;
+  });
+  for (const std::vector<float>& out : outs) {
     for (int i = 0; i < 1000; ++i) ASSERT_EQ(out[i], 3.0f * float(i)) << "element " << i;
   }
-  for (auto& pe : pes) {
-    ASSERT_EQ(pe.wait_for(kTimeout), std::future_status::ready);
-    EXPECT_EQ(pe.get(), "ok");
-  }
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
   EXPECT_EQ(node_.heap_used(), 0u) << "the tensors were freed";
 }
 
