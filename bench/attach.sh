@@ -11,6 +11,7 @@
 # Usage: bench/attach.sh [BUILD_DIR] (default build). PARTS=1,2,3 picks parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 build=${1:-build}
 bin=$PWD/$build/bin
 pes=${PES:-2}
@@ -34,10 +35,6 @@ down() {
   deploy/local-cluster.sh down --dir "$cluster" >/dev/null
   cluster=""
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-json_field() { /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)['$1'])"; }
-ms() { awk -v s="$1" 'BEGIN { printf "%.2f", s * 1000 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 
 if [[ ",$parts," == *,1,* ]]; then
   up 1 "$pes" 256MiB
@@ -67,9 +64,12 @@ if [[ ",$parts," == *,2,* ]]; then
   gloo=$(awk '$1 == "gloo_alltoall_dispatch_combine" { print $2 }' "$work/moe" | median)
   cli=$(paste "$work/cli-dispatch" "$work/cli-combine" | awk '{ print $1 + $2 }' | median)
   printf "| %-44s | %9s | %12s |\n" "" "median ms" "vs Python API"
-  printf "| %-44s | %9s | %12s |\n" "symmesh Python API: dispatch + combine" "$(ms "$api")" "1.00x"
+  printf "| %-44s | %9s | %12s |\n" "symmesh Python API: dispatch + combine" "$(ms "$api")" "1.00"
   printf "| %-44s | %9s | %12s |\n" "torch.distributed gloo: all_to_all_single x2" "$(ms "$gloo")" "$(ratio "$gloo" "$api")"
   printf "| %-44s | %9s | %12s |\n" "symmesh CLI jobs: dispatch + combine" "$(ms "$cli")" "$(ratio "$cli" "$api")"
+  record_peer attach.moe_gloo "$gloo" s lower
+  record attach.moe_cli "$cli" s lower
+  record attach.moe_api "$api" s lower "attach.moe_gloo attach.moe_cli"
 fi
 if [[ ",$parts," == *,3,* ]]; then
   echo "== 3. all_reduce of 64 MiB float32, 2 nodes x 2 PEs over TCP, $iters iterations a round"
@@ -82,6 +82,8 @@ if [[ ",$parts," == *,3,* ]]; then
   api=$(awk '$1 == "symmesh_api_allreduce" { print $2 }' "$work/allreduce" | median)
   cli=$(median <"$work/cli-allreduce")
   printf "| %-30s | %9s | %8s |\n" "" "median ms" "vs CLI"
-  printf "| %-30s | %9s | %8s |\n" "CLI allreduce job" "$(ms "$cli")" "1.00x"
+  printf "| %-30s | %9s | %8s |\n" "CLI allreduce job" "$(ms "$cli")" "1.00"
   printf "| %-30s | %9s | %8s |\n" "Python API all_reduce (heap)" "$(ms "$api")" "$(ratio "$api" "$cli")"
+  record attach.allreduce_cli "$cli" s lower
+  record attach.allreduce_api "$api" s lower attach.allreduce_cli
 fi

@@ -10,20 +10,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source bench/lib.sh
+
 runs=${RUNS:-5}
-deploy/install-deps.sh --bench
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSYMMESH_BENCH=ON >/dev/null
-cmake --build build-bench -j "$(nproc)" >/dev/null
-bin=$PWD/build-bench/bin
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+sizes=${SIZES:-"1MiB 16MiB 64MiB"}
+bench_setup
 
 eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 \
   --base-port "${SYMMESH_BENCH_PORT:-7700}" --heap-size 768MiB)"
 work=$(mktemp -d)
 trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"' EXIT
 
-median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-json_field() { grep -o "\"$1\":[0-9.e+-]*" | cut -d: -f2; }
 bytes_of() { case "$1" in *MiB) echo $((${1%MiB} << 20)) ;; *) echo "$1" ;; esac; }
 iters_of() { case "$1" in 1MiB) echo 50 ;; 16MiB) echo 10 ;; *) echo 5 ;; esac; }
 
@@ -43,9 +40,6 @@ mpi_time() {  # transport op bytes iters -> seconds
   mpirun -np 4 "${mca[@]}" "$bin/mpi_bench" "$2" "$3" "$4" 2>/dev/null | tail -n 1
 }
 repeat() { for _ in $(seq "$runs"); do "$@"; done | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
-ms() { awk -v s="$1" 'BEGIN { printf "%.2f", s * 1000 }'; }
-us() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1e6 }'; }
 
 echo "symmesh bench/collectives.sh: $(date -u +%F), $(nproc) cores, $(uname -r), runs=$runs"
 echo "times in ms (median of $runs runs); ratio = symmesh hier time / peer time"
@@ -53,7 +47,7 @@ printf "| %-14s | %-5s | %-12s | %-12s | %-8s | %-8s | %-8s | %-9s | %-11s | %-1
   op size "symmesh ring" "symmesh hier" gloo "mpi tcp" "mpi shm" "hier/gloo" "hier/mpi tcp" "hier/mpi shm"
 printf "|%s|\n" "----------------|-------|--------------|--------------|----------|----------|----------|-----------|--------------|--------------"
 for op in allreduce reduce-scatter; do
-  for size in 1MiB 16MiB 64MiB; do
+  for size in $sizes; do
     bytes=$(bytes_of "$size")
     iters=$(iters_of "$size")
     ring=$(repeat symmesh_time "$op" "$size" ring)
@@ -64,6 +58,12 @@ for op in allreduce reduce-scatter; do
     printf "| %-14s | %-5s | %12s | %12s | %8s | %8s | %8s | %9s | %11s | %10s |\n" "$op" "$size" \
       "$(ms "$ring")" "$(ms "$hier")" "$(ms "$gloo")" "$(ms "$mpi_tcp")" "$(ms "$mpi_shm")" \
       "$(ratio "$hier" "$gloo")" "$(ratio "$hier" "$mpi_tcp")" "$(ratio "$hier" "$mpi_shm")"
+    key=$op.$size
+    record_peer "$key.gloo" "$gloo" s lower
+    record_peer "$key.mpi_tcp" "$mpi_tcp" s lower
+    record_peer "$key.mpi_shm" "$mpi_shm" s lower
+    record "$key.symmesh_ring" "$ring" s lower
+    record "$key.symmesh_hier" "$hier" s lower "$key.gloo $key.mpi_tcp $key.mpi_shm"
   done
 done
 
@@ -74,10 +74,21 @@ mpi_barrier_shm=$(repeat mpi_time shm barrier 0 1000)
 gloo_barrier=$(repeat gloo_time barrier 0 1000)
 printf "| %-22s | %9s | %14s | %14s |\n" barrier "p50 us" "/ MPI_Barrier tcp" "/ MPI_Barrier shm"
 printf "|%s|\n" "------------------------|-----------|-------------------|-------------------"
-for algo in dissemination kary pull; do
-  p50=$(repeat sh -c "'$bin/symmesh' submit barrier --algo $algo --iters 1000 --json | grep -o '\"p50_us\":[0-9.e+-]*' | cut -d: -f2")
+record_peer barrier.mpi_tcp "$(us "$mpi_barrier_tcp")" us lower
+record_peer barrier.mpi_shm "$(us "$mpi_barrier_shm")" us lower
+record_peer barrier.gloo "$(us "$gloo_barrier")" us lower
+symmesh_barrier() {  # [--algo NAME] -> p50 us
+  "$bin/symmesh" submit barrier "$@" --iters 1000 --json | json_field p50_us
+}
+# "default" is what a job that names no algorithm runs: the one the daemon picks for its
+# transports and topology.
+for algo in default dissemination kary pull; do
+  flags=()
+  [[ $algo == default ]] || flags=(--algo "$algo")
+  p50=$(repeat symmesh_barrier "${flags[@]}")
   printf "| %-22s | %9s | %17s | %17s |\n" "symmesh $algo" "$p50" \
     "$(ratio "$p50" "$(us "$mpi_barrier_tcp")")" "$(ratio "$p50" "$(us "$mpi_barrier_shm")")"
+  record "barrier.symmesh_$algo" "$p50" us lower "barrier.mpi_tcp barrier.mpi_shm barrier.gloo"
 done
 printf "| %-22s | %9s | %17s | %17s |\n" "MPI_Barrier tcp" "$(us "$mpi_barrier_tcp")" "" ""
 printf "| %-22s | %9s | %17s | %17s |\n" "MPI_Barrier shm" "$(us "$mpi_barrier_shm")" "" ""

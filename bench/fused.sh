@@ -13,24 +13,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source bench/lib.sh
+
 runs=${RUNS:-3}
 iters=${ITERS:-5}
 shapes=${SHAPES:-"4096x4096x1024 5416x6144x1408"}  # MxKxN
-deploy/install-deps.sh --bench
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSYMMESH_BENCH=ON >/dev/null
-cmake --build build-bench -j "$(nproc)" >/dev/null
-bin=$PWD/build-bench/bin
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+bench_setup
 
 eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 1 \
   --base-port "${SYMMESH_BENCH_PORT:-7800}" --heap-size 1GiB)"
 work=$(mktemp -d)
 trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"' EXIT
 
-median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-field() { grep -o "\"$1\":[0-9.e+-]*" "$2" | cut -d: -f2; }
-ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+field() { json_field "$1" <"$2"; }
 
 echo "symmesh bench/fused.sh: $(date -u +%F), $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), runs=$runs iters=$iters"
 echo "2 nodes x 1 rank over TCP (loopback), bf16 inputs, f32 accumulation and output; times in ms"
@@ -64,5 +59,11 @@ for shape in $shapes; do
       "$label" "$shape" "$(ms "$compute")" "$(ms "$comm")" "$(ms "$comm_cpu")" "$(ms "$seq_s")" \
       "$(ms "$pipe")" "$(ratio "$seq_s" "$pipe")" "$bound" "$overlap" "$share" "$(ms "$mpi")" \
       "$(ratio "$mpi" "$pipe")"
+    key=fused.${label// /}.$shape
+    key=${key//[()]/}
+    record_peer "$key.mpi" "$mpi" s lower
+    record "$key.sequential" "$seq_s" s lower
+    record "$key.bound" "$(awk -v c="$compute" -v u="$comm_cpu" 'BEGIN { print c + u }')" s lower
+    record "$key.pipelined" "$pipe" s lower "$key.sequential $key.bound $key.mpi"
   done
 done

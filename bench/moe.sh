@@ -8,27 +8,21 @@
 # median over ITERS iterations (default 5), an iteration timed by its slowest PE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 
 runs=${RUNS:-3}
 iters=${ITERS:-5}
 tokens=${TOKENS:-4096}
 hidden=7168 topk=8 experts=64
-deploy/install-deps.sh --bench
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSYMMESH_BENCH=ON >/dev/null
-cmake --build build-bench -j "$(nproc)" >/dev/null
-bin=$PWD/build-bench/bin
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+bench_setup
 
 eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 \
   --base-port "${SYMMESH_BENCH_PORT:-7900}" --heap-size "$(((tokens + 1023) / 1024 * 2))GiB")"
 work=$(mktemp -d)
 trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"' EXIT
 
-median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-field() { grep -o "\"$1\":[0-9.e+-]*" "$2" | cut -d: -f2; }
-ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
+field() { json_field "$1" <"$2"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 
 symmesh_runs() {  # op algo -> $work/<op>-<algo>.<run>.json
   for run in $(seq "$runs"); do
@@ -76,3 +70,8 @@ echo
 echo "hier / flat time: $(ratio "$hier" "$(pick combine-flat median_s)");" \
   "hier / MPI tcp: $(ratio "$hier" "$mpi_tcp"); hier / MPI shm: $(ratio "$hier" "$mpi_shm");" \
   "hier / flat inter-node bytes: $(ratio "$(pick combine-hier inter_node_bytes)" "$(pick combine-flat inter_node_bytes)")"
+record_peer moe.mpi_alltoallv_tcp "$mpi_tcp" s lower
+record_peer moe.mpi_alltoallv_shm "$mpi_shm" s lower
+record moe.combine_flat "$(pick combine-flat median_s)" s lower
+record moe.combine_hier "$hier" s lower "moe.combine_flat moe.mpi_alltoallv_shm"
+record moe.dispatch_hier "$(pick dispatch-hier median_s)" s lower "moe.combine_hier moe.mpi_alltoallv_shm"

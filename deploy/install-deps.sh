@@ -2,7 +2,7 @@
 # The one place that lists and installs symmesh's Debian packages.
 # Usage: deploy/install-deps.sh [--bench | --softroce]
 #   (no flag)   what building and testing need
-#   --bench     also the peers the benchmarks compare against (Gloo, OpenMPI, perftest)
+#   --bench     also the peers the benchmarks compare against (Gloo, OpenMPI, perftest, iperf3)
 #   --softroce  also what tests/softroce needs: the rdma tools, the rxe provider, and QEMU
 #               with busybox for the guest (its kernel package is fetched by the harness)
 # Idempotent: when every package is present it returns without touching apt.
@@ -27,7 +27,7 @@ build_packages=(
   chromium  # the dashboard test loads the page in headless Chromium
   clang-14 libfuzzer-14-dev libclang-rt-14-dev  # the fuzz targets (tests/fuzz)
 )
-bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin perftest)
+bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin perftest iperf3)
 softroce_packages=(rdma-core ibverbs-providers ibverbs-utils perftest
   qemu-system-x86 busybox-static kmod cpio)
 

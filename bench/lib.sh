@@ -1,0 +1,42 @@
+# shellcheck shell=bash
+# What every benchmark script shares; sourced, not run. It builds the Release tree with the
+# peers (once per bench/all.sh run), gives the statistics and formatting helpers, and records
+# figures for bench/all.sh: with BENCH_RECORD set, `record` appends one JSON object a line.
+
+# Installs the peers from Debian and builds build-bench/ (skipped when BENCH_BUILT=1, which
+# bench/all.sh sets after building once); sets `bin`.
+bench_setup() {
+  if [[ "${BENCH_BUILT:-0}" != 1 ]]; then
+    deploy/install-deps.sh --bench
+    cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSYMMESH_BENCH=ON >/dev/null
+    cmake --build build-bench -j "$(nproc)" >/dev/null
+  fi
+  # shellcheck disable=SC2034 # the sourcing script uses it
+  bin=$PWD/build-bench/bin
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+}
+
+# The median of the numbers on stdin, one a line (the mean of the middle two for an even count).
+median() {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1
+    print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# A number field of the one-line JSON on stdin (the CLI's --json output).
+json_field() { grep -o "\"$1\":[0-9.e+-]*" | head -n 1 | cut -d: -f2; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+ms() { awk -v s="$1" 'BEGIN { printf "%.2f", s * 1000 }'; }
+us() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1e6 }'; }
+
+# record NAME VALUE UNIT lower|higher ["BASELINE..."]: one symmesh figure for bench/all.sh's
+# JSON file; `lower` or `higher` says which way is better; the baselines name figures recorded
+# in the same run that this one is compared against (the ratios go in the file too).
+record() { record_figure false "$@"; }
+# record_peer NAME VALUE UNIT lower|higher: a peer's figure (Gloo, OpenMPI, iperf3): a baseline,
+# never flagged as a regression by bench/compare.py, but its drift shows the machine's.
+record_peer() { record_figure true "$@"; }
+record_figure() {
+  [[ -n "${BENCH_RECORD:-}" ]] || return 0
+  printf '{"name": "%s", "value": %s, "unit": "%s", "better": "%s", "baseline": "%s", "peer": %s}\n' \
+    "$2" "$3" "$4" "$5" "${6:-}" "$1" >>"$BENCH_RECORD"
+}
