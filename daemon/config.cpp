@@ -127,7 +127,8 @@ std::map<std::string, Key> keys() {
           c.rejoin_timeout = parse_duration(v, "--rejoin-timeout");
         }}},
       {"barrier-algo",
-       {"default barrier algorithm: dissemination, kary or pull",
+       {"default barrier algorithm: auto (one round among node leaders), dissemination, kary or "
+        "pull",
         [](DaemonConfig& c, const std::string& v) {
           c.barrier_algo = wire::parse_enum<wire::BarrierAlgo>(v, "--barrier-algo");
         }}},

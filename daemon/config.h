@@ -37,7 +37,7 @@ struct DaemonConfig {
   // How long a node retries the root after losing it (the root restarting) before it exits.
   std::chrono::milliseconds rejoin_timeout{120000};
   std::string log_level = "info";
-  wire::BarrierAlgo barrier_algo = wire::BARRIER_ALGO_PULL;  // the default barrier
+  wire::BarrierAlgo barrier_algo = wire::BARRIER_ALGO_AUTO;  // the default barrier
   int barrier_k = 8;
   std::string rdma_device;            // empty: the first device with an active port
   int rdma_gid_index = -1;            // -1: chosen automatically (a RoCE v2 IPv4-mapped GID)

@@ -10,7 +10,7 @@
 
 namespace symmesh {
 
-// Parses "dissemination", "kary" or "pull"; throws InvalidArgument listing them.
+// Parses "auto", "dissemination", "kary" or "pull"; throws InvalidArgument listing them.
 BarrierAlgo parse_barrier_algo(const std::string& name);
 const char* barrier_algo_name(BarrierAlgo algo);
 

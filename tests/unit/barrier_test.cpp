@@ -62,7 +62,8 @@ TEST_P(Barrier, NobodyLeavesBeforeEverybodyArrived) {
 
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (auto algo : {BarrierAlgo::kDissemination, BarrierAlgo::kKary, BarrierAlgo::kPull}) {
+  for (auto algo :
+       {BarrierAlgo::kDissemination, BarrierAlgo::kKary, BarrierAlgo::kPull, BarrierAlgo::kAuto}) {
     for (int nodes = 1; nodes <= 9; ++nodes) all.push_back(Case{algo, nodes, 1, 40});
     all.push_back(Case{algo, 3, 3, 40});
   }
@@ -82,13 +83,14 @@ INSTANTIATE_TEST_SUITE_P(AlgorithmsAndSizes, Barrier, ::testing::ValuesIn(cases(
 TEST(BarrierStress, ThousandsBackToBackWithoutAHang) {
   LocalCluster cluster(options(Case{BarrierAlgo::kPull, 3, 2, 0}));
   cluster.run([](Pe& pe) {
-    for (auto algo : {BarrierAlgo::kDissemination, BarrierAlgo::kKary, BarrierAlgo::kPull}) {
+    for (auto algo : {BarrierAlgo::kDissemination, BarrierAlgo::kKary, BarrierAlgo::kPull,
+                      BarrierAlgo::kAuto}) {
       for (int i = 0; i < 1500; ++i) barrier_all(pe, BarrierOptions{algo, 2});
       // After the back-to-back run the barrier still holds everybody back.
       check_barrier_property(pe, pe.team_world(), BarrierOptions{algo, 2}, 3);
     }
     // Switching algorithms from one barrier to the next is allowed too.
-    for (int i = 0; i < 1500; ++i) barrier_all(pe, BarrierOptions{BarrierAlgo(i % 3), 3});
+    for (int i = 0; i < 1500; ++i) barrier_all(pe, BarrierOptions{BarrierAlgo(i % 4), 3});
     check_barrier_property(pe, pe.team_world(), BarrierOptions{BarrierAlgo::kKary, 3}, 3);
   });
 }
@@ -102,7 +104,8 @@ TEST(BarrierTeams, StridedSubTeamsSynchroniseOnlyTheirMembers) {
     if (evens) {
       EXPECT_EQ(evens->size(), 5);
       EXPECT_EQ(evens->my_index(), pe.my_pe() / 2);
-      for (auto algo : {BarrierAlgo::kDissemination, BarrierAlgo::kKary, BarrierAlgo::kPull}) {
+      for (auto algo : {BarrierAlgo::kDissemination, BarrierAlgo::kKary, BarrierAlgo::kPull,
+                        BarrierAlgo::kAuto}) {
         check_barrier_property(pe, *evens, BarrierOptions{algo, 2}, 30);
       }
       pe.team_destroy(*evens);

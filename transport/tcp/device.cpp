@@ -9,10 +9,15 @@ namespace symmesh {
 
 TcpDevice::TcpDevice(int node, int nodes, std::string secret, uint64_t incarnation, int io_threads)
     : node_(node), nodes_(nodes), secret_(std::move(secret)), incarnation_(incarnation) {
-  work_.emplace(io_.get_executor());
   for (int i = 0; i < std::max(1, io_threads); ++i) {
-    io_threads_.emplace_back([this] { io_.run(); });
+    auto io_thread = std::make_unique<IoThread>();
+    io_thread->thread = std::thread([&io = io_thread->io] { io.run(); });
+    io_threads_.push_back(std::move(io_thread));
   }
+}
+
+asio::io_context& TcpDevice::next_io() {
+  return io_threads_[next_io_.fetch_add(1) % io_threads_.size()]->io;
 }
 
 TcpDevice::~TcpDevice() {
@@ -82,9 +87,10 @@ void TcpDevice::stop_accepting() {
 }
 
 void TcpDevice::stop_io() {
-  work_.reset();
-  for (auto& thread : io_threads_) thread.join();
-  io_threads_.clear();
+  for (auto& io_thread : io_threads_) io_thread->work.reset();
+  for (auto& io_thread : io_threads_) {
+    if (io_thread->thread.joinable()) io_thread->thread.join();
+  }
 }
 
 }  // namespace symmesh
