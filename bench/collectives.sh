@@ -86,7 +86,7 @@ for algo in default dissemination kary pull; do
   flags=()
   [[ $algo == default ]] || flags=(--algo "$algo")
   p50=$(repeat symmesh_barrier "${flags[@]}")
-  printf "| %-22s | %9s | %17s | %17s |\n" "symmesh $algo" "$p50" \
+  printf "| %-22s | %9.1f | %17s | %17s |\n" "symmesh $algo" "$p50" \
     "$(ratio "$p50" "$(us "$mpi_barrier_tcp")")" "$(ratio "$p50" "$(us "$mpi_barrier_shm")")"
   record "barrier.symmesh_$algo" "$p50" us lower "barrier.mpi_tcp barrier.mpi_shm barrier.gloo"
 done
