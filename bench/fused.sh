@@ -59,8 +59,8 @@ for shape in $shapes; do
       "$label" "$shape" "$(ms "$compute")" "$(ms "$comm")" "$(ms "$comm_cpu")" "$(ms "$seq_s")" \
       "$(ms "$pipe")" "$(ratio "$seq_s" "$pipe")" "$bound" "$overlap" "$share" "$(ms "$mpi")" \
       "$(ratio "$mpi" "$pipe")"
-    key=fused.${label// /}.$shape
-    key=${key//[()]/}
+    key=fused.$op.$shape
+    [[ $op == matmul-reduce-scatter ]] && key=fused.$op-$transfer.$shape
     record_peer "$key.mpi" "$mpi" s lower
     record "$key.sequential" "$seq_s" s lower
     record "$key.bound" "$(awk -v c="$compute" -v u="$comm_cpu" 'BEGIN { print c + u }')" s lower
