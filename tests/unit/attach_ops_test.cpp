@@ -176,20 +176,19 @@ TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
 
 TEST_F(AttachedOps, AnExpertOutOfRangeIsRefusedNamingTheTokenAndTheSessionGoesOn) {
   auto pes = start_session();
-  const std::vector<std::string> said =
-      run_processes([](Session& session, int) -> std::string {
-        std::vector<float> x(2 * kHidden), weights(2 * kTopk, 1.0f), out(kHidden * 2);
-        std::vector<int64_t> idx = {0, 1, 2, kExperts};
-        std::string error;
-        try {
-          session.dispatch(x.data(), idx.data(), weights.data(), 2, kHidden, kTopk, kExperts,
-                           wire::DATA_TYPE_F32, [&](int64_t) { return DispatchOutputs{}; });
-        } catch (const InvalidArgument& e) {
-          error = e.what();
-        }
-        session.barrier();  // the session still serves
-        return error;
-      });
+  const std::vector<std::string> said = run_processes([](Session& session, int) -> std::string {
+    std::vector<float> x(2 * kHidden), weights(2 * kTopk, 1.0f), out(kHidden * 2);
+    std::vector<int64_t> idx = {0, 1, 2, kExperts};
+    std::string error;
+    try {
+      session.dispatch(x.data(), idx.data(), weights.data(), 2, kHidden, kTopk, kExperts,
+                       wire::DATA_TYPE_F32, [&](int64_t) { return DispatchOutputs{}; });
+    } catch (const InvalidArgument& e) {
+      error = e.what();
+    }
+    session.barrier();  // the session still serves
+    return error;
+  });
   EXPECT_EQ(said,
             std::vector<std::string>(
                 2, "dispatch's topk_idx: token 1 names expert 4: allowed -1 (none) or 0 to 3"));

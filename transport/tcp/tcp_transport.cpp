@@ -70,8 +70,8 @@ HostPort TcpTransport::listen(const HostPort& at) {
 void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index) {
   const std::string name = channel->peer_name();
   auto connection =
-      std::make_shared<TcpPair>(device_.next_io(), channel->release_native(), node_, peer_node, index,
-                                name, static_cast<FrameHandler&>(*this));
+      std::make_shared<TcpPair>(device_.next_io(), channel->release_native(), node_, peer_node,
+                                index, name, static_cast<FrameHandler&>(*this));
   {
     std::lock_guard lock(mutex_);
     all_connections_.push_back(connection);
