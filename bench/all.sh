@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every benchmark at a size that finishes in about 15 minutes on the 2-core machine, one after
-# the other in one invocation, each printing its own table; then one JSON file of every figure
-# the run recorded, and of each figure's ratio to the baselines measured in the same run.
+# Every benchmark at a size that finishes within 15 minutes on the 2-core machine (about 4),
+# one after the other in one invocation, each printing its own table; then one JSON file of
+# every figure the run recorded, and of each figure's ratio to the baselines measured in the
+# same run.
 # Compare two runs with `bench/compare.py OLD.json NEW.json`.
 # Usage: bench/all.sh [OUT.json]  (default bench-results/<UTC time>-<commit>.json)
 # VERBS=1 adds bench/transport.sh (the soft-RoCE guest where the host has no RDMA device,

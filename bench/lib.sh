@@ -37,6 +37,12 @@ record() { record_figure false "$@"; }
 record_peer() { record_figure true "$@"; }
 record_figure() {
   [[ -n "${BENCH_RECORD:-}" ]] || return 0
+  # A measurement that failed (a crashed peer run) leaves no number: say so, and keep the file
+  # valid JSON for the other figures.
+  if ! [[ "$3" =~ ^[0-9.eE+-]+$ ]]; then
+    echo "bench: no figure for $2 (got '$3'); not recorded" >&2
+    return 0
+  fi
   printf '{"name": "%s", "value": %s, "unit": "%s", "better": "%s", "baseline": "%s", "peer": %s}\n' \
     "$2" "$3" "$4" "$5" "${6:-}" "$1" >>"$BENCH_RECORD"
 }
