@@ -30,6 +30,13 @@ std::unique_ptr<Client> Client::connect(const HostPort& daemon, const std::strin
     authenticate_client(*channel, secret, AuthIdentity{wire::ROLE_CONTROL, 0, 0, 0}, deadline);
   } catch (const AuthError& e) {
     throw AuthError(std::string(e.what()) + " (secret from " + secret_source + ")");
+  } catch (const PeerError& e) {
+    // The daemon closes a connection unread when too many wait unauthenticated; it may also
+    // have stopped between accepting this one and answering it.
+    throw PeerError("lost the daemon at " + daemon.str() +
+                    " during the handshake (it stopped, was killed, or had too many connections "
+                    "waiting to authenticate; try again): " +
+                    e.what());
   }
   return std::unique_ptr<Client>(new Client(std::move(channel)));
 }
