@@ -154,9 +154,7 @@ void TcpPair::send(OutFrame frame) {
   {
     std::lock_guard lock(write_mutex_);
     if (!open_.load()) {
-      fail_completion(frame.written, "connection " + std::to_string(index_) + " to node " +
-                                         std::to_string(peer_node_) + " (" + peer_name_ +
-                                         ") is closed");
+      fail_completion(frame.written, named("closed"));
       return;
     }
     if (!writing_ && queue_.empty()) {
@@ -165,8 +163,7 @@ void TcpPair::send(OutFrame frame) {
       wire_sent(local_node_, peer_node_, index_);  // after the bytes (and their reads) left
       if (written < 0 && error != EAGAIN && error != EWOULDBLOCK) {
         failure = std::string("write failed: ") + std::strerror(error);
-        fail_completion(frame.written, "writing to node " + std::to_string(peer_node_) + " (" +
-                                           peer_name_ + "): " + failure);
+        fail_completion(frame.written, named(failure));
       } else {
         frame.sent = written > 0 ? size_t(written) : 0;
         if (frame.sent == frame_size(frame)) {
@@ -220,13 +217,17 @@ void TcpPair::close(const std::string& why) {
   asio::dispatch(strand_, [self = shared_from_this(), why] { self->fail(why); });
 }
 
+std::string TcpPair::named(const std::string& what) const {
+  return "connection " + std::to_string(index_) + " to node " + std::to_string(peer_node_) + " (" +
+         peer_name_ + "): " + what;
+}
+
 void TcpPair::fail(const std::string& why) {
   if (!open_.exchange(false)) return;
   asio::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  const std::string reason = "connection " + std::to_string(index_) + " to node " +
-                             std::to_string(peer_node_) + " (" + peer_name_ + "): " + why;
+  const std::string reason = named(why);
   {
     std::lock_guard lock(write_mutex_);
     for (auto& frame : queue_) fail_completion(frame.written, reason);

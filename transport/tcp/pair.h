@@ -78,6 +78,8 @@ class TcpPair : public std::enable_shared_from_this<TcpPair> {
   void finish_frame();
   void write_next();
   void fail(const std::string& why);
+  // "connection I to node N (host:port): what", the form every failure of this pair takes.
+  std::string named(const std::string& what) const;
 
   asio::strand<asio::io_context::executor_type> strand_;
   asio::ip::tcp::socket socket_;
