@@ -34,7 +34,7 @@ void finish_token(const MoeOptions& o, const std::vector<const void*>& biases, i
   for (const void* bias : biases) {
     rows.push_back({static_cast<const std::byte*>(bias) + size_t(token) * row_bytes, o.x_dtype});
   }
-  sum_rows(out, o.x_dtype, rows.data(), rows.size(), size_t(o.hidden));
+  reduce_rows(out, o.x_dtype, rows.data(), rows.size(), size_t(o.hidden));
 }
 
 class Combiner {
@@ -321,7 +321,7 @@ class HierCombiner final : public Combiner {
           }
           target = rdma_slot(channel, my_node_, sent + uint64_t(staged));
         }
-        sum_rows(target, o_.partial_dtype, rows.data(), rows.size(), size_t(o_.hidden));
+        reduce_rows(target, o_.partial_dtype, rows.data(), rows.size(), size_t(o_.hidden));
         for (int j = 0; j < ranks_; ++j)
           consumed[j] += d_.handle.nvl_slot[size_t(record) * ranks_ + j] >= 0;
         return_heads(false);

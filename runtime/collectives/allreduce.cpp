@@ -2,16 +2,19 @@
 // ring: reduce-scatter then all-gather around all n members: 2(n-1) steps, each member sends
 //   2(n-1)/n of the vector (the reduce-scatter half as f32 partial sums).
 // hier: L members per node, K nodes. (1) each local member reduces 1/L of the vector from
-//   its node's inputs, read in place through shared memory; (2) a ring all-reduce of that
-//   part among the K members with the same local place (2(K-1)/K of the part each);
-//   (3) each member copies the other L-1 parts from its node's peers. Network bytes per node:
-//   2(K-1)/K of the vector, split over L parallel rings.
+//   its node's inputs, read in place through shared memory, in one pass; (2) an all-reduce
+//   of that part among the K members with the same local place: a ring (2(K-1) steps,
+//   2(K-1)/K of the part sent by each), or for a small part a one-shot (1 step, (K-1)x the
+//   part sent by each); (3) each member copies the other L-1 parts from its node's peers.
+//   Network bytes per node: 2(K-1)/K of the vector split over L parallel rings, or (K-1)x it
+//   in one step when small.
 #include <cstring>
 
 #include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 #include "runtime/collectives/hierarchy.h"
+#include "runtime/collectives/one_shot.h"
 #include "runtime/collectives/ring.h"
 
 namespace symmesh {
@@ -54,19 +57,24 @@ void hier_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   const size_t element = dtype_size(dtype);
   const auto parts = block_ranges(count, h.locals);
   const Range part = parts[h.local];
+  // The members of a cross team share a local place, hence a part size, hence this choice.
+  const bool one_shot = one_shot_suits(part.count, h.nodes);
+  const uint64_t sequence = one_shot ? one_shot_enter(pe, h.cross) : 0;
   barrier(pe, h.node);  // every local input is ready and every local dst is free
   float* acc =
       dtype == DType::kF32 ? reinterpret_cast<float*>(dst) + part.begin : staging_f32(part.count);
+  std::vector<TypedRow> inputs;
   for (int m = 0; m < h.locals; ++m) {
-    const auto* input =
-        static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + part.begin * element;
-    if (m == 0) {
-      load_f32(acc, input, part.count, dtype);
-    } else {
-      accumulate(acc, input, part.count, dtype, op);
-    }
+    inputs.push_back(
+        {static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + part.begin * element, dtype});
   }
-  ring_allreduce_f32(pe, h.cross, dst + part.begin * element, acc, part.count, dtype, op);
+  reduce_rows(acc, DType::kF32, inputs.data(), inputs.size(), part.count, op);
+  if (one_shot) {
+    one_shot_allreduce_f32(pe, h.cross, sequence, dst + part.begin * element, acc, part.count,
+                           dtype, op);
+  } else {
+    ring_allreduce_f32(pe, h.cross, dst + part.begin * element, acc, part.count, dtype, op);
+  }
   barrier(pe, h.node);  // every part is final in its owner's dst
   for (int m = 0; m < h.locals; ++m) {
     if (m == h.local) continue;

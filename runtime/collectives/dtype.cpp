@@ -151,7 +151,8 @@ void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp
   }
 }
 
-void sum_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count) {
+void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count,
+                 ReduceOp op) {
   if (count == 0) return;
   if (row_count == 1 && rows[0].dtype == dtype) {
     std::memcpy(dst, rows[0].data, count * dtype_size(dtype));
@@ -169,8 +170,7 @@ void sum_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, si
     } else {
       load_f32(acc, at(rows[0]), n, rows[0].dtype);
     }
-    for (size_t r = 1; r < row_count; ++r)
-      accumulate(acc, at(rows[r]), n, rows[r].dtype, ReduceOp::kSum);
+    for (size_t r = 1; r < row_count; ++r) accumulate(acc, at(rows[r]), n, rows[r].dtype, op);
     store_from_f32(static_cast<std::byte*>(dst) + begin * dtype_size(dtype), acc, n, dtype);
   }
 }

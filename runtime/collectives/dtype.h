@@ -30,15 +30,17 @@ void store_from_f32(void* dst, const float* in, size_t count, DType dtype);
 // acc[i] = acc[i] (op) src[i], src in `dtype` (f32 for partial sums).
 void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp op);
 
-// One term of sum_rows(): `count` elements (the call's) in `dtype`.
+// One term of reduce_rows(): `count` elements (the call's) in `dtype`.
 struct TypedRow {
   const void* data;
   DType dtype;
 };
-// dst[i] = rows[0][i] + rows[1][i] + ... in f32, in the order given, rounded once to `dtype`
-// (zero with no rows), in one pass a block at a time, with no f32 row in memory. One row of
-// dst's type is copied as it is (rounding it would not change it).
-void sum_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count);
+// dst[i] = ((rows[0][i] (op) rows[1][i]) (op) ...) in f32, in the order given, rounded once to
+// `dtype` (zero with no rows), in one pass a block at a time, with no f32 row in memory: each
+// row is read once and dst written once. One row of dst's type is copied as it is (rounding it
+// would not change it).
+void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count,
+                 ReduceOp op = ReduceOp::kSum);
 
 float bf16_to_f32(uint16_t bits);
 uint16_t f32_to_bf16(float value);

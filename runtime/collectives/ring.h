@@ -64,6 +64,11 @@ void ring_reduce_scatter_f32(Pe& pe, Team& team, float* acc, const std::vector<R
 void ring_allgather_bytes(Pe& pe, Team& team, std::byte* dst, const std::vector<Range>& blocks,
                           uint64_t sequence);
 
+// After a step that used this member's whole team scratch outside the ring (a one-shot),
+// once this member is done reading it: advances the ring's counters past every slot, so the
+// ring's next chunks into this scratch wait for the credit sent here (all members call it).
+void ring_skip_scratch(Pe& pe, Team& team);
+
 // A per-thread f32 buffer of at least `count` values, reused across calls (not zeroed).
 float* staging_f32(size_t count);
 

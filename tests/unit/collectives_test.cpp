@@ -228,6 +228,40 @@ TEST_P(Collectives, ManyChunksThroughThePipelinedRing) {
   });
 }
 
+// Small all-reduces take the one-shot across nodes, large ones the ring, and both use the team
+// scratch: back to back with no barrier between them, a member that runs ahead into the next
+// call must not write into a scratch a slower member is still reading.
+TEST_P(Collectives, OneShotAndRingBackToBackOnOneTeam) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const size_t counts[] = {1001, 600'000, 100'003, 7, 600'000, 50'000, 100'003};
+    std::vector<float*> srcs, dsts;
+    for (size_t count : counts) {
+      srcs.push_back(pe.malloc_array<float>(count));
+      dsts.push_back(pe.malloc_array<float>(count));
+      fill(srcs.back(), pe.my_pe(), count, DType::kF32);
+    }
+    barrier_all(pe);
+    for (size_t c = 0; c < std::size(counts); ++c) {
+      if (c == 4) {
+        reduce_scatter(pe, pe.team_world(), dsts[c], srcs[c], counts[c], DType::kF32,
+                       ReduceOp::kSum, CollAlgo::kHier);
+      } else {
+        allreduce(pe, pe.team_world(), dsts[c], srcs[c], counts[c], DType::kF32, ReduceOp::kSum,
+                  CollAlgo::kHier);
+      }
+    }
+    for (size_t c = 0; c < std::size(counts); ++c) {
+      const size_t begin = c == 4 ? counts[c] * pe.my_pe() / pe.n_pes() : 0;
+      const size_t end = c == 4 ? counts[c] * (pe.my_pe() + 1) / pe.n_pes() : counts[c];
+      for (size_t i = begin; i < end; ++i) {
+        ASSERT_EQ(dsts[c][i - begin], reduced(pe.n_pes(), i, ReduceOp::kSum))
+            << "call " << c << " of " << counts[c] << " i=" << i;
+      }
+    }
+  });
+}
+
 TEST_P(Collectives, SameInputsGiveBitwiseSameOutputs) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {

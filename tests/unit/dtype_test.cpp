@@ -1,4 +1,4 @@
-// sum_rows against the element-at-a-time definition: rows of mixed types across block edges,
+// reduce_rows against the element-at-a-time definition: rows of mixed types across block edges,
 // no rows, one row copied, one row rounded.
 #include "runtime/collectives/dtype.h"
 
@@ -15,7 +15,7 @@ std::vector<float> values(size_t count, int row) {
   return out;
 }
 
-TEST(SumRows, MatchesAddingEachElementInOrderThenRoundingOnce) {
+TEST(ReduceRows, MatchesAddingEachElementInOrderThenRoundingOnce) {
   for (size_t count :
        {size_t{1}, size_t{7}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{3000}}) {
     const std::vector<float> a = values(count, 1), b = values(count, 2), c = values(count, 3);
@@ -26,7 +26,7 @@ TEST(SumRows, MatchesAddingEachElementInOrderThenRoundingOnce) {
         {a.data(), DType::kF32}, {b_bf16.data(), DType::kBF16}, {c_f16.data(), DType::kF16}};
     for (DType out_type : {DType::kF32, DType::kBF16, DType::kF16}) {
       std::vector<std::byte> got(count * dtype_size(out_type)), want(got.size());
-      sum_rows(got.data(), out_type, rows, 3, count);
+      reduce_rows(got.data(), out_type, rows, 3, count);
       std::vector<float> sum(count);
       for (size_t i = 0; i < count; ++i) {
         sum[i] = a[i] + bf16_to_f32(b_bf16[i]) + f16_to_f32(c_f16[i]);
@@ -37,18 +37,31 @@ TEST(SumRows, MatchesAddingEachElementInOrderThenRoundingOnce) {
   }
 }
 
-TEST(SumRows, NoRowsGiveZerosAndOneRowIsCopiedOrRounded) {
+TEST(ReduceRows, MaxAndMinCombineInRowOrderAcrossBlockEdges) {
+  const size_t count = 2500;
+  const std::vector<float> a = values(count, 5), b = values(count, 6), c = values(count, 7);
+  const TypedRow rows[] = {
+      {a.data(), DType::kF32}, {b.data(), DType::kF32}, {c.data(), DType::kF32}};
+  for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
+    std::vector<float> got(count), want(count);
+    reduce_rows(got.data(), DType::kF32, rows, 3, count, op);
+    for (size_t i = 0; i < count; ++i) want[i] = reduce_pair(reduce_pair(a[i], b[i], op), c[i], op);
+    EXPECT_EQ(got, want) << reduce_op_name(op);
+  }
+}
+
+TEST(ReduceRows, NoRowsGiveZerosAndOneRowIsCopiedOrRounded) {
   std::vector<uint16_t> out(2000, 0xffff);
-  sum_rows(out.data(), DType::kBF16, nullptr, 0, out.size());
+  reduce_rows(out.data(), DType::kBF16, nullptr, 0, out.size());
   EXPECT_EQ(out, std::vector<uint16_t>(2000, 0));
 
   const std::vector<float> a = values(2000, 4);
   std::vector<float> copied(2000);
   const TypedRow row{a.data(), DType::kF32};
-  sum_rows(copied.data(), DType::kF32, &row, 1, a.size());
+  reduce_rows(copied.data(), DType::kF32, &row, 1, a.size());
   EXPECT_EQ(copied, a);
   std::vector<uint16_t> rounded(2000), want(2000);
-  sum_rows(rounded.data(), DType::kBF16, &row, 1, a.size());
+  reduce_rows(rounded.data(), DType::kBF16, &row, 1, a.size());
   store_from_f32(want.data(), a.data(), a.size(), DType::kBF16);
   EXPECT_EQ(rounded, want);
 }

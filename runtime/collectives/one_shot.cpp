@@ -1,0 +1,59 @@
+#include "runtime/collectives/one_shot.h"
+
+#include <vector>
+
+#include "runtime/collectives/ring.h"
+#include "runtime/layout.h"
+
+namespace symmesh {
+
+// Above this a member's vector is better split by the ring: the one-shot's extra bytes cost
+// more than the steps it saves (measured on 2 nodes over TCP; see docs/PERFORMANCE.md).
+constexpr size_t kOneShotMaxBytes = size_t{512} << 10;
+
+bool one_shot_suits(size_t count, int members) {
+  const size_t bytes = count * sizeof(float);
+  return members > 1 && bytes <= kOneShotMaxBytes && bytes * size_t(members) <= kTeamScratchBytes;
+}
+
+uint64_t one_shot_enter(Pe& pe, Team& team) {
+  const uint64_t sequence = team.next_collective();
+  std::vector<int> others;
+  for (int j = 0; j < team.size(); ++j) {
+    if (j != team.my_index()) others.push_back(j);
+  }
+  announce_entered(pe, team, sequence, others);
+  return sequence;
+}
+
+void one_shot_allreduce_f32(Pe& pe, Team& team, uint64_t sequence, void* dst, const float* acc,
+                            size_t count, DType dtype, ReduceOp op) {
+  const int n = team.size();
+  const int me = team.my_index();
+  const size_t bytes = count * sizeof(float);
+  // Member j's vector lands in slot j of each receiver's scratch.
+  std::byte* scratch = pe.team_scratch(team);
+  for (int step = 1; step < n; ++step) {
+    const int j = (me + step) % n;  // each member starts with a different receiver
+    wait_entered(pe, team, sequence, j);
+    pe.put_signal(scratch + size_t(me) * bytes, acc, bytes,
+                  pe.sync_slot(team, slot::kPerSource + me), sequence, SignalOp::kSet, team.pe(j));
+  }
+  std::vector<TypedRow> rows;
+  for (int j = 0; j < n; ++j) {
+    if (j == me) {
+      rows.push_back({acc, DType::kF32});
+      continue;
+    }
+    pe.signal_wait_until(pe.sync_slot(team, slot::kPerSource + j), Cmp::kGe, sequence,
+                         pe.deadline(),
+                         "one-shot all-reduce on team '" + team.name() + "' waiting for PE " +
+                             std::to_string(team.pe(j)));
+    rows.push_back({scratch + size_t(j) * bytes, DType::kF32});
+  }
+  // Block by block, every row read before the block is written: acc may be dst.
+  reduce_rows(dst, dtype, rows.data(), rows.size(), count, op);
+  ring_skip_scratch(pe, team);
+}
+
+}  // namespace symmesh
