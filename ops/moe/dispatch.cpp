@@ -152,12 +152,13 @@ class Dispatcher {
     const size_t bytes = format_.bytes();
     const uint64_t most_forwarded = max_over_pes(pe_, uint64_t(forwarded_));
     const uint64_t most_received = max_over_pes(pe_, uint64_t(received_));
+    // The regions hold records read only once their tail counts them: not cleared.
     forward_region_ = static_cast<std::byte*>(
-        symmetric_zeroed(pe_, most_forwarded * bytes,
+        symmetric_region(pe_, most_forwarded * bytes,
                          "dispatch forwarder region (records x record bytes)", kMoeShrink));
     forward_tail_ = static_cast<uint64_t*>(symmetric_zeroed(
         pe_, size_t(nodes_) * channels_ * 8, "dispatch forwarder tails", kMoeShrink));
-    recv_region_ = static_cast<std::byte*>(symmetric_zeroed(
+    recv_region_ = static_cast<std::byte*>(symmetric_region(
         pe_, most_received * bytes, "dispatch receive region (tokens x record bytes)", kMoeShrink));
     recv_tail_ = static_cast<uint64_t*>(
         symmetric_zeroed(pe_, size_t(n_) * channels_ * 8, "dispatch receive tails", kMoeShrink));

@@ -8,10 +8,9 @@
 
 namespace symmesh {
 
-void* symmetric_zeroed(Pe& pe, size_t bytes, const std::string& what, const std::string& shrink) {
-  void* address = nullptr;
+void* symmetric_region(Pe& pe, size_t bytes, const std::string& what, const std::string& shrink) {
   try {
-    address = pe.malloc(std::max<size_t>(bytes, 8));
+    return pe.malloc(std::max<size_t>(bytes, 8));
   } catch (const HeapExhausted& error) {
     // The allocator's message names the PE and says to raise --heap-size; this one leads.
     std::string why = error.what();
@@ -20,6 +19,10 @@ void* symmetric_zeroed(Pe& pe, size_t bytes, const std::string& what, const std:
                                                  " of symmetric heap: " + why + ", or shrink " +
                                                  shrink));
   }
+}
+
+void* symmetric_zeroed(Pe& pe, size_t bytes, const std::string& what, const std::string& shrink) {
+  void* address = symmetric_region(pe, bytes, what, shrink);
   std::memset(address, 0, std::max<size_t>(bytes, 8));
   return address;
 }

@@ -8,8 +8,11 @@
 
 namespace symmesh {
 
-// Zeroed symmetric memory; when the heap is too small, the HeapExhausted names `what`, its
-// size, and what to shrink (`shrink`, e.g. the operator's tiles) instead of raising --heap-size.
+// Symmetric memory, not cleared: for data a reader only reads where a signal says it was
+// written. When the heap is too small, the HeapExhausted names `what`, its size, and what to
+// shrink (`shrink`, e.g. the operator's tiles) instead of raising --heap-size.
+void* symmetric_region(Pe& pe, size_t bytes, const std::string& what, const std::string& shrink);
+// The same, zeroed: for counters, tails and flags.
 void* symmetric_zeroed(Pe& pe, size_t bytes, const std::string& what, const std::string& shrink);
 
 }  // namespace symmesh
