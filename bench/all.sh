@@ -25,7 +25,7 @@ started=$(date +%s)
 section() { echo; echo "== $* ($(($(date +%s) - started)) s in)"; }
 
 section bench/collectives.sh
-RUNS=5 SIZES="1MiB 64MiB" bench/collectives.sh
+RUNS=5 SIZES="64KiB 1MiB 64MiB" bench/collectives.sh
 section bench/tcp.sh
 RUNS=5 bench/tcp.sh
 section bench/fused.sh

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Collectives and barriers, side by side, in one invocation on this machine:
-#   allreduce and reduce-scatter of 1, 16 and 64 MiB f32 on 2 nodes x 2 ranks (TCP between
-#   the nodes): symmesh ring, symmesh hier, Gloo (4 processes, TCP transport, ring_chunked
-#   allreduce / halving-doubling reduce-scatter) and OpenMPI (4 processes, MPI_Allreduce /
-#   MPI_Reduce_scatter_block, with its default shared-memory transport and forced onto TCP);
+#   allreduce and reduce-scatter of 64 KiB, 1, 16 and 64 MiB f32 (SIZES=) on 2 nodes x 2
+#   ranks (TCP between the nodes): symmesh ring, symmesh hier, Gloo (4 processes, TCP
+#   transport, ring_chunked allreduce / halving-doubling reduce-scatter) and OpenMPI (4
+#   processes, MPI_Allreduce / MPI_Reduce_scatter_block, with its default shared-memory
+#   transport and forced onto TCP);
 #   barrier latency of the three symmesh algorithms next to MPI_Barrier and Gloo's barrier.
 # Every figure is the median over RUNS runs (default 5) of each run's median iteration, an
 # iteration being timed by its slowest rank. Ratios are symmesh time / peer time (< 1: faster).
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 runs=${RUNS:-5}
-sizes=${SIZES:-"1MiB 16MiB 64MiB"}
+sizes=${SIZES:-"64KiB 1MiB 16MiB 64MiB"}
 bench_setup
 
 eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 \
@@ -21,8 +22,8 @@ eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2
 work=$(mktemp -d)
 trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"' EXIT
 
-bytes_of() { case "$1" in *MiB) echo $((${1%MiB} << 20)) ;; *) echo "$1" ;; esac; }
-iters_of() { case "$1" in 1MiB) echo 50 ;; 16MiB) echo 10 ;; *) echo 5 ;; esac; }
+bytes_of() { case "$1" in *KiB) echo $((${1%KiB} << 10)) ;; *MiB) echo $((${1%MiB} << 20)) ;; *) echo "$1" ;; esac; }
+iters_of() { case "$1" in *KiB) echo 200 ;; 1MiB) echo 50 ;; 16MiB) echo 10 ;; *) echo 5 ;; esac; }
 
 symmesh_time() {  # op size algo -> seconds
   "$bin/symmesh" submit collective --op "$1" --bytes "$2" --algo "$3" --iters "$(iters_of "$2")" \
