@@ -6,7 +6,6 @@
 
 #include <vector>
 
-#include "runtime/cluster_shape.h"
 #include "runtime/collectives/dtype.h"
 #include "runtime/pe.h"
 
@@ -15,9 +14,10 @@ namespace symmesh {
 enum class CollAlgo { kRing, kHier, kDirect };
 CollAlgo parse_coll_algo(const std::string& name);  // ring, hier, direct
 const char* coll_algo_name(CollAlgo algo);
-// What a collective runs when the caller does not choose: hier across nodes that each have
-// several PEs (shared memory inside, one ring across), else ring.
-CollAlgo auto_coll_algo(const ClusterShape& shape);
+// What a collective runs when the caller does not choose: hier on every shape. With one PE a
+// node it is the exchange across nodes alone, with one node the shared-memory part alone;
+// across nodes an all-reduce takes the one-shot or the ring by size.
+inline constexpr CollAlgo kDefaultCollAlgo = CollAlgo::kHier;
 
 // dst[0, count) = reduction over the team of src[0, count).
 void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,

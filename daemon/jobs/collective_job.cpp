@@ -38,10 +38,10 @@ Buffers buffer_counts(wire::CollectiveOp op, size_t count, int n) {
 }
 
 // The algorithm a collective job runs (auto resolved).
-wire::CollectiveAlgo collective_algo(const wire::CollectiveJob& job, const ClusterShape& shape) {
+wire::CollectiveAlgo collective_algo(const wire::CollectiveJob& job) {
   if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) return wire::COLLECTIVE_ALGO_DIRECT;
   if (job.algo() == wire::COLLECTIVE_ALGO_UNSPECIFIED || job.algo() == wire::COLLECTIVE_ALGO_AUTO) {
-    return wire::parse_enum<wire::CollectiveAlgo>(coll_algo_name(auto_coll_algo(shape)), "algo");
+    return wire::parse_enum<wire::CollectiveAlgo>(coll_algo_name(kDefaultCollAlgo), "algo");
   }
   return job.algo();
 }
@@ -55,8 +55,7 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   const ReduceOp reduce = reduce_of(job.reduce());
   const int n = pe.n_pes();
   const int me = pe.my_pe();
-  const CollAlgo algo = parse_coll_algo(wire::enum_text(
-      collective_algo(job, ClusterShape{pe.node().nodes(), pe.node().ranks_per_node()})));
+  const CollAlgo algo = parse_coll_algo(wire::enum_text(collective_algo(job)));
   const size_t element = dtype_size(dtype);
   const size_t count = job.bytes() / element;
   const Buffers sizes = buffer_counts(job.op(), count, n);
@@ -141,7 +140,7 @@ class CollectiveJobKind : public JobKind {
     if (job.reduce() > wire::REDUCTION_SUM && job.op() != wire::COLLECTIVE_OP_ALLREDUCE) {
       throw InvalidArgument("--reduce " + wire::enum_text(job.reduce()) + " is only for allreduce");
     }
-    const wire::CollectiveAlgo algo = collective_algo(job, shape);
+    const wire::CollectiveAlgo algo = collective_algo(job);
     if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) {
       if (job.algo() != wire::COLLECTIVE_ALGO_UNSPECIFIED &&
           job.algo() != wire::COLLECTIVE_ALGO_AUTO && job.algo() != wire::COLLECTIVE_ALGO_DIRECT) {
@@ -189,7 +188,7 @@ class CollectiveJobKind : public JobKind {
     result.set_op(wire::enum_text(job.op()));
     result.set_dtype(dtype_name(collective_dtype(job)));
     result.set_bytes(job.bytes());
-    result.set_algo(wire::enum_text(collective_algo(job, shape)));
+    result.set_algo(wire::enum_text(collective_algo(job)));
     // NCCL-tests: algbw = S / t with S the op's "size"; busbw = algbw x the op's factor.
     double size = static_cast<double>(job.bytes());
     double factor = double(n - 1) / n;

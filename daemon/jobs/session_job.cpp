@@ -192,8 +192,7 @@ class SessionServer {
       throw InvalidArgument("the input and output overlap (only all_reduce works in place)");
     }
     Team& world = pe_.team_world();
-    const CollAlgo algo =
-        auto_coll_algo(ClusterShape{pe_.node().nodes(), pe_.node().ranks_per_node()});
+    const CollAlgo algo = kDefaultCollAlgo;
     switch (r.op) {
       case attach::Op::kAllReduce:
         if (in_place) {

@@ -11,10 +11,6 @@ CollAlgo parse_coll_algo(const std::string& name) {
   throw InvalidArgument("collective algorithm '" + name + "' is not one of: ring, hier, direct");
 }
 
-CollAlgo auto_coll_algo(const ClusterShape& shape) {
-  return shape.nodes > 1 && shape.ranks_per_node > 1 ? CollAlgo::kHier : CollAlgo::kRing;
-}
-
 const char* coll_algo_name(CollAlgo algo) {
   switch (algo) {
     case CollAlgo::kRing:
