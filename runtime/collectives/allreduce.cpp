@@ -2,7 +2,7 @@
 // ring: reduce-scatter then all-gather around all n members: 2(n-1) steps, each member sends
 //   2(n-1)/n of the vector (the reduce-scatter half as f32 partial sums).
 // hier: L members per node, K nodes. (1) each local member reduces 1/L of the vector from
-//   its node's inputs, read in place through shared memory, in one pass; (2) an all-reduce
+//   its node's inputs, read in place through shared memory; (2) an all-reduce
 //   of that part among the K members with the same local place: a ring (2(K-1) steps,
 //   2(K-1)/K of the part sent by each), or for a small part a one-shot (1 step, (K-1)x the
 //   part sent by each); (3) each member copies the other L-1 parts from its node's peers.
@@ -63,12 +63,17 @@ void hier_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   barrier(pe, h.node);  // every local input is ready and every local dst is free
   float* acc =
       dtype == DType::kF32 ? reinterpret_cast<float*>(dst) + part.begin : staging_f32(part.count);
-  std::vector<TypedRow> inputs;
+  // A copy then an add per input: on inputs not in cache this beat one blocked pass over all
+  // of them (reduce_rows) by 30% here, memcpy being the fastest way to stream memory.
   for (int m = 0; m < h.locals; ++m) {
-    inputs.push_back(
-        {static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + part.begin * element, dtype});
+    const auto* input =
+        static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + part.begin * element;
+    if (m == 0) {
+      load_f32(acc, input, part.count, dtype);
+    } else {
+      accumulate(acc, input, part.count, dtype, op);
+    }
   }
-  reduce_rows(acc, DType::kF32, inputs.data(), inputs.size(), part.count, op);
   if (one_shot) {
     one_shot_allreduce_f32(pe, h.cross, sequence, dst + part.begin * element, acc, part.count,
                            dtype, op);

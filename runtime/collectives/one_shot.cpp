@@ -7,9 +7,10 @@
 
 namespace symmesh {
 
-// Above this a member's vector is better split by the ring: the one-shot's extra bytes cost
-// more than the steps it saves (measured on 2 nodes over TCP; see docs/PERFORMANCE.md).
-constexpr size_t kOneShotMaxBytes = size_t{512} << 10;
+// Above this a member's vector is better split by the ring: measured on 2 nodes x 2 ranks
+// over TCP (docs/PERFORMANCE.md), the one-shot was faster for parts of 2, 32 and 128 KiB and
+// slower for 256 KiB and up.
+constexpr size_t kOneShotMaxBytes = size_t{128} << 10;
 
 bool one_shot_suits(size_t count, int members) {
   const size_t bytes = count * sizeof(float);

@@ -38,15 +38,17 @@ void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, si
   }
   barrier(pe, h.node);  // every local input is ready
   float* acc = staging_f32(total);
-  std::vector<TypedRow> inputs(h.locals);
-  for (int k = 0; k < h.nodes; ++k) {
-    const Range block = team_blocks[k * h.locals + h.local];
-    for (int m = 0; m < h.locals; ++m) {
-      inputs[m] = {static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + block.begin * element,
-                   dtype};
+  for (int m = 0; m < h.locals; ++m) {
+    const auto* input = static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m)));
+    for (int k = 0; k < h.nodes; ++k) {
+      const Range block = team_blocks[k * h.locals + h.local];
+      float* out = acc + mine_per_node[k].begin;
+      if (m == 0) {
+        load_f32(out, input + block.begin * element, block.count, dtype);
+      } else {
+        accumulate(out, input + block.begin * element, block.count, dtype, op);
+      }
     }
-    reduce_rows(acc + mine_per_node[k].begin, DType::kF32, inputs.data(), inputs.size(),
-                block.count, op);
   }
   barrier(pe, h.node);  // local peers are done reading this member's input
   ring_reduce_scatter_f32(pe, h.cross, acc, mine_per_node, op);
