@@ -22,7 +22,13 @@ eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2
 work=$(mktemp -d)
 trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"' EXIT
 
-bytes_of() { case "$1" in *KiB) echo $((${1%KiB} << 10)) ;; *MiB) echo $((${1%MiB} << 20)) ;; *) echo "$1" ;; esac; }
+bytes_of() {
+  case "$1" in
+    *KiB) echo $((${1%KiB} << 10)) ;;
+    *MiB) echo $((${1%MiB} << 20)) ;;
+    *) echo "$1" ;;
+  esac
+}
 iters_of() { case "$1" in *KiB) echo 200 ;; 1MiB) echo 50 ;; 16MiB) echo 10 ;; *) echo 5 ;; esac; }
 
 symmesh_time() {  # op size algo -> seconds
