@@ -49,7 +49,8 @@ enum class Op : uint32_t {
   // bias; args[2]: the rows' width (hidden).
   kCombine = 12,
   kReleaseHandle = 13,  // args[0]: a dispatch's handle
-  // The fused ops: args m, n, k (a: m x k, b: k x n, this PE's; see api/staging_layout.h).
+  // The fused ops: args m, n, k (a: m x k, b: k x n, this PE's; see api/staging_layout.h) and
+  // the mode (a wire::MatmulMode; 0: fused).
   kGemmAllReduce = 14,
   kMatmulReduceScatter = 15,
   kAllGatherMatmul = 16,

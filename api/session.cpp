@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/fused_call_mode.h"
 #include "api/op_limits.h"
 #include "api/staging_layout.h"
 #include "api/topk_check.h"
@@ -347,9 +348,10 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
 }
 
 uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
-                        int64_t a_rows, int64_t c_rows, int64_t n, int64_t k,
-                        wire::DataType dtype) {
+                        int64_t a_rows, int64_t c_rows, int64_t n, int64_t k, wire::DataType dtype,
+                        wire::MatmulMode mode) {
   const size_t e = element_bytes(dtype);
+  check_fused_call_mode(uint64_t(mode));
   for (const int64_t dim : {a_rows, c_rows, n, k}) {
     if (dim < 1 || dim > kMaxFusedDim) {
       throw InvalidArgument("rows " + std::to_string(a_rows) + ", n " + std::to_string(n) + ", k " +
@@ -362,8 +364,10 @@ uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, vo
   std::byte* area = stage(block.end);
   std::memcpy(area + block.a, a, size_t(a_rows) * k * e);
   std::memcpy(area + block.b, b, size_t(k) * n * e);
-  const uint64_t rows = call(attach::Request{
-      .op = op, .dtype = uint32_t(dtype), .args = {uint64_t(a_rows), uint64_t(n), uint64_t(k)}});
+  const uint64_t rows =
+      call(attach::Request{.op = op,
+                           .dtype = uint32_t(dtype),
+                           .args = {uint64_t(a_rows), uint64_t(n), uint64_t(k), uint64_t(mode)}});
   if (rows > uint64_t(c_rows)) {
     throw PeerError("the daemon returned " + std::to_string(rows) + " rows; at most " +
                     std::to_string(c_rows) + " fit");
@@ -377,20 +381,21 @@ uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, vo
 }
 
 void Session::gemm_all_reduce(const void* a, const void* b, void* c, int64_t m, int64_t n,
-                              int64_t k, wire::DataType dtype) {
-  fused(attach::Op::kGemmAllReduce, a, b, c, nullptr, m, m, n, k, dtype);
+                              int64_t k, wire::DataType dtype, wire::MatmulMode mode) {
+  fused(attach::Op::kGemmAllReduce, a, b, c, nullptr, m, m, n, k, dtype, mode);
 }
 
 int64_t Session::matmul_reduce_scatter(const void* a, const void* b, void* c, int64_t m, int64_t n,
-                                       int64_t k, wire::DataType dtype) {
+                                       int64_t k, wire::DataType dtype, wire::MatmulMode mode) {
   const int64_t most = (m + place_.world_size - 1) / place_.world_size;
-  return int64_t(fused(attach::Op::kMatmulReduceScatter, a, b, c, nullptr, m, most, n, k, dtype));
+  return int64_t(
+      fused(attach::Op::kMatmulReduceScatter, a, b, c, nullptr, m, most, n, k, dtype, mode));
 }
 
 void Session::all_gather_matmul(const void* a, const void* b, void* c, void* gathered, int64_t rows,
-                                int64_t n, int64_t k, wire::DataType dtype) {
+                                int64_t n, int64_t k, wire::DataType dtype, wire::MatmulMode mode) {
   fused(attach::Op::kAllGatherMatmul, a, b, c, gathered, rows, rows * place_.world_size, n, k,
-        dtype);
+        dtype, mode);
 }
 
 }  // namespace symmesh

@@ -128,17 +128,21 @@ class Session {
   void combine(const DispatchHandle& handle, const void* rows, int64_t hidden, wire::DataType dtype,
                const void* bias, void* out);
 
-  // The fused ops; a, b and the results in `dtype`, row-major; every PE passes the same shape.
+  // The fused ops; a, b and the results in `dtype`, row-major; every PE passes the same shape and
+  // mode: fused (the pipeline), sequential (the GEMM, then the collective), or auto (the first
+  // call of a shape runs both a few times and the faster one serves every later call).
   // c [m][n] = the sum over PEs of their a [m][k] x b [k][n] (a row-parallel linear layer).
   void gemm_all_reduce(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k,
-                       wire::DataType dtype);
+                       wire::DataType dtype, wire::MatmulMode mode = wire::MATMUL_MODE_FUSED);
   // This PE's rows of the sum over PEs of a [m][k] x b [k][n]: rows from rank * ceil(m / W),
   // ceil(m / W) of them (fewer for the last PEs); c holds ceil(m / W) x n. Returns the count.
   int64_t matmul_reduce_scatter(const void* a, const void* b, void* c, int64_t m, int64_t n,
-                                int64_t k, wire::DataType dtype);
+                                int64_t k, wire::DataType dtype,
+                                wire::MatmulMode mode = wire::MATMUL_MODE_FUSED);
   // gathered [W*rows][k] = every PE's a [rows][k] in rank order; c [W*rows][n] = gathered x b.
   void all_gather_matmul(const void* a, const void* b, void* c, void* gathered, int64_t rows,
-                         int64_t n, int64_t k, wire::DataType dtype);
+                         int64_t n, int64_t k, wire::DataType dtype,
+                         wire::MatmulMode mode = wire::MATMUL_MODE_FUSED);
 
  private:
   friend class DispatchHandle;
@@ -150,7 +154,8 @@ class Session {
   // The staging area, at least `bytes` long.
   std::byte* stage(uint64_t bytes);
   uint64_t fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
-                 int64_t a_rows, int64_t c_rows, int64_t n, int64_t k, wire::DataType dtype);
+                 int64_t a_rows, int64_t c_rows, int64_t n, int64_t k, wire::DataType dtype,
+                 wire::MatmulMode mode);
   uint64_t offset_of(const void* address, size_t bytes, const char* what) const;
   std::string closed_reason() const;
 

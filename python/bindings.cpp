@@ -29,6 +29,10 @@ wire::Reduction reduction_named(const std::string& name) {
   return wire::parse_enum<wire::Reduction>(name, "op");
 }
 
+wire::MatmulMode mode_named(const std::string& name) {
+  return wire::parse_enum<wire::MatmulMode>(name, "mode");
+}
+
 // Releases the GIL for a blocking call.
 using Unlocked = py::call_guard<py::gil_scoped_release>;
 
@@ -136,22 +140,24 @@ PYBIND11_MODULE(_symmesh, m) {
       .def(
           "gemm_all_reduce",
           [](Session& s, Address a, Address b, Address c, int64_t m, int64_t n, int64_t k,
-             const std::string& dtype) {
-            s.gemm_all_reduce(at(a), at(b), at(c), m, n, k, dtype_named(dtype));
+             const std::string& dtype, const std::string& mode) {
+            s.gemm_all_reduce(at(a), at(b), at(c), m, n, k, dtype_named(dtype), mode_named(mode));
           },
           Unlocked())
       .def(
           "matmul_reduce_scatter",
           [](Session& s, Address a, Address b, Address c, int64_t m, int64_t n, int64_t k,
-             const std::string& dtype) {
-            return s.matmul_reduce_scatter(at(a), at(b), at(c), m, n, k, dtype_named(dtype));
+             const std::string& dtype, const std::string& mode) {
+            return s.matmul_reduce_scatter(at(a), at(b), at(c), m, n, k, dtype_named(dtype),
+                                           mode_named(mode));
           },
           Unlocked())
       .def(
           "all_gather_matmul",
           [](Session& s, Address a, Address b, Address c, Address gathered, int64_t rows, int64_t n,
-             int64_t k, const std::string& dtype) {
-            s.all_gather_matmul(at(a), at(b), at(c), at(gathered), rows, n, k, dtype_named(dtype));
+             int64_t k, const std::string& dtype, const std::string& mode) {
+            s.all_gather_matmul(at(a), at(b), at(c), at(gathered), rows, n, k, dtype_named(dtype),
+                                mode_named(mode));
           },
           Unlocked());
 }

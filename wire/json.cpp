@@ -11,6 +11,8 @@ void add_matmul_json(const wire::JobResult& result, nlohmann::json& out) {
   out["op"] = result.op();
   out["dtype"] = result.dtype();
   out["mode"] = wire::enum_text(f.mode());
+  out["chosen"] = wire::enum_text(f.chosen());  // whose time and output are the job's
+  out["planned"] = f.mode() == wire::MATMUL_MODE_AUTO ? nlohmann::json(f.planned()) : absent;
   out["transfer"] = wire::enum_text(f.transfer());
   if (!result.verify_requested()) {
     out["verified"] = absent;

@@ -14,6 +14,10 @@ void print_matmul(const wire::JobResult& result) {
               static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
               result.dtype().c_str(), shape_text(result).c_str(), wire::enum_text(f.mode()).c_str(),
               result.iters());
+  if (f.mode() == wire::MATMUL_MODE_AUTO) {
+    std::printf("  auto        runs %s (%s)\n", wire::enum_text(f.chosen()).c_str(),
+                f.planned() ? "planned from this job's runs" : "the plan an earlier run made");
+  }
   std::printf("  gemm        %s\n", f.gemm_path().c_str());
   std::printf("  compute     %10.3f ms  (%.1f GFLOP/s per PE)\n", f.compute_s() * 1e3,
               f.compute_gflops());
@@ -68,7 +72,8 @@ SubmitKind matmul_kind() {
                .fallback = "bf16"},
               {.flag = "--mode",
                .field = "mode",
-               .help = "fused, sequential (GEMM then collective), or both",
+               .help = "fused, sequential (GEMM then collective), both, or auto (both measured, "
+                       "the faster planned once per shape and kept by the daemons)",
                .fallback = "both"},
               {.flag = "--stages",
                .field = "stages",

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/status/metrics.h"
+#include "ops/fused/mode_plans.h"
 #include "ops/gemm.h"
 #include "runtime/cluster_shape.h"
 #include "runtime/collectives/dtype.h"
@@ -107,5 +108,7 @@ DType dtype_of(wire::DataType dtype, DType unset);
 ReduceOp reduce_of(wire::Reduction op);
 // The daemon's GEMM: one oneDNN primitive cache for its whole life, shared by its PEs and jobs.
 Gemm& daemon_gemm();
+// The daemon's fused-mode plans (`--mode auto`), shared by its PEs, jobs and sessions.
+FusedModePlans& daemon_fused_plans();
 
 }  // namespace symmesh

@@ -35,6 +35,7 @@ FusedJob fused_job(const wire::MatmulJob& w) {
   job.inputs.dir = w.inputs();
   if (w.seed()) job.inputs.seed = w.seed();
   job.output_dir = w.output();
+  job.plans = &daemon_fused_plans();
   return job;
 }
 
@@ -68,6 +69,8 @@ PeJobOutcome run_matmul(Pe& pe, const wire::MatmulJob& job) {
   f.set_tolerance(r.tolerance);
   f.set_deterministic(r.deterministic);
   f.set_mode(wire::parse_enum<wire::MatmulMode>(fused_mode_name(fused.mode), "mode"));
+  f.set_chosen(wire::parse_enum<wire::MatmulMode>(fused_mode_name(r.chosen), "mode"));
+  f.set_planned(r.planned);
   f.set_transfer(wire::parse_enum<wire::StageTransfer>(stage_transfer_name(fused.options.transfer),
                                                        "transfer"));
   return outcome;
@@ -85,8 +88,8 @@ uint64_t matmul_pe_bytes(const wire::MatmulJob& job, int n_pes) {
       job.op() == wire::MATMUL_OP_MATMUL_REDUCE_SCATTER ? (m + n_pes - 1) / n_pes : m;
   const uint64_t a = a_rows * k * e, b = k * n * e, c = c_rows * n * 4;
   const uint64_t per_mode = a + b + 2 * c + (gathered ? m * k * e : 0);
-  const uint64_t modes =
-      job.mode() == wire::MATMUL_MODE_BOTH || job.mode() == wire::MATMUL_MODE_UNSPECIFIED ? 2 : 1;
+  // The sequential baseline runs in every mode, the fused operator in all but `sequential`.
+  const uint64_t modes = job.mode() == wire::MATMUL_MODE_SEQUENTIAL ? 1 : 2;
   const uint64_t generate = std::max(a_rows * k, k * n) * 4;
   const uint64_t verify =
       job.verify() ? k * n * 4 + a_rows * k * 4 + 2 * c_rows * n * 4 + (gathered ? m * k * e : 0)
@@ -133,6 +136,11 @@ class MatmulJobKind : public JobKind {
 Gemm& daemon_gemm() {
   static Gemm gemm;
   return gemm;
+}
+
+FusedModePlans& daemon_fused_plans() {
+  static FusedModePlans plans;
+  return plans;
 }
 
 const JobKind& matmul_job_kind() {

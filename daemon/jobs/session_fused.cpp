@@ -2,15 +2,29 @@
 
 #include <cstring>
 
+#include "api/fused_call_mode.h"
+#include "api/op_limits.h"
 #include "api/staging_layout.h"
 #include "daemon/jobs/job.h"
 #include "ops/fused/operator.h"
 #include "runtime/barrier.h"
 
 namespace symmesh {
+namespace {
+
+// A call's mode (args[3], a wire::MatmulMode).
+FusedMode session_mode(uint64_t code) {
+  check_fused_call_mode(code);
+  if (code == wire::MATMUL_MODE_SEQUENTIAL) return FusedMode::kSequential;
+  if (code == wire::MATMUL_MODE_AUTO) return FusedMode::kAuto;
+  return FusedMode::kFused;
+}
+
+}  // namespace
 
 uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea& staging) {
   wire::check_enum(wire::DataType(r.dtype), "dtype");
+  const FusedMode mode = session_mode(r.args[3]);
   FusedOptions o;
   o.op = r.op == attach::Op::kGemmAllReduce         ? FusedOp::kGemmAllreduce
          : r.op == attach::Op::kMatmulReduceScatter ? FusedOp::kMatmulReduceScatter
@@ -50,11 +64,17 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
   const std::byte* b = staging.range(in.b, uint64_t(o.k) * o.n * element, "B");
   t.a.assign(a, a + a_rows * o.k * element);
   t.b.assign(b, b + uint64_t(o.k) * o.n * element);
-  shape_tensors(o, pe, t);
-  {
-    const auto op = make_fused(pe, daemon_gemm(), o);
+  const std::string plan_key = fused_plan_key(o, pe);
+  const std::optional<FusedMode> plan =
+      mode == FusedMode::kAuto ? agreed_plan(pe, &daemon_fused_plans(), plan_key) : mode;
+  if (plan) {
+    shape_tensors(o, pe, t);
+    const auto op = *plan == FusedMode::kFused ? make_fused(pe, daemon_gemm(), o)
+                                               : make_sequential(pe, daemon_gemm(), o);
     op->run(t);
     barrier_all(pe);  // nobody frees the workspace while a peer may still read from it
+  } else {
+    t = plan_by_measuring(pe, daemon_gemm(), o, t, &daemon_fused_plans(), plan_key);
   }
 
   const uint64_t c_rows = t.c.size() / uint64_t(o.n);

@@ -2,53 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "common/progress.h"
-#include "common/trace.h"
+#include "ops/fused/mode_run.h"
 #include "ops/fused/reference.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
 
 namespace symmesh {
 namespace {
-
-// One mode's operator, tensors and samples. Each figure of an iteration is the slowest PE's.
-struct ModeRun {
-  const char* name;  // of its spans in a job trace
-  std::unique_ptr<FusedOperator> op;
-  FusedTensors tensors;
-  std::vector<float> first;  // the warm-up's output, which every iteration must equal bitwise
-  std::vector<double> total, compute, comm, comm_cpu;
-  uint64_t wire_bytes = 0;
-  double flops = 0;
-  bool deterministic = true;
-
-  ModeRun(const char* mode_name, std::unique_ptr<FusedOperator> mode, const FusedJob& job,
-          const Pe& pe, FusedTensors inputs)
-      : name(mode_name), op(std::move(mode)), tensors(std::move(inputs)) {
-    shape_tensors(job.options, pe, tensors);
-    op->run(tensors);  // the warm-up: primitives created, pages touched
-    first = tensors.c;
-  }
-
-  void measure(Pe& pe) {
-    const RunFigures f = [&] {
-      const trace::Scope span(name, "iteration");
-      return op->run(tensors);
-    }();
-    total.push_back(max_over_pes(pe, f.total_s));
-    compute.push_back(max_over_pes(pe, f.compute_s));
-    comm.push_back(max_over_pes(pe, f.comm_s));
-    comm_cpu.push_back(max_over_pes(pe, f.comm_cpu_s));
-    wire_bytes = uint64_t(max_over_pes(pe, double(f.wire_bytes)));
-    flops = f.flops;
-    // Bitwise: the same floats with the same bits (an empty band is trivially equal).
-    deterministic =
-        deterministic && (first.empty() || std::memcmp(first.data(), tensors.c.data(),
-                                                       first.size() * sizeof(float)) == 0);
-  }
-};
 
 struct Errors {
   double abs = 0, largest = 0;
@@ -84,13 +46,22 @@ FusedMode parse_fused_mode(const std::string& name) {
   if (name == "fused") return FusedMode::kFused;
   if (name == "sequential") return FusedMode::kSequential;
   if (name == "both") return FusedMode::kBoth;
-  throw InvalidArgument("unknown mode '" + name + "': allowed fused, sequential, both");
+  if (name == "auto") return FusedMode::kAuto;
+  throw InvalidArgument("unknown mode '" + name + "': allowed fused, sequential, both, auto");
 }
 
 const char* fused_mode_name(FusedMode mode) {
-  return mode == FusedMode::kFused        ? "fused"
-         : mode == FusedMode::kSequential ? "sequential"
-                                          : "both";
+  switch (mode) {
+    case FusedMode::kFused:
+      return "fused";
+    case FusedMode::kSequential:
+      return "sequential";
+    case FusedMode::kBoth:
+      return "both";
+    case FusedMode::kAuto:
+      return "auto";
+  }
+  return "?";
 }
 
 FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
@@ -100,16 +71,19 @@ FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
     throw InvalidArgument("iters = " + std::to_string(job.iters) +
                           " is out of range: allowed 1 to 1000");
   }
+  const std::string plan_key = fused_plan_key(o, pe);
+  const std::optional<FusedMode> plan =
+      job.mode == FusedMode::kAuto ? agreed_plan(pe, job.plans, plan_key) : std::nullopt;
   FusedTensors inputs;
   inputs.a = input_a(o, pe.n_pes(), pe.my_pe(), job.inputs);
   inputs.b = input_b(o, job.inputs);
 
   // The sequential baseline always runs: its phases are compute-only and comm-only. The
   // modes take turns, iteration by iteration, so a slow spell of a noisy machine falls on both.
-  ModeRun sequential("sequential run", make_sequential(pe, gemm, o), job, pe, inputs);
+  ModeRun sequential("sequential run", make_sequential(pe, gemm, o), o, pe, inputs);
   std::optional<ModeRun> fused;
   if (job.mode != FusedMode::kSequential) {
-    fused.emplace("fused run", make_fused(pe, gemm, o), job, pe, inputs);
+    fused.emplace("fused run", make_fused(pe, gemm, o), o, pe, inputs);
   }
   progress::set_total(uint32_t(job.iters) * (fused ? 2 : 1));
   for (int i = 0; i < job.iters; ++i) {
@@ -120,9 +94,14 @@ FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
       progress::step();
     }
   }
-  const ModeRun& chosen = fused ? *fused : sequential;
-
   FusedReport r;
+  r.chosen = fused ? FusedMode::kFused : FusedMode::kSequential;
+  if (job.mode == FusedMode::kAuto) {
+    r.planned = !plan;
+    r.chosen = plan ? *plan : faster_mode(sequential.total, fused->total);
+    if (!plan && job.plans) job.plans->store(plan_key, r.chosen);
+  }
+  const ModeRun& chosen = r.chosen == FusedMode::kFused ? *fused : sequential;
   r.gemm_path = gemm.path(o.dtype);
   r.iteration_s = chosen.total;
   r.compute_s = median(sequential.compute);
@@ -130,15 +109,16 @@ FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
   r.comm_cpu_s = median(sequential.comm_cpu);
   r.sequential_s = median(sequential.total);
   r.compute_gflops = sequential.flops / r.compute_s / 1e9;
-  const double time = fused ? median(fused->total) : r.sequential_s;
+  const double time = median(chosen.total);
   if (fused) {
-    r.pipelined_s = time;
+    r.pipelined_s = median(fused->total);
     r.fused_compute_s = median(fused->compute);
-    r.speedup = r.sequential_s / time;
-    r.time_saved_s = r.sequential_s - time;
+    r.speedup = r.sequential_s / *r.pipelined_s;
+    r.time_saved_s = r.sequential_s - *r.pipelined_s;
     const double shorter = std::min(r.compute_s, r.comm_s);
     r.overlap_efficiency =
-        shorter > 0 ? std::clamp((r.compute_s + r.comm_s - time) / shorter, 0.0, 1.0) : 0.0;
+        shorter > 0 ? std::clamp((r.compute_s + r.comm_s - *r.pipelined_s) / shorter, 0.0, 1.0)
+                    : 0.0;
     r.compute_slowdown = *r.fused_compute_s / r.compute_s;
     r.fused_gemm_gflops = fused->flops / *r.fused_compute_s / 1e9;
   }

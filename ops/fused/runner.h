@@ -1,5 +1,6 @@
 // A fused job on one PE, as the daemon and the tests run it: inputs, a warm-up of each mode,
-// then `iters` timed runs with the sequential baseline and the fused operator taking turns; the
+// then `iters` timed runs with the sequential baseline and the fused operator taking turns (in
+// `auto` too: the job's figures are both modes', its time and output the chosen one's); the
 // figures every fused op reports (docs/ARCHITECTURE.md; medians over iterations of the slowest PE),
 // verification against the reference, determinism across iterations, and the outputs as .npy.
 // Every PE calls it with the same job and gets the same report.
@@ -10,12 +11,12 @@
 #include <vector>
 
 #include "ops/fused/inputs.h"
+#include "ops/fused/mode_plans.h"
 #include "ops/fused/operator.h"
 
 namespace symmesh {
 
-enum class FusedMode { kFused, kSequential, kBoth };
-FusedMode parse_fused_mode(const std::string& name);  // fused, sequential, both
+FusedMode parse_fused_mode(const std::string& name);  // fused, sequential, both, auto
 const char* fused_mode_name(FusedMode mode);
 
 struct FusedJob {
@@ -24,7 +25,8 @@ struct FusedJob {
   int iters = 5;
   bool verify = false;
   InputSpec inputs;
-  std::string output_dir;  // empty: no files
+  std::string output_dir;           // empty: no files
+  FusedModePlans* plans = nullptr;  // auto: the plans kept between jobs (null: none kept)
 };
 
 struct FusedReport {
@@ -44,7 +46,9 @@ struct FusedReport {
   double wire_gbps = 0;  // bytes on the wire per PE / the time of the chosen mode
   uint64_t wire_bytes = 0;
   std::string gemm_path;
-  std::vector<double> iteration_s;  // the chosen mode's runs, each the slowest PE's time
+  std::vector<double> iteration_s;       // the chosen mode's runs, each the slowest PE's time
+  FusedMode chosen = FusedMode::kFused;  // whose time and output are the job's (both: fused)
+  bool planned = false;                  // auto: this job's runs made the plan (else it was kept)
 };
 
 // Throws InvalidArgument for bad options or inputs before any PE allocates anything.

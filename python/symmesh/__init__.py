@@ -389,28 +389,31 @@ class Session:
                              f"{_dtype_name(b)}; b must be ({k}, n) of a's dtype")
         return _contiguous(a), _contiguous(b), m, n, k, word
 
-    def gemm_all_reduce(self, a, b):
+    # mode: "fused" (the pipeline), "sequential" (the GEMM, then the collective), or "auto" (the
+    # first call of a shape runs both a few times; the faster one serves every later call).
+
+    def gemm_all_reduce(self, a, b, mode="fused"):
         """The sum over PEs of a @ b (a [m, k] and b [k, n] this PE's): a row-parallel linear."""
         a, b, m, n, k, word = self._operands(a, b, "gemm_all_reduce")
         c = _new_as(a, (m, n))
-        self._s().gemm_all_reduce(_address(a), _address(b), _address(c), m, n, k, word)
+        self._s().gemm_all_reduce(_address(a), _address(b), _address(c), m, n, k, word, mode)
         return c
 
-    def matmul_reduce_scatter(self, a, b):
+    def matmul_reduce_scatter(self, a, b, mode="fused"):
         """This PE's rows of the sum over PEs of a @ b: from rank * ceil(m / W), as many."""
         a, b, m, n, k, word = self._operands(a, b, "matmul_reduce_scatter")
         c = _new_as(a, (-(-m // self.world_size), n))
         rows = self._s().matmul_reduce_scatter(_address(a), _address(b), _address(c), m, n, k,
-                                               word)
+                                               word, mode)
         return c[:rows]
 
-    def all_gather_matmul(self, a, b):
+    def all_gather_matmul(self, a, b, mode="fused"):
         """(AllGather(a) @ b, AllGather(a)): every PE passes a [rows, k] of the same rows."""
         a, b, rows, n, k, word = self._operands(a, b, "all_gather_matmul")
         c = _new_as(a, (rows * self.world_size, n))
         gathered = _new_as(a, (rows * self.world_size, k))
         self._s().all_gather_matmul(_address(a), _address(b), _address(c), _address(gathered),
-                                    rows, n, k, word)
+                                    rows, n, k, word, mode)
         return c, gathered
 
 

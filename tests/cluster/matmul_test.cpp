@@ -61,6 +61,29 @@ TEST(MatmulJob, SequentialModeHasNoPipelinedFigures) {
   EXPECT_GT(json["sequential_s"].get<double>(), 0);
 }
 
+// Auto: the first job plans from its runs, the next keeps the plan; the job's time is the
+// chosen mode's median.
+TEST(MatmulJob, AutoPlansOnceAndTheNextJobKeepsThePlan) {
+  TestCluster cluster(shape(2, 2));
+  const std::string args =
+      "--op matmul-reduce-scatter --m 64 --n 32 --k 48 --tile-m 16 "
+      "--tile-n 16 --mode auto --iters 3 --verify";
+  const auto first = submit_json(cluster, args);
+  const auto second = submit_json(cluster, args);
+  for (const auto& json : {first, second}) {
+    EXPECT_EQ(json["status"], "ok") << json.dump();
+    EXPECT_EQ(json["mode"], "auto");
+    EXPECT_EQ(json["verified"], true) << json.dump();
+    const std::string chosen = json["chosen"];
+    ASSERT_TRUE(chosen == "fused" || chosen == "sequential") << json.dump();
+    EXPECT_EQ(json["median_s"], json[chosen == "fused" ? "pipelined_s" : "sequential_s"])
+        << json.dump();
+  }
+  EXPECT_EQ(first["planned"], true) << first.dump();
+  EXPECT_EQ(second["planned"], false) << second.dump();
+  EXPECT_EQ(second["chosen"], first["chosen"]);
+}
+
 TEST(MatmulJob, NpyInputsAndOutputsMatchAReferenceComputedHere) {
   TestCluster cluster(shape(2, 1));
   const std::filesystem::path in = cluster.dir() + "/inputs", out = cluster.dir() + "/outputs";

@@ -67,6 +67,12 @@ def main():
     want = sum(operands(p)[0] @ operands(p)[1] for p in range(w))
     c = s.gemm_all_reduce(mine_a, mine_b)
     check(s, "gemm_all_reduce", torch.allclose(c, want, atol=1e-4), f"{(c - want).abs().max()}")
+    planned = s.gemm_all_reduce(mine_a, mine_b, mode="auto")  # plans, running both modes
+    kept = s.gemm_all_reduce(mine_a, mine_b, mode="auto")
+    check(s, "gemm_all_reduce auto", torch.allclose(planned, want, atol=1e-4) and
+          torch.equal(planned, kept))
+    expect_value_error(s, "an unknown mode", lambda: s.gemm_all_reduce(mine_a, mine_b,
+                                                                       mode="fastest"), "fastest")
     c = s.matmul_reduce_scatter(mine_a, mine_b)
     rows = -(-6 // w)
     check(s, "matmul_reduce_scatter", torch.allclose(c, want[r * rows:(r + 1) * rows], atol=1e-4))

@@ -174,6 +174,43 @@ TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
+TEST_F(AttachedOps, AutoModePlansOnceAndEveryCallGivesTheSameBitsAndABadModeIsNamed) {
+  constexpr int64_t m = 40, n = 24, k = 32;
+  auto pes = start_session();
+  const std::vector<std::string> said =
+      run_processes([&](Session& session, int local) -> std::string {
+        std::vector<float> a(m * k), b(k * n);
+        for (int64_t i = 0; i < m * k; ++i) a[i] = float((i * 7 + local) % 11) / 8 - 0.5f;
+        for (int64_t i = 0; i < k * n; ++i) b[i] = float((i * 5 + local) % 13) / 8 - 0.7f;
+        std::vector<float> sequential(m * n), first(m * n), again(m * n);
+        session.gemm_all_reduce(a.data(), b.data(), sequential.data(), m, n, k, wire::DATA_TYPE_F32,
+                                wire::MATMUL_MODE_SEQUENTIAL);
+        session.gemm_all_reduce(a.data(), b.data(), first.data(), m, n, k, wire::DATA_TYPE_F32,
+                                wire::MATMUL_MODE_AUTO);  // plans: both modes run
+        for (int call = 0; call < 2; ++call) {
+          session.gemm_all_reduce(a.data(), b.data(), again.data(), m, n, k, wire::DATA_TYPE_F32,
+                                  wire::MATMUL_MODE_AUTO);
+          if (again != first) return "auto call " + std::to_string(call) + " changed the result";
+        }
+        for (int64_t i = 0; i < m * n; ++i) {
+          if (std::fabs(first[i] - sequential[i]) > 1e-4f) {
+            return "auto element " + std::to_string(i) + " is not the sum";
+          }
+        }
+        try {
+          session.gemm_all_reduce(a.data(), b.data(), again.data(), m, n, k, wire::DATA_TYPE_F32,
+                                  wire::MATMUL_MODE_BOTH);
+          return std::string("mode both was accepted");
+        } catch (const InvalidArgument& e) {
+          session.barrier();  // the session still serves
+          return e.what();
+        }
+      });
+  EXPECT_EQ(said, std::vector<std::string>(
+                      2, "mode 3 is not a fused call's mode: allowed fused, sequential, auto"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
 TEST_F(AttachedOps, AnExpertOutOfRangeIsRefusedNamingTheTokenAndTheSessionGoesOn) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& session, int) -> std::string {

@@ -4,6 +4,7 @@
 // threads; bitwise determinism across jobs; and the errors a bad job gets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -185,6 +186,51 @@ TEST(FusedDeterminism, TwoJobsWriteBitwiseEqualOutputs) {
     EXPECT_TRUE(outputs[0] == outputs[1]) << fused_op_name(op);
   }
   std::filesystem::remove_all(base);
+}
+
+TEST(FusedAuto, PlansOnceKeepsThePlanAndPlansAgainWhenThePesDisagree) {
+  LocalCluster cluster(cluster_options({2, 2}));
+  FusedModePlans plans;
+  FusedJob job = small_job(FusedOp::kGemmAllreduce, DType::kBF16);
+  job.mode = FusedMode::kAuto;
+  job.iters = 3;
+  job.plans = &plans;
+  auto expect_chosen_is_the_jobs_time = [](const FusedReport& r) {
+    ASSERT_TRUE(r.pipelined_s.has_value());  // auto measures both modes
+    EXPECT_TRUE(r.chosen == FusedMode::kFused || r.chosen == FusedMode::kSequential);
+    const double chosen_s = r.chosen == FusedMode::kFused ? *r.pipelined_s : r.sequential_s;
+    std::vector<double> runs = r.iteration_s;
+    std::sort(runs.begin(), runs.end());
+    EXPECT_EQ(runs[1], chosen_s);  // the median of 3
+  };
+  const FusedReport first = run_job(cluster, job);
+  expect_correct(first, "the planning job");
+  EXPECT_TRUE(first.planned);
+  expect_chosen_is_the_jobs_time(first);
+
+  const FusedReport second = run_job(cluster, job);
+  expect_correct(second, "a job with the plan kept");
+  EXPECT_FALSE(second.planned);
+  EXPECT_EQ(second.chosen, first.chosen);
+  expect_chosen_is_the_jobs_time(second);
+
+  // One PE holds another plan (as a restarted daemon would hold none): all plan again.
+  cluster.run([&](Pe& pe) {
+    if (pe.my_pe() != 1) return;
+    const std::string key = fused_plan_key(job.options, pe);
+    plans.store(key,
+                *plans.find(key) == FusedMode::kFused ? FusedMode::kSequential : FusedMode::kFused);
+  });
+  const FusedReport third = run_job(cluster, job);
+  expect_correct(third, "a job after the PEs disagreed");
+  EXPECT_TRUE(third.planned);
+}
+
+TEST(FusedAuto, TheFasterMedianWinsAndATieKeepsTheBaseline) {
+  EXPECT_EQ(faster_mode({3, 3, 3}, {2, 2, 9}), FusedMode::kFused);
+  EXPECT_EQ(faster_mode({2, 2, 9}, {3, 3, 3}), FusedMode::kSequential);
+  EXPECT_EQ(faster_mode({1, 2, 3}, {3, 2, 1}), FusedMode::kSequential);
+  EXPECT_EQ(faster_mode({}, {1}), FusedMode::kSequential);
 }
 
 TEST(FusedErrors, BadOptionsNameTheFieldAndTheRange) {

@@ -1,0 +1,62 @@
+#include "ops/fused/mode_plans.h"
+
+#include "ops/fused/mode_run.h"
+#include "ops/pe_stats.h"
+#include "runtime/barrier.h"
+
+namespace symmesh {
+
+std::optional<FusedMode> FusedModePlans::find(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  const auto it = plans_.find(key);
+  if (it == plans_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FusedModePlans::store(const std::string& key, FusedMode chosen) {
+  std::lock_guard lock(mutex_);
+  plans_[key] = chosen;
+}
+
+std::string fused_plan_key(const FusedOptions& o, const Pe& pe) {
+  std::string key = std::string(fused_op_name(o.op)) + " " + dtype_name(o.dtype);
+  for (const int64_t value :
+       {o.m, o.n, o.k, o.tile_m, o.tile_n, o.tile_k, int64_t(o.stages), int64_t(o.comm_interval),
+        o.subtile_m, int64_t(o.compute_threads), int64_t(o.comm_threads),
+        int64_t(o.transfer == StageTransfer::kPush), int64_t(pe.n_pes()), int64_t(pe.my_pe())}) {
+    key += " " + std::to_string(value);
+  }
+  return key;
+}
+
+std::optional<FusedMode> agreed_plan(Pe& pe, const FusedModePlans* plans, const std::string& key) {
+  // 0: no plan; 1 + the mode otherwise.
+  const std::optional<FusedMode> mine = plans ? plans->find(key) : std::nullopt;
+  const uint64_t code = mine ? 1 + uint64_t(*mine) : 0;
+  for (const uint64_t theirs : pe.exchange(pe.team_world(), code)) {
+    if (theirs != code) return std::nullopt;
+  }
+  return mine;
+}
+
+FusedMode faster_mode(const std::vector<double>& sequential_s, const std::vector<double>& fused_s) {
+  if (sequential_s.empty() || fused_s.empty()) return FusedMode::kSequential;
+  return median(fused_s) < median(sequential_s) ? FusedMode::kFused : FusedMode::kSequential;
+}
+
+FusedTensors plan_by_measuring(Pe& pe, Gemm& gemm, const FusedOptions& o,
+                               const FusedTensors& inputs, FusedModePlans* plans,
+                               const std::string& key) {
+  ModeRun sequential("sequential plan run", make_sequential(pe, gemm, o), o, pe, inputs);
+  ModeRun fused("fused plan run", make_fused(pe, gemm, o), o, pe, inputs);
+  for (int i = 0; i < kPlanRuns; ++i) {
+    sequential.measure(pe);
+    fused.measure(pe);
+  }
+  const FusedMode chosen = faster_mode(sequential.total, fused.total);
+  if (plans) plans->store(key, chosen);
+  barrier_all(pe);  // nobody frees a workspace while a peer may still read from it
+  return std::move(chosen == FusedMode::kFused ? fused.tensors : sequential.tensors);
+}
+
+}  // namespace symmesh
