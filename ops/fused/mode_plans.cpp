@@ -15,7 +15,16 @@ std::optional<FusedMode> FusedModePlans::find(const std::string& key) const {
 
 void FusedModePlans::store(const std::string& key, FusedMode chosen) {
   std::lock_guard lock(mutex_);
-  plans_[key] = chosen;
+  if (plans_.insert_or_assign(key, chosen).second) order_.push_back(key);
+  while (plans_.size() > capacity_) {
+    plans_.erase(order_.front());
+    order_.pop_front();
+  }
+}
+
+size_t FusedModePlans::size() const {
+  std::lock_guard lock(mutex_);
+  return plans_.size();
 }
 
 std::string fused_plan_key(const FusedOptions& o, const Pe& pe) {

@@ -11,6 +11,7 @@
 // the other one on a near tie. Pin `fused` or `sequential` for bits that never change.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,15 +24,22 @@ namespace symmesh {
 
 enum class FusedMode { kFused, kSequential, kBoth, kAuto };
 
-// Per PE and shape, the mode its plan chose. Thread-safe: a daemon's PEs share one table.
+// Per PE and shape, the mode its plan chose. Thread-safe: a daemon's PEs share one table. At most
+// `capacity` plans, the oldest dropped first: a process naming ever new shapes cannot grow the
+// daemon without bound, and a dropped plan only costs a new plan (the PEs then disagree and
+// all plan again).
 class FusedModePlans {
  public:
+  explicit FusedModePlans(size_t capacity = 4096) : capacity_(capacity) {}
   std::optional<FusedMode> find(const std::string& key) const;
   void store(const std::string& key, FusedMode chosen);
+  size_t size() const;
 
  private:
+  const size_t capacity_;
   mutable std::mutex mutex_;
   std::map<std::string, FusedMode> plans_;
+  std::deque<std::string> order_;  // keys, oldest first
 };
 
 // What a plan depends on: every option that changes the work, the PE count and this PE.

@@ -226,6 +226,20 @@ TEST(FusedAuto, PlansOnceKeepsThePlanAndPlansAgainWhenThePesDisagree) {
   EXPECT_TRUE(third.planned);
 }
 
+TEST(FusedAuto, ThePlansTableDropsItsOldestPlanWhenFull) {
+  FusedModePlans plans(2);
+  plans.store("a", FusedMode::kFused);
+  plans.store("b", FusedMode::kSequential);
+  plans.store("a", FusedMode::kSequential);  // replaced, not added
+  EXPECT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans.find("a"), FusedMode::kSequential);
+  plans.store("c", FusedMode::kFused);
+  EXPECT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans.find("a"), std::nullopt);
+  EXPECT_EQ(plans.find("b"), FusedMode::kSequential);
+  EXPECT_EQ(plans.find("c"), FusedMode::kFused);
+}
+
 TEST(FusedAuto, TheFasterMedianWinsAndATieKeepsTheBaseline) {
   EXPECT_EQ(faster_mode({3, 3, 3}, {2, 2, 9}), FusedMode::kFused);
   EXPECT_EQ(faster_mode({2, 2, 9}, {3, 3, 3}), FusedMode::kSequential);
