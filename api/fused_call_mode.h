@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/errors.h"
+#include "wire/enum_text.h"
 #include "wire/jobs.pb.h"
 
 namespace symmesh {
@@ -16,7 +17,10 @@ inline void check_fused_call_mode(uint64_t mode) {
       mode == wire::MATMUL_MODE_SEQUENTIAL || mode == wire::MATMUL_MODE_AUTO) {
     return;
   }
-  throw InvalidArgument("mode " + std::to_string(mode) +
+  const auto named = wire::MatmulMode_IsValid(int(mode))
+                         ? std::string(wire::enum_text(wire::MatmulMode(mode)))
+                         : std::to_string(mode);
+  throw InvalidArgument("mode " + named +
                         " is not a fused call's mode: allowed fused, sequential, auto");
 }
 

@@ -44,18 +44,27 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
   o.k = int64_t(r.args[2]);
   validate(o, n_pes);
   const size_t element = dtype_size(o.dtype);
+  const std::string plan_key = fused_plan_key(o, pe);
+  const std::optional<FusedMode> plan =
+      mode == FusedMode::kAuto ? agreed_plan(pe, &daemon_fused_plans(), plan_key) : mode;
   // What the daemon holds for the call (A, B, the f32 result, the gathered A) and the work it
-  // does, bounded before anything is allocated: a process names the sizes.
+  // does, bounded before anything is allocated: a process names the sizes. A call that plans
+  // runs both modes several times.
   const uint64_t held =
-      (a_rows + uint64_t(o.n) + (sharded ? uint64_t(o.m) : 0)) * uint64_t(o.k) * element +
-      uint64_t(o.m) * uint64_t(o.n) * 4;
-  const double flops = 2.0 * double(o.m) * double(o.n) * double(o.k);
+      ((a_rows + uint64_t(o.n) + (sharded ? uint64_t(o.m) : 0)) * uint64_t(o.k) * element +
+       uint64_t(o.m) * uint64_t(o.n) * 4) *
+      (plan ? 1 : kPlanMemoryFactor);
+  const double flops = 2.0 * double(o.m) * double(o.n) * double(o.k) * (plan ? 1 : kPlanWorkFactor);
   if (held > attach::kMaxStagingBytes || flops > kMaxSessionFusedFlops) {
-    throw InvalidArgument(std::string(fused_op_name(o.op)) + " of " + std::to_string(o.m) + " x " +
-                          std::to_string(o.k) + " by " + std::to_string(o.k) + " x " +
-                          std::to_string(o.n) + " is too large for a session call: allowed up to " +
-                          std::to_string(attach::kMaxStagingBytes) + " bytes of operands and " +
-                          std::to_string(uint64_t(kMaxSessionFusedFlops)) + " flops");
+    throw InvalidArgument(
+        std::string(fused_op_name(o.op)) + " of " + std::to_string(o.m) + " x " +
+        std::to_string(o.k) + " by " + std::to_string(o.k) + " x " + std::to_string(o.n) +
+        " is too large for a session call" +
+        (plan ? ""
+              : " that plans (mode auto runs both modes " + std::to_string(kPlanRuns + 1) +
+                    " times; pass fused or sequential)") +
+        ": allowed up to " + std::to_string(attach::kMaxStagingBytes) + " bytes of operands and " +
+        std::to_string(uint64_t(kMaxSessionFusedFlops)) + " flops");
   }
   const uint64_t c_rows_most = uint64_t(o.m);
   const auto in = attach::fused_block(a_rows, c_rows_most, r.args[1], r.args[2], sharded, element);
@@ -64,9 +73,6 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
   const std::byte* b = staging.range(in.b, uint64_t(o.k) * o.n * element, "B");
   t.a.assign(a, a + a_rows * o.k * element);
   t.b.assign(b, b + uint64_t(o.k) * o.n * element);
-  const std::string plan_key = fused_plan_key(o, pe);
-  const std::optional<FusedMode> plan =
-      mode == FusedMode::kAuto ? agreed_plan(pe, &daemon_fused_plans(), plan_key) : mode;
   if (plan) {
     shape_tensors(o, pe, t);
     const auto op = *plan == FusedMode::kFused ? make_fused(pe, daemon_gemm(), o)

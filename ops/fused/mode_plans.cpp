@@ -6,19 +6,26 @@
 
 namespace symmesh {
 
-std::optional<FusedMode> FusedModePlans::find(const std::string& key) const {
+std::optional<FusedMode> FusedModePlans::find(const std::string& key) {
   std::lock_guard lock(mutex_);
   const auto it = plans_.find(key);
   if (it == plans_.end()) return std::nullopt;
-  return it->second;
+  recent_.splice(recent_.begin(), recent_, it->second);
+  return it->second->second;
 }
 
 void FusedModePlans::store(const std::string& key, FusedMode chosen) {
   std::lock_guard lock(mutex_);
-  if (plans_.insert_or_assign(key, chosen).second) order_.push_back(key);
-  while (plans_.size() > capacity_) {
-    plans_.erase(order_.front());
-    order_.pop_front();
+  if (const auto it = plans_.find(key); it != plans_.end()) {
+    it->second->second = chosen;
+    recent_.splice(recent_.begin(), recent_, it->second);
+    return;
+  }
+  recent_.emplace_front(key, chosen);
+  plans_[key] = recent_.begin();
+  if (plans_.size() > capacity_) {
+    plans_.erase(recent_.back().first);
+    recent_.pop_back();
   }
 }
 
@@ -32,13 +39,13 @@ std::string fused_plan_key(const FusedOptions& o, const Pe& pe) {
   for (const int64_t value :
        {o.m, o.n, o.k, o.tile_m, o.tile_n, o.tile_k, int64_t(o.stages), int64_t(o.comm_interval),
         o.subtile_m, int64_t(o.compute_threads), int64_t(o.comm_threads),
-        int64_t(o.transfer == StageTransfer::kPush), int64_t(pe.n_pes()), int64_t(pe.my_pe())}) {
+        int64_t(o.transfer == StageTransfer::kPush), int64_t(pe.n_pes())}) {
     key += " " + std::to_string(value);
   }
   return key;
 }
 
-std::optional<FusedMode> agreed_plan(Pe& pe, const FusedModePlans* plans, const std::string& key) {
+std::optional<FusedMode> agreed_plan(Pe& pe, FusedModePlans* plans, const std::string& key) {
   // 0: no plan; 1 + the mode otherwise.
   const std::optional<FusedMode> mine = plans ? plans->find(key) : std::nullopt;
   const uint64_t code = mine ? 1 + uint64_t(*mine) : 0;
@@ -49,7 +56,6 @@ std::optional<FusedMode> agreed_plan(Pe& pe, const FusedModePlans* plans, const 
 }
 
 FusedMode faster_mode(const std::vector<double>& sequential_s, const std::vector<double>& fused_s) {
-  if (sequential_s.empty() || fused_s.empty()) return FusedMode::kSequential;
   return median(fused_s) < median(sequential_s) ? FusedMode::kFused : FusedMode::kSequential;
 }
 

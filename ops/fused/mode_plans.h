@@ -11,11 +11,12 @@
 // the other one on a near tie. Pin `fused` or `sequential` for bits that never change.
 #pragma once
 
-#include <deque>
-#include <map>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ops/fused/operator.h"
@@ -24,38 +25,43 @@ namespace symmesh {
 
 enum class FusedMode { kFused, kSequential, kBoth, kAuto };
 
-// Per PE and shape, the mode its plan chose. Thread-safe: a daemon's PEs share one table. At most
-// `capacity` plans, the oldest dropped first: a process naming ever new shapes cannot grow the
-// daemon without bound, and a dropped plan only costs a new plan (the PEs then disagree and
-// all plan again).
+// Per shape, the mode its plan chose. Thread-safe: a daemon's PEs share one table (they all store
+// the same plan). At most `capacity` plans, the least recently used dropped first: a process
+// naming ever new shapes cannot grow the daemon without bound, and a dropped plan only costs a
+// new plan (the PEs then disagree and all plan again).
 class FusedModePlans {
  public:
   explicit FusedModePlans(size_t capacity = 4096) : capacity_(capacity) {}
-  std::optional<FusedMode> find(const std::string& key) const;
+  std::optional<FusedMode> find(const std::string& key);
   void store(const std::string& key, FusedMode chosen);
   size_t size() const;
 
  private:
+  using Entry = std::pair<std::string, FusedMode>;
   const size_t capacity_;
   mutable std::mutex mutex_;
-  std::map<std::string, FusedMode> plans_;
-  std::deque<std::string> order_;  // keys, oldest first
+  std::list<Entry> recent_;  // most recently used first
+  std::unordered_map<std::string, std::list<Entry>::iterator> plans_;
 };
 
-// What a plan depends on: every option that changes the work, the PE count and this PE.
+// What a plan depends on: every option that changes the work, and the PE count.
 std::string fused_plan_key(const FusedOptions& options, const Pe& pe);
 
 // Collective over the world team: the plan every PE holds for `key`, or nothing when one of them
 // holds none or a different one (a restarted daemon, a table of its own), so they all plan again.
 // `plans` null: no plan is kept.
-std::optional<FusedMode> agreed_plan(Pe& pe, const FusedModePlans* plans, const std::string& key);
+std::optional<FusedMode> agreed_plan(Pe& pe, FusedModePlans* plans, const std::string& key);
 
 // The plan from the runs' times (each the slowest PE's, so every PE decides alike): the pipeline
 // only when its median is strictly below the baseline's, so a tie keeps the simpler path.
 FusedMode faster_mode(const std::vector<double>& sequential_s, const std::vector<double>& fused_s);
 
-// Timed runs per mode when a call plans (after a warm-up of each).
+// Timed runs per mode when a call plans (after a warm-up of each), and what planning costs
+// against one run of one mode: every run of both, and about three times the tensors (the inputs
+// and each mode's own).
 inline constexpr int kPlanRuns = 3;
+inline constexpr int kPlanWorkFactor = 2 * (kPlanRuns + 1);
+inline constexpr int kPlanMemoryFactor = 3;
 
 // Collective: plans `key` by running both modes on `inputs`, a warm-up and then kPlanRuns timed
 // runs each, taking turns; stores the plan in `plans` (when not null) and returns the chosen

@@ -207,7 +207,7 @@ TEST_F(AttachedOps, AutoModePlansOnceAndEveryCallGivesTheSameBitsAndABadModeIsNa
         }
       });
   EXPECT_EQ(said, std::vector<std::string>(
-                      2, "mode 3 is not a fused call's mode: allowed fused, sequential, auto"));
+                      2, "mode both is not a fused call's mode: allowed fused, sequential, auto"));
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 

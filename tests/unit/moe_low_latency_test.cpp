@@ -1,0 +1,240 @@
+// MoE low-latency dispatch and combine: what each local expert receives (bits, order, sources)
+// against the routings of every PE, the combine's weighted sums bitwise against an f32
+// reference in topk order, a PE with fewer tokens than the buffer takes, two micro-batches in
+// flight, and the calls refused.
+#include "ops/moe/low_latency.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ops/moe/reference.h"
+#include "runtime/barrier.h"
+#include "tests/support/local_cluster.h"
+
+namespace symmesh {
+namespace {
+
+constexpr int64_t kHidden = 16;
+constexpr int kTopk = 3;
+constexpr int kExperts = 12;
+constexpr int64_t kMaxTokens = 9;
+
+LocalClusterOptions cluster_options(int nodes, int ranks) {
+  LocalClusterOptions o;
+  o.nodes = nodes;
+  o.ranks_per_node = ranks;
+  o.heap_size = size_t(ranks) * (16 << 20);
+  o.wait_timeout = std::chrono::seconds(60);
+  o.tcp.io_threads = 1;
+  return o;
+}
+
+LowLatencyShape buffer_shape() {
+  return {.max_tokens = kMaxTokens, .hidden = kHidden, .topk = kTopk, .experts = kExperts};
+}
+
+// One micro-batch of one PE: its tokens (bf16) and routing; PE 1 has fewer tokens.
+struct Batch {
+  Routing routing;
+  std::vector<uint16_t> x;
+};
+
+Batch make_batch(int pe, uint64_t seed) {
+  MoeOptions o;
+  o.tokens = pe == 1 ? kMaxTokens - 4 : kMaxTokens;
+  o.hidden = kHidden;
+  o.topk = kTopk;
+  o.experts = kExperts;
+  return {make_routing(o, pe, parse_routing("uniform", seed)),
+          moe_tokens(o, pe, InputSpec{seed, ""})};
+}
+
+float bf16_value(uint16_t bits) {
+  float f = 0;
+  load_f32(&f, &bits, 1, DType::kBF16);
+  return f;
+}
+
+uint16_t bf16_bits(float f) {
+  uint16_t bits = 0;
+  store_from_f32(&bits, &f, 1, DType::kBF16);
+  return bits;
+}
+
+// The stand-in expert of global expert e on one element, as the experts below compute it.
+uint16_t expert_output(uint16_t x, int expert) {
+  return bf16_bits(bf16_value(x) * expert_scale(expert));
+}
+
+// Every received token's row, scaled by its expert.
+std::vector<uint16_t> run_experts(const LowLatencyDispatch& d, int first_expert) {
+  std::vector<uint16_t> out(d.x.size() / 2);
+  const auto* x = reinterpret_cast<const uint16_t*>(d.x.data());
+  for (size_t le = 0; le < d.count.size(); ++le) {
+    for (int64_t r = 0; r < d.count[le]; ++r) {
+      const size_t at = (le * d.rows_per_expert + r) * kHidden;
+      for (int64_t h = 0; h < kHidden; ++h) {
+        out[at + h] = expert_output(x[at + h], first_expert + int(le));
+      }
+    }
+  }
+  return out;
+}
+
+struct Outcome {
+  LowLatencyDispatch dispatched;
+  std::vector<std::byte> combined;
+};
+
+// Checks PE `pe`'s dispatch against every PE's batch and its combine against the reference.
+void expect_outcome(const std::vector<Batch>& batches, int pe, const Outcome& got,
+                    const std::string& what) {
+  const int n = int(batches.size());
+  const int per_pe = kExperts / n;
+  const LowLatencyDispatch& d = got.dispatched;
+  ASSERT_EQ(int(d.count.size()), per_pe) << what;
+  const auto* x = reinterpret_cast<const uint16_t*>(d.x.data());
+  for (int le = 0; le < per_pe; ++le) {
+    const int expert = pe * per_pe + le;
+    int64_t row = 0;
+    for (int source = 0; source < n; ++source) {
+      const Batch& b = batches[source];
+      for (int64_t t = 0; t < b.routing.tokens; ++t) {
+        bool routed = false;
+        for (int k = 0; k < kTopk; ++k) routed = routed || b.routing.expert(t, k) == expert;
+        if (!routed) continue;
+        ASSERT_LT(row, d.count[le]) << what << " PE " << pe << " expert " << expert;
+        const int64_t slot = le * d.rows_per_expert + row;
+        EXPECT_EQ(d.source_pe[slot], source) << what;
+        EXPECT_EQ(d.source_token[slot], t) << what;
+        EXPECT_EQ(0, std::memcmp(x + slot * kHidden, b.x.data() + t * kHidden, kHidden * 2))
+            << what << " PE " << pe << " expert " << expert << " token " << source << "/" << t;
+        ++row;
+      }
+    }
+    EXPECT_EQ(row, d.count[le]) << what << " PE " << pe << " expert " << expert;
+  }
+  const Batch& mine = batches[pe];
+  ASSERT_EQ(got.combined.size(), size_t(mine.routing.tokens) * kHidden * 2) << what;
+  const auto* combined = reinterpret_cast<const uint16_t*>(got.combined.data());
+  for (int64_t t = 0; t < mine.routing.tokens; ++t) {
+    for (int64_t h = 0; h < kHidden; ++h) {
+      float sum = 0;
+      for (int k = 0; k < kTopk; ++k) {
+        const int expert = mine.routing.expert(t, k);
+        if (expert < 0) continue;
+        sum +=
+            mine.routing.weight(t, k) * bf16_value(expert_output(mine.x[t * kHidden + h], expert));
+      }
+      ASSERT_EQ(combined[t * kHidden + h], bf16_bits(sum))
+          << what << " PE " << pe << " token " << t << " element " << h;
+    }
+  }
+}
+
+class LowLatencyShapes : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(LowLatencyShapes, EveryExpertGetsItsTokensInOrderAndCombineSumsThemBack) {
+  const auto [nodes, ranks] = GetParam();
+  LocalCluster cluster(cluster_options(nodes, ranks));
+  const int n = nodes * ranks;
+  std::vector<Batch> batches;
+  for (int pe = 0; pe < n; ++pe) batches.push_back(make_batch(pe, 5));
+  std::vector<Outcome> outcomes(n);
+  cluster.run([&](Pe& pe) {
+    LowLatencyBuffer buffer(pe, buffer_shape());
+    const Batch& b = batches[pe.my_pe()];
+    Outcome& o = outcomes[pe.my_pe()];
+    for (int call = 0; call < 3; ++call) {  // the halves alternate, then the first is reused
+      o.dispatched = buffer.dispatch(b.x.data(), b.routing);
+      const auto rows = run_experts(o.dispatched, pe.my_pe() * buffer.local_experts());
+      o.combined = buffer.combine(o.dispatched, rows.data(), b.routing);
+    }
+    barrier_all(pe);
+  });
+  for (int pe = 0; pe < n; ++pe) {
+    expect_outcome(batches, pe, outcomes[pe], std::to_string(nodes) + "x" + std::to_string(ranks));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LowLatencyShapes,
+                         ::testing::Values(std::pair{1, 1}, std::pair{1, 2}, std::pair{2, 2},
+                                           std::pair{3, 1}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "x" +
+                                  std::to_string(info.param.second);
+                         });
+
+TEST(LowLatency, TwoMicroBatchesInFlightAndAThirdIsRefused) {
+  LocalCluster cluster(cluster_options(2, 2));
+  const int n = cluster.n_pes();
+  std::vector<Batch> first, second;
+  for (int pe = 0; pe < n; ++pe) {
+    first.push_back(make_batch(pe, 7));
+    second.push_back(make_batch(pe, 8));
+  }
+  std::vector<Outcome> a(n), b(n);
+  std::vector<std::string> errors(n);
+  cluster.run([&](Pe& pe) {
+    const int me = pe.my_pe();
+    LowLatencyBuffer buffer(pe, buffer_shape());
+    const int first_expert = me * buffer.local_experts();
+    a[me].dispatched = buffer.dispatch(first[me].x.data(), first[me].routing);
+    b[me].dispatched = buffer.dispatch(second[me].x.data(), second[me].routing);
+    try {
+      buffer.dispatch(first[me].x.data(), first[me].routing);
+    } catch (const InvalidArgument& e) {
+      errors[me] = e.what();
+    }
+    const auto rows_a = run_experts(a[me].dispatched, first_expert);
+    const auto rows_b = run_experts(b[me].dispatched, first_expert);
+    a[me].combined = buffer.combine(a[me].dispatched, rows_a.data(), first[me].routing);
+    b[me].combined = buffer.combine(b[me].dispatched, rows_b.data(), second[me].routing);
+    try {
+      buffer.combine(a[me].dispatched, rows_a.data(), first[me].routing);
+      errors[me] += "; a second combine was accepted";
+    } catch (const InvalidArgument& e) {
+      errors[me] += std::string("; ") + e.what();
+    }
+    barrier_all(pe);
+  });
+  for (int pe = 0; pe < n; ++pe) {
+    expect_outcome(first, pe, a[pe], "micro-batch A");
+    expect_outcome(second, pe, b[pe], "micro-batch B");
+    EXPECT_EQ(errors[pe],
+              "a low-latency dispatch while two earlier ones are not yet combined: combine the "
+              "older first (two micro-batches may be in flight); a low-latency combine of a "
+              "dispatch already combined, or not this buffer's");
+  }
+}
+
+TEST(LowLatency, AShapeOrABatchOutOfRangeIsRefusedNamingTheLimit) {
+  LocalCluster cluster(cluster_options(1, 2));
+  std::vector<std::string> errors(2);
+  cluster.run([&](Pe& pe) {
+    LowLatencyShape odd = buffer_shape();
+    odd.experts = 7;
+    try {
+      LowLatencyBuffer buffer(pe, odd);
+    } catch (const InvalidArgument& e) {
+      errors[pe.my_pe()] = e.what();
+    }
+    LowLatencyShape small = buffer_shape();
+    small.max_tokens = 2;
+    LowLatencyBuffer buffer(pe, small);
+    const Batch b = make_batch(pe.my_pe(), 1);
+    try {
+      buffer.dispatch(b.x.data(), b.routing);
+    } catch (const InvalidArgument& e) {
+      errors[pe.my_pe()] += std::string("; ") + e.what();
+    }
+    barrier_all(pe);
+  });
+  EXPECT_EQ(errors[0],
+            "experts = 7 does not split evenly over 2 PEs; a low-latency dispatch of 9 tokens "
+            "with topk 3: the buffer takes at most 2 tokens with topk 3");
+}
+
+}  // namespace
+}  // namespace symmesh
