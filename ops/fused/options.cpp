@@ -2,20 +2,10 @@
 
 #include <algorithm>
 
+#include "common/check_range.h"
 #include "common/errors.h"
 
 namespace symmesh {
-namespace {
-
-void check_range(const char* field, int64_t value, int64_t low, int64_t high,
-                 const std::string& why = "") {
-  if (value >= low && value <= high) return;
-  throw InvalidArgument(std::string(field) + " = " + std::to_string(value) +
-                        " is out of range: " + "allowed " + std::to_string(low) + " to " +
-                        std::to_string(high) + (why.empty() ? "" : " (" + why + ")"));
-}
-
-}  // namespace
 
 FusedOp parse_fused_op(const std::string& name) {
   if (name == "matmul-reduce-scatter") return FusedOp::kMatmulReduceScatter;

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 
+#include "common/check_range.h"
+#include "ops/moe/options.h"
 #include "ops/roles/workspace.h"
 #include "runtime/barrier.h"
 
@@ -21,25 +24,15 @@ struct RecordHeader {
 };
 static_assert(sizeof(RecordHeader) == kHeaderBytes);
 
+// The shape as a MoE job's options (hidden, topk, experts over the PEs), and the token cap.
 void check_shape(const LowLatencyShape& s, int n_pes) {
-  auto check = [](const char* field, int64_t value, int64_t low, int64_t high) {
-    if (value >= low && value <= high) return;
-    throw InvalidArgument(std::string(field) + " = " + std::to_string(value) +
-                          " is out of range: allowed " + std::to_string(low) + " to " +
-                          std::to_string(high));
-  };
-  check("max tokens", s.max_tokens, 1, kMaxLowLatencyTokens);
-  check("hidden", s.hidden, 1, kMaxMoeHidden);
-  check("topk", s.topk, 1, kMaxMoeTopk);
-  check("experts", s.experts, n_pes, kMaxMoeExperts);
-  if (s.hidden % kMoeHiddenMultiple != 0) {
-    throw InvalidArgument("hidden = " + std::to_string(s.hidden) + " is not a multiple of " +
-                          std::to_string(kMoeHiddenMultiple));
-  }
-  if (s.experts % n_pes != 0) {
-    throw InvalidArgument("experts = " + std::to_string(s.experts) +
-                          " does not split evenly over " + std::to_string(n_pes) + " PEs");
-  }
+  MoeOptions o;
+  o.tokens = s.max_tokens;
+  o.hidden = s.hidden;
+  o.topk = s.topk;
+  o.experts = s.experts;
+  validate(o, 1, n_pes);
+  check_range("max tokens", s.max_tokens, 1, kMaxLowLatencyTokens, "per PE, low-latency");
 }
 
 }  // namespace
@@ -59,6 +52,7 @@ LowLatencyBuffer::LowLatencyBuffer(Pe& pe, const LowLatencyShape& shape)
       symmetric_zeroed(pe, 2 * size_t(n_) * sizeof(uint64_t), "low-latency signals", kShrink));
   combine_signal_ = static_cast<uint64_t*>(
       symmetric_zeroed(pe, 2 * size_t(n_) * sizeof(uint64_t), "low-latency signals", kShrink));
+  staging_.resize(size_t(records_per_source_) * record_bytes());
   barrier_all(pe);  // no PE signals a peer before the peer has cleared its signals
 }
 
@@ -115,36 +109,36 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   d.half = half;
   d.sequence = sequence;
   d.sent_record.assign(size_t(routing.tokens) * s.topk, -1);
-  // Pack each destination's records in (token, k) order, then one put_signal to each.
-  std::vector<std::vector<std::byte>> out(n_);
-  for (int64_t t = 0; t < routing.tokens; ++t) {
-    for (int k = 0; k < s.topk; ++k) {
-      const int32_t expert = routing.expert(t, k);
-      if (expert < 0) continue;
-      const int dest = expert / per_pe;
-      std::vector<std::byte>& records = out[dest];
-      d.sent_record[size_t(t) * s.topk + k] = int64_t(records.size() / record_bytes());
-      const RecordHeader header{expert % per_pe, 0, t};
-      const size_t at = records.size();
-      records.resize(at + record_bytes());
-      std::memcpy(records.data() + at, &header, kHeaderBytes);
-      std::memcpy(records.data() + at + kHeaderBytes, tokens + size_t(t) * row, row);
-    }
-  }
+  // Per destination (every PE starting with a different one): its records in (token, k) order,
+  // packed, then one put_signal.
+  const size_t record = record_bytes();
   for (int step = 0; step < n_; ++step) {
-    const int dest = (me + step) % n_;  // every PE starts with a different peer
-    const uint64_t count = out[dest].size() / record_bytes();
-    pe_.put_signal(dispatch_block(half, me), out[dest].data(), out[dest].size(),
+    const int dest = (me + step) % n_;
+    uint64_t count = 0;
+    for (int64_t t = 0; t < routing.tokens; ++t) {
+      for (int k = 0; k < s.topk; ++k) {
+        const int32_t expert = routing.expert(t, k);
+        if (expert < 0 || expert / per_pe != dest) continue;
+        d.sent_record[size_t(t) * s.topk + k] = int64_t(count);
+        const RecordHeader header{expert % per_pe, 0, t};
+        std::byte* at = staging_.data() + count++ * record;
+        std::memcpy(at, &header, kHeaderBytes);
+        std::memcpy(at + kHeaderBytes, tokens + size_t(t) * row, row);
+      }
+    }
+    pe_.put_signal(dispatch_block(half, me), staging_.data(), count * record,
                    signal(dispatch_signal_, half, me), (sequence << kCountBits) | count,
                    SignalOp::kSet, dest);
   }
 
-  // Receive: every source's records, into per-expert arrays, sources in PE order.
-  d.rows_per_expert = s.max_tokens * n_;
-  d.count.assign(per_pe, 0);
-  d.x.resize(size_t(per_pe) * d.rows_per_expert * row);
-  d.source_pe.assign(size_t(per_pe) * d.rows_per_expert, -1);
-  d.source_token.assign(size_t(per_pe) * d.rows_per_expert, -1);
+  // Receive: every source's records, checked and counted per expert, then copied into x,
+  // expert by expert, sources in PE order.
+  auto header_of = [&](int source, uint64_t r) {
+    RecordHeader header;
+    std::memcpy(&header, dispatch_block(half, source) + r * record, kHeaderBytes);
+    return header;
+  };
+  d.offset.assign(size_t(per_pe) + 1, 0);
   d.record_row.resize(n_);
   for (int source = 0; source < n_; ++source) {
     uint64_t* word = signal(dispatch_signal_, half, source);
@@ -155,21 +149,31 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
                       " low-latency records; at most " + std::to_string(records_per_source_) +
                       " fit");
     }
-    const std::byte* block = dispatch_block(half, source);
     d.record_row[source].resize(count);
     for (uint64_t r = 0; r < count; ++r) {
-      RecordHeader header;
-      std::memcpy(&header, block + r * record_bytes(), kHeaderBytes);
-      if (header.local_expert < 0 || header.local_expert >= per_pe) {
+      const int32_t expert = header_of(source, r).local_expert;
+      if (expert < 0 || expert >= per_pe) {
         throw PeerError("PE " + std::to_string(source) + " sent a record for local expert " +
-                        std::to_string(header.local_expert) + "; this PE holds " +
-                        std::to_string(per_pe));
+                        std::to_string(expert) + "; this PE holds " + std::to_string(per_pe));
       }
-      const int64_t slot = header.local_expert * d.rows_per_expert + d.count[header.local_expert]++;
-      std::memcpy(d.x.data() + size_t(slot) * row, block + r * record_bytes() + kHeaderBytes, row);
+      ++d.offset[expert + 1];
+      d.record_row[source][r] = expert;  // checked once; its row replaces it below
+    }
+  }
+  std::partial_sum(d.offset.begin(), d.offset.end(), d.offset.begin());
+  d.x.resize(size_t(d.received()) * row);
+  d.source_pe.resize(d.received());
+  d.source_token.resize(d.received());
+  std::vector<int64_t> next(d.offset.begin(), d.offset.end() - 1);
+  for (int source = 0; source < n_; ++source) {
+    for (size_t r = 0; r < d.record_row[source].size(); ++r) {
+      int64_t& expert_then_row = d.record_row[source][r];
+      const int64_t slot = next[expert_then_row]++;
+      std::memcpy(d.x.data() + size_t(slot) * row,
+                  dispatch_block(half, source) + r * record + kHeaderBytes, row);
       d.source_pe[slot] = source;
-      d.source_token[slot] = header.source_token;
-      d.record_row[source][r] = slot;
+      d.source_token[slot] = header_of(source, r).source_token;
+      expert_then_row = slot;
     }
   }
   return d;
@@ -192,15 +196,13 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle, con
   const auto* rows = static_cast<const std::byte*>(expert_out);
 
   // Send each source its rows back, in the order its records came.
-  std::vector<std::byte> out;
   for (int step = 0; step < n_; ++step) {
     const int source = (me + step) % n_;
     const std::vector<int64_t>& records = handle.record_row[source];
-    out.resize(records.size() * row);
     for (size_t r = 0; r < records.size(); ++r) {
-      std::memcpy(out.data() + r * row, rows + size_t(records[r]) * row, row);
+      std::memcpy(staging_.data() + r * row, rows + size_t(records[r]) * row, row);
     }
-    pe_.put_signal(combine_block(handle.half, me), out.data(), out.size(),
+    pe_.put_signal(combine_block(handle.half, me), staging_.data(), records.size() * row,
                    signal(combine_signal_, handle.half, me),
                    (handle.sequence << kCountBits) | records.size(), SignalOp::kSet, source);
   }

@@ -12,8 +12,9 @@
 //    its own block of the destination's region for this half. There is no notify step: the
 //    signal carries the record count and the call's sequence number, so a region is never
 //    cleared and a stale signal is never mistaken for a new one.
-//  - Each PE then waits for every source's signal and copies the records into per-expert
-//    arrays (DeepEP's packed_recv_x): expert by expert, sources in PE order, tokens in order.
+//  - Each PE then waits for every source's signal and copies the records into one array, expert
+//    by expert (DeepEP's packed_recv_x, without its padding to max_tokens x PEs per expert):
+//    sources in PE order, tokens in order.
 // Combine walks the same records backwards:
 //  - Each PE gathers its experts' output rows into the order it received them from each
 //    source, and sends them with one put_signal per source into its block of that source's
@@ -54,17 +55,19 @@ struct LowLatencyShape {
 struct LowLatencyDispatch {
   int half = 0;
   uint64_t sequence = 0;
-  // [local expert]: how many tokens it got; they sit at rows [0, count) of its slice of x.
-  std::vector<int64_t> count;
-  int64_t rows_per_expert = 0;  // max_tokens x n_pes: the stride of x between experts
-  std::vector<std::byte> x;     // [local expert][rows_per_expert][hidden] in the shape's dtype
-  // [local expert][rows_per_expert]: each token's source PE and index there.
+  // [local expert + 1]: expert e's tokens are rows [offset[e], offset[e + 1]) of x.
+  std::vector<int64_t> offset;
+  std::vector<std::byte> x;  // [received][hidden] in the shape's dtype
+  // [received]: each token's source PE and index there.
   std::vector<int32_t> source_pe;
   std::vector<int64_t> source_token;
-  // [source PE]: per record received from it, in order, its row in x (expert * stride + row).
+  // [source PE]: per record received from it, in order, its row in x.
   std::vector<std::vector<int64_t>> record_row;
   // This PE as a source: [token][k] the record index in its destination's block, or -1.
   std::vector<int64_t> sent_record;
+
+  int64_t received() const { return offset.back(); }
+  int64_t count(int local_expert) const { return offset[local_expert + 1] - offset[local_expert]; }
 };
 
 class LowLatencyBuffer {
@@ -83,10 +86,9 @@ class LowLatencyBuffer {
 
   // Collective. x: [routing.tokens][hidden] in the shape's dtype, at most max_tokens tokens.
   LowLatencyDispatch dispatch(const void* x, const Routing& routing);
-  // Collective, once per dispatch. expert_out: [local expert][rows_per_expert][hidden] in the
-  // shape's dtype, the output row of each received token (rows past an expert's count are not
-  // read). Returns [tokens][hidden]: per token the sum over its experts, in topk order, of the
-  // gate weight times the expert's row.
+  // Collective, once per dispatch. expert_out: [received][hidden] in the shape's dtype, the
+  // output row of each received token, in the dispatch's x order. Returns [tokens][hidden]: per
+  // token the sum over its experts, in topk order, of the gate weight times the expert's row.
   std::vector<std::byte> combine(LowLatencyDispatch& handle, const void* expert_out,
                                  const Routing& routing);
 
@@ -105,6 +107,7 @@ class LowLatencyBuffer {
   std::byte* combine_region_ = nullptr;
   uint64_t* dispatch_signal_ = nullptr;  // [half][source]
   uint64_t* combine_signal_ = nullptr;   // [half][expert PE]
+  std::vector<std::byte> staging_;       // one destination's records, or one source's rows
   uint64_t sequence_ = 0;                // dispatches made
   bool live_[2] = {false, false};        // a half's dispatch not yet combined
 };

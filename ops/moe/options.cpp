@@ -1,19 +1,9 @@
 #include "ops/moe/options.h"
 
+#include "common/check_range.h"
 #include "common/errors.h"
 
 namespace symmesh {
-namespace {
-
-void check_range(const std::string& field, int64_t value, int64_t low, int64_t high,
-                 const std::string& why = "") {
-  if (value >= low && value <= high) return;
-  throw InvalidArgument(field + " = " + std::to_string(value) + " is out of range: allowed " +
-                        std::to_string(low) + " to " + std::to_string(high) +
-                        (why.empty() ? "" : " (" + why + ")"));
-}
-
-}  // namespace
 
 MoeWeighting parse_moe_weighting(const std::string& name) {
   if (name == "none") return MoeWeighting::kNone;

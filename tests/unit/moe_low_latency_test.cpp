@@ -71,11 +71,10 @@ uint16_t expert_output(uint16_t x, int expert) {
 std::vector<uint16_t> run_experts(const LowLatencyDispatch& d, int first_expert) {
   std::vector<uint16_t> out(d.x.size() / 2);
   const auto* x = reinterpret_cast<const uint16_t*>(d.x.data());
-  for (size_t le = 0; le < d.count.size(); ++le) {
-    for (int64_t r = 0; r < d.count[le]; ++r) {
-      const size_t at = (le * d.rows_per_expert + r) * kHidden;
+  for (int le = 0; le + 1 < int(d.offset.size()); ++le) {
+    for (int64_t r = d.offset[le]; r < d.offset[le + 1]; ++r) {
       for (int64_t h = 0; h < kHidden; ++h) {
-        out[at + h] = expert_output(x[at + h], first_expert + int(le));
+        out[r * kHidden + h] = expert_output(x[r * kHidden + h], first_expert + le);
       }
     }
   }
@@ -93,7 +92,7 @@ void expect_outcome(const std::vector<Batch>& batches, int pe, const Outcome& go
   const int n = int(batches.size());
   const int per_pe = kExperts / n;
   const LowLatencyDispatch& d = got.dispatched;
-  ASSERT_EQ(int(d.count.size()), per_pe) << what;
+  ASSERT_EQ(int(d.offset.size()), per_pe + 1) << what;
   const auto* x = reinterpret_cast<const uint16_t*>(d.x.data());
   for (int le = 0; le < per_pe; ++le) {
     const int expert = pe * per_pe + le;
@@ -104,8 +103,8 @@ void expect_outcome(const std::vector<Batch>& batches, int pe, const Outcome& go
         bool routed = false;
         for (int k = 0; k < kTopk; ++k) routed = routed || b.routing.expert(t, k) == expert;
         if (!routed) continue;
-        ASSERT_LT(row, d.count[le]) << what << " PE " << pe << " expert " << expert;
-        const int64_t slot = le * d.rows_per_expert + row;
+        ASSERT_LT(row, d.count(le)) << what << " PE " << pe << " expert " << expert;
+        const int64_t slot = d.offset[le] + row;
         EXPECT_EQ(d.source_pe[slot], source) << what;
         EXPECT_EQ(d.source_token[slot], t) << what;
         EXPECT_EQ(0, std::memcmp(x + slot * kHidden, b.x.data() + t * kHidden, kHidden * 2))
@@ -113,7 +112,7 @@ void expect_outcome(const std::vector<Batch>& batches, int pe, const Outcome& go
         ++row;
       }
     }
-    EXPECT_EQ(row, d.count[le]) << what << " PE " << pe << " expert " << expert;
+    EXPECT_EQ(row, d.count(le)) << what << " PE " << pe << " expert " << expert;
   }
   const Batch& mine = batches[pe];
   ASSERT_EQ(got.combined.size(), size_t(mine.routing.tokens) * kHidden * 2) << what;
@@ -232,8 +231,8 @@ TEST(LowLatency, AShapeOrABatchOutOfRangeIsRefusedNamingTheLimit) {
     barrier_all(pe);
   });
   EXPECT_EQ(errors[0],
-            "experts = 7 does not split evenly over 2 PEs; a low-latency dispatch of 9 tokens "
-            "with topk 3: the buffer takes at most 2 tokens with topk 3");
+            "experts = 7 must spread evenly over the 2 PEs: a multiple of 2; a low-latency "
+            "dispatch of 9 tokens with topk 3: the buffer takes at most 2 tokens with topk 3");
 }
 
 }  // namespace
