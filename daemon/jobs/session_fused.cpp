@@ -44,7 +44,7 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
   o.k = int64_t(r.args[2]);
   validate(o, n_pes);
   const size_t element = dtype_size(o.dtype);
-  const std::string plan_key = fused_plan_key(o, pe);
+  const std::string plan_key = mode == FusedMode::kAuto ? fused_plan_key(o, pe) : "";
   const std::optional<FusedMode> plan =
       mode == FusedMode::kAuto ? agreed_plan(pe, &daemon_fused_plans(), plan_key) : mode;
   // What the daemon holds for the call (A, B, the f32 result, the gathered A) and the work it
@@ -80,7 +80,7 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
     op->run(t);
     barrier_all(pe);  // nobody frees the workspace while a peer may still read from it
   } else {
-    t = plan_by_measuring(pe, daemon_gemm(), o, t, &daemon_fused_plans(), plan_key);
+    t = plan_by_measuring(pe, daemon_gemm(), o, std::move(t), &daemon_fused_plans(), plan_key);
   }
 
   const uint64_t c_rows = t.c.size() / uint64_t(o.n);

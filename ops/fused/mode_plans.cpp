@@ -59,11 +59,10 @@ FusedMode faster_mode(const std::vector<double>& sequential_s, const std::vector
   return median(fused_s) < median(sequential_s) ? FusedMode::kFused : FusedMode::kSequential;
 }
 
-FusedTensors plan_by_measuring(Pe& pe, Gemm& gemm, const FusedOptions& o,
-                               const FusedTensors& inputs, FusedModePlans* plans,
-                               const std::string& key) {
+FusedTensors plan_by_measuring(Pe& pe, Gemm& gemm, const FusedOptions& o, FusedTensors inputs,
+                               FusedModePlans* plans, const std::string& key) {
   ModeRun sequential("sequential plan run", make_sequential(pe, gemm, o), o, pe, inputs);
-  ModeRun fused("fused plan run", make_fused(pe, gemm, o), o, pe, inputs);
+  ModeRun fused("fused plan run", make_fused(pe, gemm, o), o, pe, std::move(inputs));
   for (int i = 0; i < kPlanRuns; ++i) {
     sequential.measure(pe);
     fused.measure(pe);

@@ -57,8 +57,8 @@ std::optional<FusedMode> agreed_plan(Pe& pe, FusedModePlans* plans, const std::s
 FusedMode faster_mode(const std::vector<double>& sequential_s, const std::vector<double>& fused_s);
 
 // Timed runs per mode when a call plans (after a warm-up of each), and what planning costs
-// against one run of one mode: every run of both, and about three times the tensors (the inputs
-// and each mode's own).
+// against one run of one mode: every run of both, and about three times the tensors (each
+// mode's own, and the warm-up output each keeps to check determinism).
 inline constexpr int kPlanRuns = 3;
 inline constexpr int kPlanWorkFactor = 2 * (kPlanRuns + 1);
 inline constexpr int kPlanMemoryFactor = 3;
@@ -66,8 +66,7 @@ inline constexpr int kPlanMemoryFactor = 3;
 // Collective: plans `key` by running both modes on `inputs`, a warm-up and then kPlanRuns timed
 // runs each, taking turns; stores the plan in `plans` (when not null) and returns the chosen
 // mode's tensors, its output as every later call of the plan computes it.
-FusedTensors plan_by_measuring(Pe& pe, Gemm& gemm, const FusedOptions& options,
-                               const FusedTensors& inputs, FusedModePlans* plans,
-                               const std::string& key);
+FusedTensors plan_by_measuring(Pe& pe, Gemm& gemm, const FusedOptions& options, FusedTensors inputs,
+                               FusedModePlans* plans, const std::string& key);
 
 }  // namespace symmesh

@@ -71,7 +71,7 @@ FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
     throw InvalidArgument("iters = " + std::to_string(job.iters) +
                           " is out of range: allowed 1 to 1000");
   }
-  const std::string plan_key = fused_plan_key(o, pe);
+  const std::string plan_key = job.mode == FusedMode::kAuto ? fused_plan_key(o, pe) : "";
   const std::optional<FusedMode> plan =
       job.mode == FusedMode::kAuto ? agreed_plan(pe, job.plans, plan_key) : std::nullopt;
   FusedTensors inputs;
