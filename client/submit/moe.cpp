@@ -53,7 +53,8 @@ SubmitKind moe_kind(const std::string& op) {
                .accepts = in_range(1, 64)},
               {.flag = "--algo",
                .field = "algo",
-               .help = "combine: hier or flat (the baseline)",
+               .help = "hier; flat (combine's baseline); low-latency (decoding: at most 8192 "
+                       "tokens, topk weighting, no biases)",
                .fallback = "hier"},
               {.flag = "--routing",
                .field = "routing",
@@ -96,12 +97,13 @@ SubmitKind moe_kind(const std::string& op) {
       .print = [](const wire::JobResult& result) {
         const wire::MoeFigures& f = result.moe();
         std::printf(
-            "job %llu  %s %s  %s  %u iters  median %.3f ms  %.0f tokens/s  %.3f GB/s  "
-            "inter-node %s (flat %s)  %s%s\n",
+            "job %llu  %s %s  %s  %u iters  median %.3f ms  p99 %.3f ms  %.0f tokens/s  "
+            "%.3f GB/s  inter-node %s (flat %s)  %s%s\n",
             static_cast<unsigned long long>(result.job_id()),
             wire::enum_text(result.kind()).c_str(), result.algo().c_str(),
-            shape_text(result).c_str(), result.iters(), result.median_s() * 1e3, f.tokens_per_s(),
-            f.algbw_gbps(), format_bytes(uint64_t(f.inter_node_bytes())).c_str(),
+            shape_text(result).c_str(), result.iters(), result.median_s() * 1e3,
+            result.p99_us() / 1e3, f.tokens_per_s(), f.algbw_gbps(),
+            format_bytes(uint64_t(f.inter_node_bytes())).c_str(),
             format_bytes(uint64_t(f.flat_inter_node_bytes())).c_str(),
             f.deterministic() ? "deterministic" : "NOT DETERMINISTIC",
             verification(result).c_str());

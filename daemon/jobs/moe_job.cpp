@@ -4,6 +4,7 @@
 
 #include "common/errors.h"
 #include "daemon/jobs/job.h"
+#include "ops/moe/low_latency.h"
 #include "ops/moe/runner.h"
 
 namespace symmesh {
@@ -62,13 +63,17 @@ PeJobOutcome run_moe(Pe& pe, const wire::MoeJob& w) {
 }
 
 // One PE of a MoE job: its tokens, biases and two copies of the result; the tokens it
-// receives (about topk per token, at most one per PE) and their expert outputs; with
-// --verify the reference (for dispatch, every PE's tokens).
+// receives (about topk per token: at most one per PE, or with low-latency one per expert) and
+// their expert outputs, and low-latency's staging area (a record per token); with --verify the
+// reference (for dispatch, every PE's tokens).
 uint64_t moe_pe_bytes(const wire::MoeJob& job, int n_pes) {
   const uint64_t t = job.tokens(), h = job.hidden();
   const uint64_t partial = job.partial_dtype() == wire::DATA_TYPE_F32 ? 4 : 2;
-  const uint64_t copies = std::min<uint64_t>(job.topk(), uint64_t(n_pes));
+  const bool low_latency = job.algo() == wire::MOE_ALGO_LOW_LATENCY;
+  const uint64_t copies =
+      low_latency ? job.topk() : std::min<uint64_t>(job.topk(), uint64_t(n_pes));
   uint64_t bytes = t * h * 2 * (3 + job.biases()) + t * copies * h * (2 + partial);
+  if (low_latency) bytes += t * (h * 2 + low_latency_header_bytes(int(job.topk())));
   if (job.verify()) {
     bytes += job.op() == wire::MOE_OP_DISPATCH ? uint64_t(n_pes) * t * h * 2 + t * copies * h * 2
                                                : t * h * 8;
@@ -84,8 +89,8 @@ class MoeJobKind : public JobKind {
   }
 
   void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
-    validate(moe_job(spec.moe()).options, shape.nodes, shape.ranks_per_node);
     check_iterations(spec.moe().iters(), 1000);
+    validate(moe_job(spec.moe()), shape.nodes, shape.ranks_per_node);
   }
 
   std::vector<std::pair<std::string*, std::string>> paths(wire::JobSpec& spec) const override {
@@ -112,8 +117,7 @@ class MoeJobKind : public JobKind {
                  wire::JobResult& result) const override {
     const auto& job = spec.moe();
     result.set_op(wire::enum_text(job.op()));
-    result.set_algo(job.op() == wire::MOE_OP_COMBINE ? moe_algo_name(moe_job(job).options.algo)
-                                                     : "hier");
+    result.set_algo(moe_algo_name(moe_job(job).options.algo));
   }
 };
 

@@ -15,14 +15,25 @@ namespace {
 
 constexpr const char* kShrink = "the low-latency buffer (max tokens, hidden)";
 constexpr int kCountBits = 24;  // a signal: the call's sequence number, then the record count
-constexpr size_t kHeaderBytes = 16;
+constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
 
-struct RecordHeader {
-  int32_t local_expert;
-  int32_t unused;
-  int64_t source_token;
-};
-static_assert(sizeof(RecordHeader) == kHeaderBytes);
+// A record's header, read field by field from a block: the source token, then per topk slot
+// the expert (int32) and its gate weight (f32).
+int64_t header_token(const std::byte* record) {
+  int64_t token = 0;
+  std::memcpy(&token, record, sizeof token);
+  return token;
+}
+int32_t header_expert(const std::byte* record, int k) {
+  int32_t expert = 0;
+  std::memcpy(&expert, record + 8 + 4 * size_t(k), sizeof expert);
+  return expert;
+}
+float header_weight(const std::byte* record, int topk, int k) {
+  float weight = 0;
+  std::memcpy(&weight, record + 8 + 4 * size_t(topk) + 4 * size_t(k), sizeof weight);
+  return weight;
+}
 
 // The shape as a MoE job's options (hidden, topk, experts over the PEs), and the token cap.
 void check_shape(const LowLatencyShape& s, int n_pes) {
@@ -35,52 +46,113 @@ void check_shape(const LowLatencyShape& s, int n_pes) {
   check_range("max tokens", s.max_tokens, 1, kMaxLowLatencyTokens, "per PE, low-latency");
 }
 
+std::string pe_name(int pe) {
+  return "PE " + std::to_string(pe);
+}
+
 }  // namespace
 
 LowLatencyBuffer::LowLatencyBuffer(Pe& pe, const LowLatencyShape& shape)
-    : pe_(pe), shape_(shape), n_(pe.n_pes()), records_per_source_([&] {
-        check_shape(shape, pe.n_pes());
-        return shape.max_tokens * std::min(shape.topk, shape.experts / pe.n_pes());
-      }()) {
-  const size_t halves = 2 * size_t(n_) * size_t(records_per_source_);
-  dispatch_region_ = static_cast<std::byte*>(symmetric_region(
-      pe, halves * record_bytes(), "low-latency dispatch records (2 x PEs x tokens)", kShrink));
+    : pe_(pe),
+      shape_(shape),
+      n_(pe.n_pes()),
+      ranks_(pe.node().ranks_per_node()),
+      nodes_(pe.node().nodes()),
+      header_bytes_(low_latency_header_bytes(shape.topk)) {
+  check_shape(shape, n_);
+  const size_t tokens = size_t(shape.max_tokens), halves = 2;
+  dispatch_region_ = static_cast<std::byte*>(
+      symmetric_region(pe, halves * nodes_ * tokens * record_bytes(),
+                       "low-latency dispatch records (2 x nodes x tokens)", kShrink));
+  partial_region_ = static_cast<float*>(
+      symmetric_region(pe, halves * n_ * tokens * size_t(shape.hidden) * sizeof(float),
+                       "low-latency partial sums (2 x PEs x tokens, f32)", kShrink));
   combine_region_ = static_cast<std::byte*>(
-      symmetric_region(pe, halves * size_t(shape.hidden) * dtype_size(shape.dtype),
-                       "low-latency combine rows (2 x PEs x tokens)", kShrink));
-  dispatch_signal_ = static_cast<uint64_t*>(
-      symmetric_zeroed(pe, 2 * size_t(n_) * sizeof(uint64_t), "low-latency signals", kShrink));
-  combine_signal_ = static_cast<uint64_t*>(
-      symmetric_zeroed(pe, 2 * size_t(n_) * sizeof(uint64_t), "low-latency signals", kShrink));
-  staging_.resize(size_t(records_per_source_) * record_bytes());
+      symmetric_region(pe, halves * nodes_ * tokens * row_bytes(),
+                       "low-latency combine rows (2 x nodes x tokens)", kShrink));
+  signals_ = static_cast<uint64_t*>(symmetric_zeroed(
+      pe, (4 * size_t(nodes_) + 2) * sizeof(uint64_t), "low-latency signals", kShrink));
+  staging_.resize(tokens * record_bytes());
   barrier_all(pe);  // no PE signals a peer before the peer has cleared its signals
 }
 
 LowLatencyBuffer::~LowLatencyBuffer() {
-  pe_.free(combine_signal_);
-  pe_.free(dispatch_signal_);
+  pe_.free(signals_);
   pe_.free(combine_region_);
+  pe_.free(partial_region_);
   pe_.free(dispatch_region_);
 }
 
-size_t LowLatencyBuffer::record_bytes() const {
-  return kHeaderBytes + size_t(shape_.hidden) * dtype_size(shape_.dtype);
+size_t LowLatencyBuffer::row_bytes() const {
+  return size_t(shape_.hidden) * dtype_size(shape_.dtype);
 }
 
-std::byte* LowLatencyBuffer::dispatch_block(int half, int source) const {
+std::byte* LowLatencyBuffer::dispatch_block(int half, int source_node) const {
   return dispatch_region_ +
-         (size_t(half) * n_ + size_t(source)) * size_t(records_per_source_) * record_bytes();
+         (size_t(half) * nodes_ + size_t(source_node)) * size_t(shape_.max_tokens) * record_bytes();
 }
 
-std::byte* LowLatencyBuffer::combine_block(int half, int expert_pe) const {
-  return combine_region_ + (size_t(half) * n_ + size_t(expert_pe)) * size_t(records_per_source_) *
-                               size_t(shape_.hidden) * dtype_size(shape_.dtype);
+float* LowLatencyBuffer::partial_block(int half, int source) const {
+  return partial_region_ +
+         (size_t(half) * n_ + size_t(source)) * size_t(shape_.max_tokens) * size_t(shape_.hidden);
 }
 
-void LowLatencyBuffer::wait_for(uint64_t* word, uint64_t sequence, int peer, const char* what) {
-  pe_.signal_wait_until(
-      word, Cmp::kGe, sequence << kCountBits, pe_.deadline(),
-      std::string("low-latency ") + what + " waiting for PE " + std::to_string(peer));
+std::byte* LowLatencyBuffer::combine_block(int half, int node) const {
+  return combine_region_ +
+         (size_t(half) * nodes_ + size_t(node)) * size_t(shape_.max_tokens) * row_bytes();
+}
+
+uint64_t* LowLatencyBuffer::dispatch_signal(int half, int source_node) const {
+  return signals_ + size_t(half) * nodes_ + size_t(source_node);
+}
+
+uint64_t* LowLatencyBuffer::combine_signal(int half, int node) const {
+  return signals_ + 2 * size_t(nodes_) + size_t(half) * nodes_ + size_t(node);
+}
+
+uint64_t LowLatencyBuffer::landed(const uint64_t* word, int source) const {
+  const uint64_t count = pe_.signal_fetch(word) & kCountMask;
+  if (count > uint64_t(shape_.max_tokens)) {
+    throw PeerError(pe_name(source) + " signalled " + std::to_string(count) +
+                    " low-latency records; at most " + std::to_string(shape_.max_tokens) + " fit");
+  }
+  return count;
+}
+
+void LowLatencyBuffer::wait_for(const uint64_t* word, uint64_t sequence, int peer,
+                                const char* what) {
+  pe_.signal_wait_until(word, Cmp::kGe, sequence << kCountBits, pe_.deadline(),
+                        std::string("low-latency ") + what + " waiting for " + pe_name(peer));
+}
+
+size_t LowLatencyBuffer::pack(const void* x, const Routing& routing, int node, std::byte* out,
+                              LowLatencyDispatch& d) const {
+  const int topk = shape_.topk, first = node * ranks_ * local_experts();
+  const int last = first + ranks_ * local_experts();
+  const size_t row = row_bytes(), record = record_bytes();
+  const auto* tokens = static_cast<const std::byte*>(x);
+  size_t count = 0;
+  for (int64_t t = 0; t < routing.tokens; ++t) {
+    bool here = false;
+    for (int k = 0; k < topk; ++k) {
+      const int32_t e = routing.expert(t, k);
+      here = here || (e >= first && e < last);
+    }
+    if (!here) continue;
+    d.sent_record[size_t(t) * nodes_ + node] = int64_t(count);
+    std::byte* at = out + count++ * record;
+    std::memset(at, 0, header_bytes_);
+    std::memcpy(at, &t, sizeof t);
+    for (int k = 0; k < topk; ++k) {
+      const int32_t e = routing.expert(t, k);
+      const int32_t expert = e >= first && e < last ? e : -1;
+      const float weight = routing.weight(t, k);
+      std::memcpy(at + 8 + 4 * size_t(k), &expert, sizeof expert);
+      std::memcpy(at + 8 + 4 * size_t(topk) + 4 * size_t(k), &weight, sizeof weight);
+    }
+    std::memcpy(at + header_bytes_, tokens + size_t(t) * row, row);
+  }
+  return count;
 }
 
 LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& routing) {
@@ -100,64 +172,59 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   }
   const uint64_t sequence = ++sequence_;
   live_[half] = true;
-  const int me = pe_.my_pe();
-  const int per_pe = local_experts();
-  const size_t row = size_t(s.hidden) * dtype_size(s.dtype);
-  const auto* tokens = static_cast<const std::byte*>(x);
+  const int me = pe_.my_pe(), my_node = pe_.my_node();
 
   LowLatencyDispatch d;
   d.half = half;
   d.sequence = sequence;
-  d.sent_record.assign(size_t(routing.tokens) * s.topk, -1);
-  // Per destination (every PE starting with a different one): its records in (token, k) order,
-  // packed, then one put_signal.
-  const size_t record = record_bytes();
-  for (int step = 0; step < n_; ++step) {
-    const int dest = (me + step) % n_;
-    uint64_t count = 0;
-    for (int64_t t = 0; t < routing.tokens; ++t) {
-      for (int k = 0; k < s.topk; ++k) {
-        const int32_t expert = routing.expert(t, k);
-        if (expert < 0 || expert / per_pe != dest) continue;
-        d.sent_record[size_t(t) * s.topk + k] = int64_t(count);
-        const RecordHeader header{expert % per_pe, 0, t};
-        std::byte* at = staging_.data() + count++ * record;
-        std::memcpy(at, &header, kHeaderBytes);
-        std::memcpy(at + kHeaderBytes, tokens + size_t(t) * row, row);
-      }
+  d.sent_record.assign(size_t(routing.tokens) * nodes_, -1);
+  // Other nodes first, each from the staging area with one put_signal (their records cross the
+  // network); this node's straight into this PE's own block, where its node peers read them.
+  for (int step = 1; step <= nodes_; ++step) {
+    const int node = (my_node + step) % nodes_;
+    const bool own = node == my_node;
+    std::byte* out = own ? dispatch_block(half, my_node) : staging_.data();
+    const size_t count = pack(x, routing, node, out, d);
+    const uint64_t value = (sequence << kCountBits) | count;
+    if (own) {
+      pe_.signal_set(dispatch_signal(half, my_node), value, me);
+    } else {
+      pe_.put_signal(dispatch_block(half, my_node), out, count * record_bytes(),
+                     dispatch_signal(half, my_node), value, SignalOp::kSet, landing_pe(node, me));
     }
-    pe_.put_signal(dispatch_block(half, me), staging_.data(), count * record,
-                   signal(dispatch_signal_, half, me), (sequence << kCountBits) | count,
-                   SignalOp::kSet, dest);
   }
 
-  // Receive: every source's records, checked and counted per expert, then copied into x,
-  // expert by expert, sources in PE order.
-  auto header_of = [&](int source, uint64_t r) {
-    RecordHeader header;
-    std::memcpy(&header, dispatch_block(half, source) + r * record, kHeaderBytes);
-    return header;
-  };
+  // Receive: every source's records, in place at their landing PE on this node, checked and
+  // counted per local expert, then copied into x, expert by expert, sources in PE order.
+  const int per_pe = local_experts(), first = me * per_pe;
+  const int node_first = my_node * ranks_ * per_pe, node_last = node_first + ranks_ * per_pe;
+  const size_t row = row_bytes(), record = record_bytes();
   d.offset.assign(size_t(per_pe) + 1, 0);
-  d.record_row.resize(n_);
+  d.terms.resize(n_);
+  std::vector<const std::byte*> blocks(n_);
   for (int source = 0; source < n_; ++source) {
-    uint64_t* word = signal(dispatch_signal_, half, source);
+    const int landing = landing_pe(my_node, source);
+    const auto* word =
+        static_cast<const uint64_t*>(pe_.ptr(dispatch_signal(half, pe_.node_of(source)), landing));
     wait_for(word, sequence, source, "dispatch");
-    const uint64_t count = pe_.signal_fetch(word) & ((uint64_t{1} << kCountBits) - 1);
-    if (count > uint64_t(records_per_source_)) {
-      throw PeerError("PE " + std::to_string(source) + " signalled " + std::to_string(count) +
-                      " low-latency records; at most " + std::to_string(records_per_source_) +
-                      " fit");
-    }
-    d.record_row[source].resize(count);
+    const uint64_t count = landed(word, source);
+    blocks[source] =
+        static_cast<const std::byte*>(pe_.ptr(dispatch_block(half, pe_.node_of(source)), landing));
     for (uint64_t r = 0; r < count; ++r) {
-      const int32_t expert = header_of(source, r).local_expert;
-      if (expert < 0 || expert >= per_pe) {
-        throw PeerError("PE " + std::to_string(source) + " sent a record for local expert " +
-                        std::to_string(expert) + "; this PE holds " + std::to_string(per_pe));
+      const std::byte* at = blocks[source] + r * record;
+      for (int k = 0; k < s.topk; ++k) {
+        const int32_t expert = header_expert(at, k);
+        if (expert < 0) continue;
+        if (expert < node_first || expert >= node_last) {
+          throw PeerError(pe_name(source) + " sent node " + std::to_string(my_node) +
+                          " a record for expert " + std::to_string(expert) + "; it holds " +
+                          std::to_string(node_first) + " to " + std::to_string(node_last - 1));
+        }
+        if (expert / per_pe != me) continue;
+        ++d.offset[expert - first + 1];
+        // The local expert until its row is known below.
+        d.terms[source].push_back({int64_t(r), expert - first, header_weight(at, s.topk, k)});
       }
-      ++d.offset[expert + 1];
-      d.record_row[source][r] = expert;  // checked once; its row replaces it below
     }
   }
   std::partial_sum(d.offset.begin(), d.offset.end(), d.offset.begin());
@@ -166,67 +233,130 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   d.source_token.resize(d.received());
   std::vector<int64_t> next(d.offset.begin(), d.offset.end() - 1);
   for (int source = 0; source < n_; ++source) {
-    for (size_t r = 0; r < d.record_row[source].size(); ++r) {
-      int64_t& expert_then_row = d.record_row[source][r];
-      const int64_t slot = next[expert_then_row]++;
-      std::memcpy(d.x.data() + size_t(slot) * row,
-                  dispatch_block(half, source) + r * record + kHeaderBytes, row);
+    for (LowLatencyDispatch::Term& term : d.terms[source]) {
+      const std::byte* at = blocks[source] + size_t(term.record) * record;
+      const int64_t slot = next[term.row]++;
+      std::memcpy(d.x.data() + size_t(slot) * row, at + header_bytes_, row);
       d.source_pe[slot] = source;
-      d.source_token[slot] = header_of(source, r).source_token;
-      expert_then_row = slot;
+      d.source_token[slot] = header_token(at);
+      term.row = slot;
     }
   }
   return d;
 }
 
-std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_out,
-                                                 const Routing& routing) {
+// The rows of `source`'s `count` records landed here: per record, the partials of this node's PEs
+// that hold one of its experts, in local-rank order, in f32, rounded once into `out`.
+void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle, int source, uint64_t count,
+                                   std::byte* out) {
+  const LowLatencyShape& s = shape_;
+  const int per_pe = local_experts(), node_first_pe = pe_.my_node() * ranks_;
+  const size_t hidden = size_t(s.hidden), row = row_bytes(), record = record_bytes();
+  const std::byte* block = dispatch_block(handle.half, pe_.node_of(source));
+  std::vector<const float*> partials(ranks_);
+  for (int q = 0; q < ranks_; ++q) {
+    partials[q] =
+        static_cast<const float*>(pe_.ptr(partial_block(handle.half, source), node_first_pe + q));
+  }
+  std::vector<float> sum(hidden);
+  for (uint64_t r = 0; r < count; ++r) {
+    uint64_t holders = 0;  // the node's PEs with an expert of this record
+    for (int k = 0; k < s.topk; ++k) {
+      const int32_t expert = header_expert(block + r * record, k);
+      const int q = expert / per_pe - node_first_pe;
+      if (expert >= 0 && q >= 0 && q < ranks_) holders |= uint64_t{1} << q;
+    }
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int q = 0; q < ranks_; ++q) {
+      if ((holders >> q & 1) == 0) continue;
+      const float* partial = partials[q] + r * hidden;
+      for (size_t h = 0; h < hidden; ++h) sum[h] += partial[h];
+    }
+    store_from_f32(out + r * row, sum.data(), hidden, s.dtype);
+  }
+}
+
+std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
+                                                 const void* expert_out) {
   const LowLatencyShape& s = shape_;
   if (handle.sequence == 0 || handle.half < 0 || handle.half > 1 || !live_[handle.half] ||
-      handle.sequence + 2 <= sequence_) {
+      handle.sequence + 2 <= sequence_ || handle.terms.size() != size_t(n_)) {
     throw InvalidArgument(
         "a low-latency combine of a dispatch already combined, or not this buffer's");
   }
-  if (size_t(routing.tokens) * s.topk != handle.sent_record.size()) {
-    throw InvalidArgument("a low-latency combine with another routing than its dispatch's");
-  }
   live_[handle.half] = false;
-  const int me = pe_.my_pe();
-  const size_t row = size_t(s.hidden) * dtype_size(s.dtype);
+  const int me = pe_.my_pe(), my_node = pe_.my_node(), half = handle.half;
+  const uint64_t sequence = handle.sequence;
+  const size_t hidden = size_t(s.hidden), row = row_bytes();
   const auto* rows = static_cast<const std::byte*>(expert_out);
 
-  // Send each source its rows back, in the order its records came.
-  for (int step = 0; step < n_; ++step) {
-    const int source = (me + step) % n_;
-    const std::vector<int64_t>& records = handle.record_row[source];
-    for (size_t r = 0; r < records.size(); ++r) {
-      std::memcpy(staging_.data() + r * row, rows + size_t(records[r]) * row, row);
+  // This PE's partial of every record it holds an expert of: its experts' rows, weighted, in
+  // topk order, in f32; then its partial signal, for the landing PEs of its node.
+  // Each record's terms are summed in a row that stays in cache, then stored once.
+  std::vector<float> term(hidden), sum(hidden);
+  for (int source = 0; source < n_; ++source) {
+    const std::vector<LowLatencyDispatch::Term>& terms = handle.terms[source];
+    for (size_t i = 0; i < terms.size(); ++i) {
+      if (i == 0 || terms[i].record != terms[i - 1].record) std::fill(sum.begin(), sum.end(), 0.0f);
+      load_f32(term.data(), rows + size_t(terms[i].row) * row, hidden, s.dtype);
+      const float weight = terms[i].weight;
+      for (size_t h = 0; h < hidden; ++h) sum[h] += weight * term[h];
+      if (i + 1 == terms.size() || terms[i + 1].record != terms[i].record) {
+        std::copy(sum.begin(), sum.end(), partial_block(half, source) + terms[i].record * hidden);
+      }
     }
-    pe_.put_signal(combine_block(handle.half, me), staging_.data(), records.size() * row,
-                   signal(combine_signal_, handle.half, me),
-                   (handle.sequence << kCountBits) | records.size(), SignalOp::kSet, source);
+  }
+  uint64_t* partial_signal = signals_ + 4 * size_t(nodes_) + size_t(half);
+  pe_.signal_set(partial_signal, sequence, me);
+
+  // As the landing PE of the sources with this local rank: the node's sum of each of their
+  // records back to them, other nodes first, with one put_signal each.
+  for (int q = 0; q < ranks_; ++q) {
+    const int peer = my_node * ranks_ + q;
+    const auto* word = static_cast<const uint64_t*>(pe_.ptr(partial_signal, peer));
+    pe_.signal_wait_until(word, Cmp::kGe, sequence, pe_.deadline(),
+                          "low-latency combine waiting for the partials of " + pe_name(peer));
+  }
+  for (int step = 1; step <= nodes_; ++step) {
+    const int source = (my_node + step) % nodes_ * ranks_ + pe_.local_rank();
+    const bool own = source == me;
+    std::byte* out = own ? combine_block(half, my_node) : staging_.data();
+    const uint64_t count = landed(dispatch_signal(half, pe_.node_of(source)), source);
+    reduce_node(handle, source, count, out);
+    const uint64_t value = (sequence << kCountBits) | count;
+    if (own) {
+      pe_.signal_set(combine_signal(half, my_node), value, me);
+    } else {
+      pe_.put_signal(combine_block(half, my_node), out, count * row, combine_signal(half, my_node),
+                     value, SignalOp::kSet, source);
+    }
   }
 
-  // Sum each token's rows in topk order, weighted, in f32; round once.
-  for (int expert_pe = 0; expert_pe < n_; ++expert_pe) {
-    wait_for(signal(combine_signal_, handle.half, expert_pe), handle.sequence, expert_pe,
-             "combine");
-  }
-  const int per_pe = local_experts();
-  std::vector<std::byte> combined(size_t(routing.tokens) * row);
-  std::vector<float> sum(s.hidden), term(s.hidden);
-  for (int64_t t = 0; t < routing.tokens; ++t) {
-    std::fill(sum.begin(), sum.end(), 0.0f);
-    for (int k = 0; k < s.topk; ++k) {
-      const int32_t expert = routing.expert(t, k);
-      if (expert < 0) continue;
-      const int64_t record = handle.sent_record[size_t(t) * s.topk + k];
-      load_f32(term.data(), combine_block(handle.half, expert / per_pe) + size_t(record) * row,
-               size_t(s.hidden), s.dtype);
-      const float weight = routing.weight(t, k);
-      for (int64_t h = 0; h < s.hidden; ++h) sum[h] += weight * term[h];
+  // Home: every node's rows of this PE's tokens, added in node order, rounded once.
+  const int64_t tokens = int64_t(handle.sent_record.size()) / nodes_;
+  std::vector<uint64_t> sent(nodes_, 0);  // records this PE sent each node
+  for (size_t i = 0; i < handle.sent_record.size(); ++i)
+    sent[i % nodes_] += handle.sent_record[i] >= 0;
+  for (int node = 0; node < nodes_; ++node) {
+    const int landing = landing_pe(node, me);
+    wait_for(combine_signal(half, node), sequence, landing, "combine");
+    const uint64_t count = pe_.signal_fetch(combine_signal(half, node)) & kCountMask;
+    if (count != sent[node]) {
+      throw PeerError(pe_name(landing) + " sent " + std::to_string(count) +
+                      " low-latency combine rows; this PE sent it " + std::to_string(sent[node]) +
+                      " records");
     }
-    store_from_f32(combined.data() + size_t(t) * row, sum.data(), size_t(s.hidden), s.dtype);
+  }
+  std::vector<std::byte> combined(size_t(tokens) * row);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int node = 0; node < nodes_; ++node) {
+      const int64_t record = handle.sent_record[size_t(t) * nodes_ + node];
+      if (record < 0) continue;
+      accumulate(sum.data(), combine_block(half, node) + size_t(record) * row, hidden, s.dtype,
+                 ReduceOp::kSum);
+    }
+    store_from_f32(combined.data() + size_t(t) * row, sum.data(), hidden, s.dtype);
   }
   return combined;
 }

@@ -1,5 +1,6 @@
 // MoE dispatch and combine for decoding (DeepEP's low-latency mode, on the CPU): few tokens per
-// PE, where the normal mode's notify round and per-call allocation cost more than the data.
+// PE, where the normal mode's notify round, rings and per-call allocation cost more than the
+// data.
 //
 // A LowLatencyBuffer is allocated once per shape (at most `max_tokens` tokens per PE) and
 // reused by every call. It has two halves, used by alternate dispatches, so two micro-batches
@@ -7,41 +8,53 @@
 // combined is refused.
 //
 // Dispatch (every PE calls with its own tokens and routing):
-//  - Each PE packs, per destination PE, one record per (token, expert held there): the token,
-//    its local expert and source token. It sends them with one put_signal per destination into
-//    its own block of the destination's region for this half. There is no notify step: the
-//    signal carries the record count and the call's sequence number, so a region is never
-//    cleared and a stale signal is never mistaken for a new one.
-//  - Each PE then waits for every source's signal and copies the records into one array, expert
-//    by expert (DeepEP's packed_recv_x, without its padding to max_tokens x PEs per expert):
-//    sources in PE order, tokens in order.
+//  - Each PE packs, per destination node, one record per token with an expert there: the token,
+//    its source index, and its experts on that node with their gate weights. It sends them with
+//    one put_signal into its own block of the landing PE's region: the PE with its local rank on
+//    that node; for its own node it packs straight into its own region. There is no notify
+//    step: the signal carries the record count and the call's sequence number, so a region is
+//    never cleared and a stale signal is never mistaken for a new one.
+//  - Every PE of the node reads the records in place, in the landing PE's memory, waits on the
+//    landing PE's signal, and copies each token once per expert of its own into one array,
+//    expert by expert (DeepEP's packed_recv_x, without its padding): sources in PE order,
+//    tokens in order.
 // Combine walks the same records backwards:
-//  - Each PE gathers its experts' output rows into the order it received them from each
-//    source, and sends them with one put_signal per source into its block of that source's
-//    region for the handle's half.
-//  - The source sums each token's rows in topk order, each scaled by its gate weight, in f32,
-//    and rounds once. The result is bitwise deterministic.
+//  - Each PE sums, per record, its own experts' output rows, weighted by their gates, in topk
+//    order, in f32, into its partial area, and raises its partial signal.
+//  - The landing PE adds the partials of its node's PEs in local-rank order, rounds once, and
+//    sends the records' rows back to their source with one put_signal.
+//  - The source adds, per token, the rows of every node in node order, in f32, and rounds once.
+//    Every sum has a fixed order: bitwise deterministic.
+// DeepEP sends one record per (token, expert), since a GPU's links have bandwidth to spare and
+// its latency is in kernel launches; here every byte on the wire costs CPU time on both ends, so
+// a token crosses the network once per node, as in the hierarchical mode, and the PEs of a node
+// share it in memory instead of forwarding it.
 //
-// Cost per call and PE: n_pes put_signals each way, one record per (token, expert PE) on the
-// wire, and one copy of a token into its arrays at each end.
+// Cost per call and PE: one put_signal per node each way, one record per (token, node) on the
+// wire, and one copy of a token per (token, local expert) into x at the receiver.
 //
-// A half is reused by the dispatch two calls later. That dispatch waits for every PE's signal
-// of the dispatch between, which each PE sends only after it finished the dispatch before that,
-// and a PE cannot start it before combining the handle that used the half. So no PE writes into
-// a half a peer still reads.
+// A half is reused by the dispatch two calls later. That dispatch waits for every source's
+// signal of the dispatch between, which each PE sends only after it finished the dispatch
+// before that, and a PE cannot start it before combining the handle that used the half (which
+// reads its node peers' partials and waits for every landing PE's rows). So no PE writes into a
+// half a peer still reads.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "api/op_limits.h"
 #include "ops/moe/routing.h"
 #include "runtime/collectives/dtype.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
 
-// The most tokens per PE a low-latency buffer takes (its records are counted in 24 bits).
-inline constexpr int64_t kMaxLowLatencyTokens = 8192;
+// What a dispatched record carries besides its token: the source token, then per topk slot the
+// expert (-1 when not on the record's node) and its gate weight, padded to 16 bytes.
+inline size_t low_latency_header_bytes(int topk) {
+  return (8 + 8 * size_t(topk) + 15) / 16 * 16;
+}
 
 struct LowLatencyShape {
   int64_t max_tokens = 0;  // per PE and call
@@ -61,9 +74,15 @@ struct LowLatencyDispatch {
   // [received]: each token's source PE and index there.
   std::vector<int32_t> source_pe;
   std::vector<int64_t> source_token;
-  // [source PE]: per record received from it, in order, its row in x.
-  std::vector<std::vector<int64_t>> record_row;
-  // This PE as a source: [token][k] the record index in its destination's block, or -1.
+  // What combine needs. As an expert PE: per source, each (record, row of x, gate weight) of
+  // this PE's experts, in record then topk order. As a source: [token][node] the record's index
+  // in that node's landing block, or -1.
+  struct Term {
+    int64_t record;
+    int64_t row;
+    float weight;
+  };
+  std::vector<std::vector<Term>> terms;
   std::vector<int64_t> sent_record;
 
   int64_t received() const { return offset.back(); }
@@ -88,28 +107,38 @@ class LowLatencyBuffer {
   LowLatencyDispatch dispatch(const void* x, const Routing& routing);
   // Collective, once per dispatch. expert_out: [received][hidden] in the shape's dtype, the
   // output row of each received token, in the dispatch's x order. Returns [tokens][hidden]: per
-  // token the sum over its experts, in topk order, of the gate weight times the expert's row.
-  std::vector<std::byte> combine(LowLatencyDispatch& handle, const void* expert_out,
-                                 const Routing& routing);
+  // token the sum over its experts of the gate weight (the dispatch routing's) times the
+  // expert's row: per PE in topk order, per node in local-rank order, then in node order.
+  std::vector<std::byte> combine(LowLatencyDispatch& handle, const void* expert_out);
 
  private:
-  size_t record_bytes() const;
-  std::byte* dispatch_block(int half, int source) const;
-  std::byte* combine_block(int half, int expert_pe) const;
-  uint64_t* signal(uint64_t* base, int half, int peer) const { return base + half * n_ + peer; }
-  void wait_for(uint64_t* word, uint64_t sequence, int peer, const char* what);
+  size_t row_bytes() const;
+  size_t record_bytes() const { return header_bytes_ + row_bytes(); }
+  int landing_pe(int node, int source) const { return node * ranks_ + pe_.local_rank_of(source); }
+  // This PE's symmetric addresses; as another PE of this node sees them through pe_.ptr.
+  std::byte* dispatch_block(int half, int source_node) const;
+  float* partial_block(int half, int source) const;
+  std::byte* combine_block(int half, int node) const;
+  uint64_t* dispatch_signal(int half, int source_node) const;
+  uint64_t* combine_signal(int half, int node) const;
+  // The record count a landing signal carries; PeerError when more than a block holds.
+  uint64_t landed(const uint64_t* word, int source) const;
+  void wait_for(const uint64_t* word, uint64_t sequence, int peer, const char* what);
+  size_t pack(const void* x, const Routing& routing, int node, std::byte* out,
+              LowLatencyDispatch& d) const;
+  void reduce_node(const LowLatencyDispatch& handle, int source, uint64_t count, std::byte* out);
 
   Pe& pe_;
   const LowLatencyShape shape_;
-  const int n_;
-  const int64_t records_per_source_;  // max_tokens x min(topk, local experts)
-  std::byte* dispatch_region_ = nullptr;
-  std::byte* combine_region_ = nullptr;
-  uint64_t* dispatch_signal_ = nullptr;  // [half][source]
-  uint64_t* combine_signal_ = nullptr;   // [half][expert PE]
-  std::vector<std::byte> staging_;       // one destination's records, or one source's rows
-  uint64_t sequence_ = 0;                // dispatches made
-  bool live_[2] = {false, false};        // a half's dispatch not yet combined
+  const int n_, ranks_, nodes_;
+  const size_t header_bytes_;
+  std::byte* dispatch_region_ = nullptr;  // [half][source node][max_tokens] records
+  float* partial_region_ = nullptr;       // [half][source][max_tokens][hidden] f32
+  std::byte* combine_region_ = nullptr;   // [half][node][max_tokens] rows
+  uint64_t* signals_ = nullptr;           // dispatch [half][node], combine [half][node], partial
+  std::vector<std::byte> staging_;        // one node's records, or one source's rows
+  uint64_t sequence_ = 0;                 // dispatches made
+  bool live_[2] = {false, false};         // a half's dispatch not yet combined
 };
 
 }  // namespace symmesh

@@ -18,12 +18,45 @@ const char* moe_weighting_name(MoeWeighting weighting) {
 MoeAlgo parse_moe_algo(const std::string& name) {
   if (name == "hier") return MoeAlgo::kHier;
   if (name == "flat") return MoeAlgo::kFlat;
-  throw InvalidArgument("unknown combine algorithm '" + name + "': allowed hier, flat");
+  if (name == "low-latency") return MoeAlgo::kLowLatency;
+  throw InvalidArgument("unknown MoE algorithm '" + name + "': allowed hier, flat, low-latency");
 }
 
 const char* moe_algo_name(MoeAlgo algo) {
-  return algo == MoeAlgo::kHier ? "hier" : "flat";
+  switch (algo) {
+    case MoeAlgo::kHier:
+      return "hier";
+    case MoeAlgo::kFlat:
+      return "flat";
+    case MoeAlgo::kLowLatency:
+      return "low-latency";
+  }
+  return "?";
 }
+
+namespace {
+
+// The low-latency mode sums each token's expert rows weighted by its gates, at home, in f32:
+// no biases, no other weighting, nothing travels as a partial sum.
+void validate_low_latency(const MoeOptions& o) {
+  check_range("tokens", o.tokens, 0, kMaxLowLatencyTokens, "per PE with --algo low-latency");
+  if (o.weighting != MoeWeighting::kTopk) {
+    throw InvalidArgument(
+        "weighting none is not available with --algo low-latency, whose combine always weighs "
+        "by the gates: allowed topk");
+  }
+  if (o.biases != 0) {
+    throw InvalidArgument("biases = " + std::to_string(o.biases) +
+                          " is not available with --algo low-latency: allowed 0");
+  }
+  if (o.partial_dtype != DType::kBF16) {
+    throw InvalidArgument(std::string("partial dtype ") + dtype_name(o.partial_dtype) +
+                          " is not available with --algo low-latency, which sends expert rows "
+                          "in the tokens' type: allowed bf16");
+  }
+}
+
+}  // namespace
 
 void validate(const MoeOptions& o, int nodes, int ranks_per_node) {
   const int n = nodes * ranks_per_node;
@@ -45,6 +78,7 @@ void validate(const MoeOptions& o, int nodes, int ranks_per_node) {
     throw InvalidArgument(std::string("partial dtype ") + dtype_name(o.partial_dtype) +
                           " is not allowed: bf16 or f32");
   }
+  if (o.algo == MoeAlgo::kLowLatency) validate_low_latency(o);
   check_range("channels", o.channels, 1, 64);
   check_range("chunk_tokens", o.chunk_tokens, 1, 4096);
   // A sender waits while capacity - (tail - head) < chunk: a chunk above half a ring could

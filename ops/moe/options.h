@@ -22,9 +22,11 @@ MoeWeighting parse_moe_weighting(const std::string& name);  // none, topk
 const char* moe_weighting_name(MoeWeighting weighting);
 
 // hier: one copy per destination node over the network, fanned out / reduced inside the node
-// (DeepEP's hierarchical combine); flat: every PE talks to every PE directly (the baseline).
-enum class MoeAlgo { kHier, kFlat };
-MoeAlgo parse_moe_algo(const std::string& name);  // hier, flat
+// (DeepEP's hierarchical combine); flat: every PE talks to every PE directly (combine's
+// baseline); low-latency: for decoding, one record per (token, expert) straight to the expert's
+// PE with no notify round, double-buffered (DeepEP's low-latency mode, ops/moe/low_latency.h).
+enum class MoeAlgo { kHier, kFlat, kLowLatency };
+MoeAlgo parse_moe_algo(const std::string& name);  // hier, flat, low-latency
 const char* moe_algo_name(MoeAlgo algo);
 
 struct MoeOptions {

@@ -71,6 +71,23 @@ std::vector<ReceivedToken> reference_dispatch(const MoeOptions& o,
   return received;
 }
 
+std::vector<std::vector<ReceivedToken>> reference_low_latency_dispatch(
+    const MoeOptions& o, const std::vector<Routing>& routings, int pe) {
+  const int n = int(routings.size()), per_pe = experts_per_pe(o, n);
+  std::vector<std::vector<ReceivedToken>> received(per_pe);
+  for (int local = 0; local < per_pe; ++local) {
+    for (int source = 0; source < n; ++source) {
+      const Routing& routing = routings[source];
+      for (int64_t t = 0; t < routing.tokens; ++t) {
+        for (int k = 0; k < routing.topk; ++k) {
+          if (routing.expert(t, k) == pe * per_pe + local) received[local].push_back({source, t});
+        }
+      }
+    }
+  }
+  return received;
+}
+
 std::vector<uint16_t> reference_combine(const MoeOptions& o, const Routing& routing,
                                         const std::vector<uint16_t>& x,
                                         const std::vector<std::vector<uint16_t>>& biases) {

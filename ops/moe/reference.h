@@ -38,6 +38,11 @@ std::vector<ReceivedToken> reference_dispatch(const MoeOptions& options,
                                               const std::vector<Routing>& routings,
                                               const ClusterShape& shape, int pe);
 
+// The tokens PE `pe`'s local experts receive from a low-latency dispatch, in its order: per
+// local expert, by source PE, then token ([local expert][i]).
+std::vector<std::vector<ReceivedToken>> reference_low_latency_dispatch(
+    const MoeOptions& options, const std::vector<Routing>& routings, int pe);
+
 // PE `pe`'s combined_x: per token the sum of every expert's weighted output, plus the biases,
 // in f32, rounded once to bf16.
 std::vector<uint16_t> reference_combine(const MoeOptions& options, const Routing& routing,

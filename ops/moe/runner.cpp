@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
+#include "common/check_range.h"
 #include "common/progress.h"
 #include "common/trace.h"
+#include "ops/moe/low_latency_job.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
 #include "ops/roles/roles.h"
@@ -34,13 +37,18 @@ double dispatch_error(const MoeOptions& o, const DispatchResult& r,
 
 }  // namespace
 
+void validate(const MoeJob& job, int nodes, int ranks_per_node) {
+  validate(job.options, nodes, ranks_per_node);
+  if (job.op == MoeOp::kDispatch && job.options.algo == MoeAlgo::kFlat) {
+    throw InvalidArgument(
+        "dispatch has no flat algorithm (flat is combine's baseline): allowed hier, low-latency");
+  }
+  check_range("iters", job.iters, 1, 1000);
+}
+
 MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   const MoeOptions& o = job.options;
-  validate(o, pe.node().nodes(), pe.node().ranks_per_node());
-  if (job.iters < 1 || job.iters > 1000) {
-    throw InvalidArgument("iters = " + std::to_string(job.iters) +
-                          " is out of range: allowed 1 to 1000");
-  }
+  validate(job, pe.node().nodes(), pe.node().ranks_per_node());
   const int me = pe.my_pe(), n = pe.n_pes();
   const ClusterShape shape{pe.node().nodes(), pe.node().ranks_per_node()};
   const Routing routing = make_routing(o, me, job.routing);
@@ -53,12 +61,21 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   std::vector<std::byte> first, last;  // the output, bf16
   DispatchResult dispatched;
   int64_t inter = 0, intra = 0;
-  if (job.op == MoeOp::kCombine) dispatched = dispatch(pe, o, x, routing);  // the handle
+  const bool low_latency = o.algo == MoeAlgo::kLowLatency;
+  std::optional<LowLatencyCalls> calls;
+  if (low_latency) {
+    calls.emplace(pe, o, routing, x);
+    inter = calls->inter_node_bytes(job.op == MoeOp::kCombine);
+  } else if (job.op == MoeOp::kCombine) {
+    dispatched = dispatch(pe, o, x, routing);  // the handle
+  }
   progress::set_total(uint32_t(job.iters));
   for (int i = -1; i < job.iters; ++i) {  // -1: the warm-up
     const trace::Scope span(job.op == MoeOp::kCombine ? "combine" : "dispatch", "iteration");
     double seconds = 0;
-    if (job.op == MoeOp::kCombine) {
+    if (low_latency) {
+      seconds = job.op == MoeOp::kCombine ? calls->combine(last) : calls->dispatch(last);
+    } else if (job.op == MoeOp::kCombine) {
       CombineResult r = combine(pe, o, dispatched, routing, biases);
       seconds = r.seconds;
       inter = r.inter_node_bytes;
@@ -86,7 +103,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   report.algbw_gbps = double(all_tokens) * double(o.hidden) * 2 / report.median_s / 1e9;
   const DispatchLayout layout = dispatch_layout(routing, o, shape);
   const size_t element = job.op == MoeOp::kCombine ? dtype_size(o.partial_dtype) : 2;
-  if (job.op == MoeOp::kDispatch) {  // one record per (token, other node) / (token, other PE)
+  if (job.op == MoeOp::kDispatch && !low_latency) {  // one per (token, other node)
     inter = hier_inter_node_bytes(layout, pe.my_node(), o.hidden, element);
   }
   report.inter_node_bytes = sum_over_pes(pe, inter);
@@ -104,8 +121,11 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
         error = std::max(error, diff);
         worst = std::max(worst, diff / std::max(1.0, std::fabs(want)));
       }
-      // bf16 partials are rounded at the sender and at the forwarder, then the result once.
-      report.tolerance = o.partial_dtype == DType::kBF16 ? 3.0 / 128 : 1.0 / 128;
+      // bf16 partials are rounded at the sender and at the forwarder, then the result once; the
+      // low-latency mode rounds each expert's row, then the result.
+      report.tolerance = low_latency                       ? 2.0 / 128
+                         : o.partial_dtype == DType::kBF16 ? 3.0 / 128
+                                                           : 1.0 / 128;
     } else {
       std::vector<Routing> routings;
       std::vector<std::vector<uint16_t>> all_x;
@@ -114,7 +134,9 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
         all_x.push_back(moe_tokens(o, p, job.inputs));
       }
       error = worst =
-          dispatch_error(o, dispatched, reference_dispatch(o, routings, shape, me), all_x);
+          low_latency
+              ? low_latency_dispatch_error(o, calls->last_dispatch(), me, routings, all_x)
+              : dispatch_error(o, dispatched, reference_dispatch(o, routings, shape, me), all_x);
     }
     report.max_abs_err = max_over_pes(pe, error);
     report.verified = max_over_pes(pe, worst) <= report.tolerance;

@@ -38,6 +38,10 @@ struct MoeReport {
   int64_t flat_inter_node_bytes = 0;  // what the flat combine moves between nodes
 };
 
+// Throws InvalidArgument naming what the job cannot run: its options for the cluster's shape, an
+// algorithm its op does not have, its iterations.
+void validate(const MoeJob& job, int nodes, int ranks_per_node);
+
 MoeReport run_moe_job(Pe& pe, const MoeJob& job);
 
 }  // namespace symmesh

@@ -47,6 +47,50 @@ TEST(MoeJobs, DispatchAndBothCombinesVerifyThroughTheDaemons) {
   EXPECT_EQ(flat["inter_node_bytes"], flat["flat_inter_node_bytes"]);
 }
 
+// The low-latency algorithm through the CLI: dispatch and combine verified, p50 and p99 per call,
+// its bytes named; what it cannot run is refused naming the option, and the daemons go on.
+TEST(MoeJobs, LowLatencyDispatchAndCombineVerifyAndReportTheirLatencies) {
+  ClusterOptions options = shape(2, 2);
+  options.heap_size = "128MiB";
+  TestCluster cluster(options);
+  const std::string shape_args =
+      " --algo low-latency --tokens 24 --hidden 64 --topk 8 --experts 16 --iters 4 --verify";
+  for (const char* op : {"dispatch", "combine"}) {
+    const auto json = submit(cluster, op + shape_args);
+    EXPECT_EQ(json["status"], "ok") << json.dump();
+    EXPECT_EQ(json["algo"], "low-latency") << json.dump();
+    EXPECT_EQ(json["verified"], true) << json.dump();
+    EXPECT_EQ(json["deterministic"], true) << json.dump();
+    EXPECT_GE(json["p99_us"].get<double>(), json["p50_us"].get<double>()) << json.dump();
+    EXPECT_GT(json["inter_node_bytes"].get<int64_t>(), 0) << json.dump();
+  }
+  const std::pair<const char*, const char*> refused[] = {
+      {"combine --tokens 24 --weighting none",
+       "weighting none is not available with --algo low-latency"},
+      {"combine --tokens 24 --bias 1",
+       "biases = 1 is not available with --algo low-latency: allowed 0"},
+      {"combine --tokens 24 --partial-dtype f32",
+       "partial dtype f32 is not available with --algo low-latency"},
+      {"dispatch --tokens 8193", "tokens = 8193 is out of range: allowed 0 to 8192"},
+  };
+  for (const auto& [args, message] : refused) {
+    CliRun run = cli(target(cluster) + " submit " + args +
+                     " --algo low-latency --hidden 64 --topk 8 --experts 16 --json");
+    EXPECT_NE(run.exit_code, 0) << args;
+    const std::string error = nlohmann::json::parse(run.out)["error"].get<std::string>();
+    EXPECT_NE(error.find(message), std::string::npos) << args << ": " << error;
+  }
+  CliRun flat =
+      cli(target(cluster) +
+          " submit dispatch --algo flat --tokens 4 --hidden 8 --topk 1 --experts 4 --json");
+  EXPECT_NE(flat.exit_code, 0);
+  EXPECT_NE(nlohmann::json::parse(flat.out)["error"].get<std::string>().find(
+                "dispatch has no flat algorithm"),
+            std::string::npos)
+      << flat.out;
+  EXPECT_EQ(submit(cluster, "combine" + shape_args)["verified"], true);
+}
+
 // Tokens, biases and routing from .npy files, the combined tokens written back: checked against
 // sums computed here. Values are small multiples of 1/16, so every sum is exact in bf16.
 TEST(MoeJobs, NpyInputsRoutingAndOutputsMatchSumsComputedHere) {

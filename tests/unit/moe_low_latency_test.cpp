@@ -1,6 +1,7 @@
 // MoE low-latency dispatch and combine: what each local expert receives (bits, order, sources)
 // against the routings of every PE, the combine's weighted sums bitwise against an f32
-// reference in topk order, a PE with fewer tokens than the buffer takes, two micro-batches in
+// reference in the combine's order (per PE in topk order, per node in local-rank order rounded
+// once, then in node order), a PE with fewer tokens than the buffer takes, two micro-batches in
 // flight, and the calls refused.
 #include "ops/moe/low_latency.h"
 
@@ -86,8 +87,34 @@ struct Outcome {
   std::vector<std::byte> combined;
 };
 
+// What PE `pe` combines for element h of token t: per PE holding some of its experts the
+// weighted rows in topk order, added per node in local-rank order and rounded, then per node.
+uint16_t combined_element(const Batch& mine, int64_t t, int64_t h, int ranks, int n) {
+  const int per_pe = kExperts / n;
+  float total = 0;
+  for (int node = 0; node < n / ranks; ++node) {
+    float node_sum = 0;
+    bool any = false;
+    for (int p = node * ranks; p < (node + 1) * ranks; ++p) {
+      float partial = 0;
+      bool held = false;
+      for (int k = 0; k < kTopk; ++k) {
+        const int expert = mine.routing.expert(t, k);
+        if (expert < 0 || expert / per_pe != p) continue;
+        partial +=
+            mine.routing.weight(t, k) * bf16_value(expert_output(mine.x[t * kHidden + h], expert));
+        held = true;
+      }
+      if (held) node_sum += partial;
+      any = any || held;
+    }
+    if (any) total += bf16_value(bf16_bits(node_sum));
+  }
+  return bf16_bits(total);
+}
+
 // Checks PE `pe`'s dispatch against every PE's batch and its combine against the reference.
-void expect_outcome(const std::vector<Batch>& batches, int pe, const Outcome& got,
+void expect_outcome(const std::vector<Batch>& batches, int ranks, int pe, const Outcome& got,
                     const std::string& what) {
   const int n = int(batches.size());
   const int per_pe = kExperts / n;
@@ -119,14 +146,7 @@ void expect_outcome(const std::vector<Batch>& batches, int pe, const Outcome& go
   const auto* combined = reinterpret_cast<const uint16_t*>(got.combined.data());
   for (int64_t t = 0; t < mine.routing.tokens; ++t) {
     for (int64_t h = 0; h < kHidden; ++h) {
-      float sum = 0;
-      for (int k = 0; k < kTopk; ++k) {
-        const int expert = mine.routing.expert(t, k);
-        if (expert < 0) continue;
-        sum +=
-            mine.routing.weight(t, k) * bf16_value(expert_output(mine.x[t * kHidden + h], expert));
-      }
-      ASSERT_EQ(combined[t * kHidden + h], bf16_bits(sum))
+      ASSERT_EQ(combined[t * kHidden + h], combined_element(mine, t, h, ranks, n))
           << what << " PE " << pe << " token " << t << " element " << h;
     }
   }
@@ -148,12 +168,13 @@ TEST_P(LowLatencyShapes, EveryExpertGetsItsTokensInOrderAndCombineSumsThemBack) 
     for (int call = 0; call < 3; ++call) {  // the halves alternate, then the first is reused
       o.dispatched = buffer.dispatch(b.x.data(), b.routing);
       const auto rows = run_experts(o.dispatched, pe.my_pe() * buffer.local_experts());
-      o.combined = buffer.combine(o.dispatched, rows.data(), b.routing);
+      o.combined = buffer.combine(o.dispatched, rows.data());
     }
     barrier_all(pe);
   });
   for (int pe = 0; pe < n; ++pe) {
-    expect_outcome(batches, pe, outcomes[pe], std::to_string(nodes) + "x" + std::to_string(ranks));
+    expect_outcome(batches, ranks, pe, outcomes[pe],
+                   std::to_string(nodes) + "x" + std::to_string(ranks));
   }
 }
 
@@ -188,10 +209,10 @@ TEST(LowLatency, TwoMicroBatchesInFlightAndAThirdIsRefused) {
     }
     const auto rows_a = run_experts(a[me].dispatched, first_expert);
     const auto rows_b = run_experts(b[me].dispatched, first_expert);
-    a[me].combined = buffer.combine(a[me].dispatched, rows_a.data(), first[me].routing);
-    b[me].combined = buffer.combine(b[me].dispatched, rows_b.data(), second[me].routing);
+    a[me].combined = buffer.combine(a[me].dispatched, rows_a.data());
+    b[me].combined = buffer.combine(b[me].dispatched, rows_b.data());
     try {
-      buffer.combine(a[me].dispatched, rows_a.data(), first[me].routing);
+      buffer.combine(a[me].dispatched, rows_a.data());
       errors[me] += "; a second combine was accepted";
     } catch (const InvalidArgument& e) {
       errors[me] += std::string("; ") + e.what();
@@ -199,8 +220,8 @@ TEST(LowLatency, TwoMicroBatchesInFlightAndAThirdIsRefused) {
     barrier_all(pe);
   });
   for (int pe = 0; pe < n; ++pe) {
-    expect_outcome(first, pe, a[pe], "micro-batch A");
-    expect_outcome(second, pe, b[pe], "micro-batch B");
+    expect_outcome(first, 2, pe, a[pe], "micro-batch A");
+    expect_outcome(second, 2, pe, b[pe], "micro-batch B");
     EXPECT_EQ(errors[pe],
               "a low-latency dispatch while two earlier ones are not yet combined: combine the "
               "older first (two micro-batches may be in flight); a low-latency combine of a "

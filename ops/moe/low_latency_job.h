@@ -1,0 +1,49 @@
+// The low-latency algorithm as a MoE job runs it (ops/moe/runner): one LowLatencyBuffer for the
+// job's shape, allocated before the first call and reused by every call, as a decoding model
+// keeps its buffer. Each timed call starts after an untimed barrier, so every PE starts together
+// (as the MPI baseline's calls start after MPI_Barrier) and the time is the call's alone. A
+// timed combine's dispatch and its stand-in experts run before that barrier, untimed, as the
+// normal mode's combine computes its expert outputs before its timed part.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/moe/low_latency.h"
+
+namespace symmesh {
+
+class LowLatencyCalls {
+ public:
+  // Collective: allocates the buffer for `options` (its tokens are the buffer's max tokens).
+  LowLatencyCalls(Pe& pe, const MoeOptions& options, const Routing& routing,
+                  const std::vector<uint16_t>& x);
+
+  // Collective: one timed dispatch, then its untimed combine, which frees its half; `output` gets
+  // the received tokens, packed per local expert. Returns this PE's seconds.
+  double dispatch(std::vector<std::byte>& output);
+  // Collective: one combine of a fresh dispatch; `output` gets [tokens][hidden] bf16.
+  double combine(std::vector<std::byte>& output);
+
+  const LowLatencyDispatch& last_dispatch() const { return dispatched_; }
+  // Bytes that cross to other nodes per call for this PE's tokens. Inside a node nothing is
+  // sent: its PEs read the landing PE's memory.
+  int64_t inter_node_bytes(bool combine) const;
+
+ private:
+  Pe& pe_;
+  const MoeOptions& options_;
+  const Routing& routing_;
+  const std::vector<uint16_t>& x_;
+  LowLatencyBuffer buffer_;
+  LowLatencyDispatch dispatched_;
+  std::vector<uint16_t> expert_rows_;  // the stand-in experts' output for dispatched_
+};
+
+// 0 when PE `pe`'s dispatch delivered exactly the reference's tokens to each local expert (their
+// count, order, sources and bits); infinity otherwise. all_x: every PE's tokens.
+double low_latency_dispatch_error(const MoeOptions& options, const LowLatencyDispatch& got, int pe,
+                                  const std::vector<Routing>& routings,
+                                  const std::vector<std::vector<uint16_t>>& all_x);
+
+}  // namespace symmesh
