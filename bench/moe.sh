@@ -6,6 +6,9 @@
 # MPI_Alltoallv plus a local reduction (4 processes, forced onto TCP, and with its default
 # shared-memory transport). Every figure is the median over RUNS runs (default 3) of a job's
 # median over ITERS iterations (default 5), an iteration timed by its slowest PE.
+# Then decoding (LL_TOKENS tokens per PE, default 128, DeepEP's low-latency benchmark shape):
+# the low-latency dispatch and combine, p50 and p99 per call over LL_ITERS calls (default 50),
+# against the normal (hierarchical) mode and OpenMPI's Alltoallv at the same shape.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -13,6 +16,8 @@ source bench/lib.sh
 runs=${RUNS:-3}
 iters=${ITERS:-5}
 tokens=${TOKENS:-4096}
+ll_tokens=${LL_TOKENS:-128}
+ll_iters=${LL_ITERS:-50}
 hidden=7168 topk=8 experts=64
 bench_setup
 
@@ -24,21 +29,22 @@ trap 'deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"; rm -rf "$work"'
 field() { json_field "$1" <"$2"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
-symmesh_runs() {  # op algo -> $work/<op>-<algo>.<run>.json
+symmesh_runs() {  # op algo [tokens iters prefix] -> $work/<prefix><op>-<algo>.<run>.json
   for run in $(seq "$runs"); do
-    "$bin/symmesh" submit "$1" --algo "$2" --tokens "$tokens" --hidden "$hidden" --topk "$topk" \
-      --experts "$experts" --iters "$iters" --json >"$work/$1-$2.$run.json"
+    "$bin/symmesh" submit "$1" --algo "$2" --tokens "${3:-$tokens}" --hidden "$hidden" \
+      --topk "$topk" --experts "$experts" --iters "${4:-$iters}" --json \
+      >"$work/${5:-}$1-$2.$run.json"
   done
 }
 pick() {  # file-prefix field -> median over runs
   for run in $(seq "$runs"); do field "$2" "$work/$1.$run.json"; done | median
 }
-mpi_time() {  # transport -> seconds
+mpi_time() {  # transport [tokens iters] -> seconds
   local mca=()
   [[ "$1" == tcp ]] && mca=(--mca btl tcp,self --mca btl_tcp_if_include lo)
   for _ in $(seq "$runs"); do
-    mpirun -np 4 "${mca[@]}" "$bin/mpi_moe_bench" "$tokens" "$hidden" "$topk" "$experts" "$iters" \
-      2>/dev/null | tail -n 1
+    mpirun -np 4 "${mca[@]}" "$bin/mpi_moe_bench" "${2:-$tokens}" "$hidden" "$topk" "$experts" \
+      "${3:-$iters}" 2>/dev/null | tail -n 1
   done | median
 }
 
@@ -75,3 +81,35 @@ record_peer moe.mpi_alltoallv_shm "$mpi_shm" s lower
 record moe.combine_flat "$(pick combine-flat median_s)" s lower
 record moe.combine_hier "$hier" s lower "moe.combine_flat moe.mpi_alltoallv_shm"
 record moe.dispatch_hier "$(pick dispatch-hier median_s)" s lower "moe.combine_hier moe.mpi_alltoallv_shm"
+
+# Decoding: the low-latency mode against the normal one and MPI at LL_TOKENS tokens per PE.
+for op in dispatch combine; do
+  for algo in low-latency hier; do symmesh_runs "$op" "$algo" "$ll_tokens" "$ll_iters" ll-; done
+done
+ll_mpi_tcp=$(mpi_time tcp "$ll_tokens" "$ll_iters")
+ll_mpi_shm=$(mpi_time shm "$ll_tokens" "$ll_iters")
+echo
+echo "decoding: $ll_tokens tokens per PE, $ll_iters calls a run; p50 and p99 per call in ms"
+printf "| %-28s | %8s | %8s | %13s | %13s |\n" "" "p50 ms" "p99 ms" "/ normal mode" "/ MPI shm"
+printf "|%s|\n" "------------------------------|----------|----------|---------------|---------------"
+for op in dispatch combine; do
+  normal=$(pick "ll-$op-hier" median_s)
+  for algo in low-latency hier; do
+    p50=$(pick "ll-$op-$algo" median_s)
+    printf "| %-28s | %8s | %8s | %13s | %13s |\n" "symmesh $op $algo" "$(ms "$p50")" \
+      "$(pick "ll-$op-$algo" p99_us | awk '{ printf "%.2f", $1 / 1000 }')" \
+      "$(ratio "$p50" "$normal")" "$(ratio "$p50" "$ll_mpi_shm")"
+  done
+done
+for transport in tcp shm; do
+  t=$([[ $transport == tcp ]] && echo "$ll_mpi_tcp" || echo "$ll_mpi_shm")
+  printf "| %-28s | %8s | %8s | %13s | %13s |\n" "OpenMPI Alltoallv ($transport)" "$(ms "$t")" "" \
+    "" "$(ratio "$t" "$ll_mpi_shm")"
+done
+record_peer moe.ll_mpi_alltoallv_shm "$ll_mpi_shm" s lower
+record moe.ll_dispatch_hier "$(pick ll-dispatch-hier median_s)" s lower
+record moe.ll_combine_hier "$(pick ll-combine-hier median_s)" s lower
+record moe.ll_dispatch "$(pick ll-dispatch-low-latency median_s)" s lower \
+  "moe.ll_dispatch_hier moe.ll_mpi_alltoallv_shm"
+record moe.ll_combine "$(pick ll-combine-low-latency median_s)" s lower \
+  "moe.ll_combine_hier moe.ll_mpi_alltoallv_shm"
