@@ -54,7 +54,7 @@ SubmitKind moe_kind(const std::string& op) {
               {.flag = "--algo",
                .field = "algo",
                .help = "hier; flat (combine's baseline); low-latency (decoding: at most 8192 "
-                       "tokens, topk weighting, no biases)",
+                       "tokens, topk weighting, no biases, bf16 partials)",
                .fallback = "hier"},
               {.flag = "--routing",
                .field = "routing",

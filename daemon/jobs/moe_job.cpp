@@ -62,18 +62,31 @@ PeJobOutcome run_moe(Pe& pe, const wire::MoeJob& w) {
   return outcome;
 }
 
+// One low-latency PE: its tokens and two copies of the result; at most every PE's tokens once
+// per local expert received (a skewed routing may send them all to one PE), held four times (the
+// handle's x, the expert rows, and a dispatch job's first and last output); the staging area;
+// with --verify the reference.
+uint64_t low_latency_pe_bytes(const wire::MoeJob& job, int n_pes) {
+  const uint64_t t = job.tokens(), h = job.hidden();
+  const uint64_t per_pe = n_pes > 0 ? job.experts() / uint64_t(n_pes) : 0;
+  const uint64_t received = uint64_t(n_pes) * t * std::min<uint64_t>(job.topk(), per_pe);
+  uint64_t bytes = t * h * 2 * 3 + received * h * 2 * 4 +
+                   t * (h * 2 + low_latency_header_bytes(int(job.topk())));
+  if (job.verify()) {
+    bytes += job.op() == wire::MOE_OP_DISPATCH ? uint64_t(n_pes) * t * h * 2 : t * h * 8;
+  }
+  return bytes;
+}
+
 // One PE of a MoE job: its tokens, biases and two copies of the result; the tokens it
-// receives (about topk per token: at most one per PE, or with low-latency one per expert) and
-// their expert outputs, and low-latency's staging area (a record per token); with --verify the
-// reference (for dispatch, every PE's tokens).
+// receives (about topk per token, at most one per PE) and their expert outputs; with
+// --verify the reference (for dispatch, every PE's tokens).
 uint64_t moe_pe_bytes(const wire::MoeJob& job, int n_pes) {
+  if (job.algo() == wire::MOE_ALGO_LOW_LATENCY) return low_latency_pe_bytes(job, n_pes);
   const uint64_t t = job.tokens(), h = job.hidden();
   const uint64_t partial = job.partial_dtype() == wire::DATA_TYPE_F32 ? 4 : 2;
-  const bool low_latency = job.algo() == wire::MOE_ALGO_LOW_LATENCY;
-  const uint64_t copies =
-      low_latency ? job.topk() : std::min<uint64_t>(job.topk(), uint64_t(n_pes));
+  const uint64_t copies = std::min<uint64_t>(job.topk(), uint64_t(n_pes));
   uint64_t bytes = t * h * 2 * (3 + job.biases()) + t * copies * h * (2 + partial);
-  if (low_latency) bytes += t * (h * 2 + low_latency_header_bytes(int(job.topk())));
   if (job.verify()) {
     bytes += job.op() == wire::MOE_OP_DISPATCH ? uint64_t(n_pes) * t * h * 2 + t * copies * h * 2
                                                : t * h * 8;

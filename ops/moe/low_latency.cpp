@@ -201,6 +201,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   const size_t row = row_bytes(), record = record_bytes();
   d.offset.assign(size_t(per_pe) + 1, 0);
   d.terms.resize(n_);
+  d.landed.resize(n_);
   std::vector<const std::byte*> blocks(n_);
   for (int source = 0; source < n_; ++source) {
     const int landing = landing_pe(my_node, source);
@@ -208,6 +209,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
         static_cast<const uint64_t*>(pe_.ptr(dispatch_signal(half, pe_.node_of(source)), landing));
     wait_for(word, sequence, source, "dispatch");
     const uint64_t count = landed(word, source);
+    d.landed[source] = count;
     blocks[source] =
         static_cast<const std::byte*>(pe_.ptr(dispatch_block(half, pe_.node_of(source)), landing));
     for (uint64_t r = 0; r < count; ++r) {
@@ -239,6 +241,11 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
       std::memcpy(d.x.data() + size_t(slot) * row, at + header_bytes_, row);
       d.source_pe[slot] = source;
       d.source_token[slot] = header_token(at);
+      if (d.source_token[slot] < 0 || d.source_token[slot] >= s.max_tokens) {
+        throw PeerError(pe_name(source) + " sent a record of token " +
+                        std::to_string(d.source_token[slot]) + "; a PE has at most " +
+                        std::to_string(s.max_tokens));
+      }
       term.row = slot;
     }
   }
@@ -259,16 +266,17 @@ void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle, int source,
         static_cast<const float*>(pe_.ptr(partial_block(handle.half, source), node_first_pe + q));
   }
   std::vector<float> sum(hidden);
+  std::vector<char> holders(ranks_);
   for (uint64_t r = 0; r < count; ++r) {
-    uint64_t holders = 0;  // the node's PEs with an expert of this record
+    std::fill(holders.begin(), holders.end(), 0);  // the node's PEs with an expert of it
     for (int k = 0; k < s.topk; ++k) {
       const int32_t expert = header_expert(block + r * record, k);
       const int q = expert / per_pe - node_first_pe;
-      if (expert >= 0 && q >= 0 && q < ranks_) holders |= uint64_t{1} << q;
+      if (expert >= 0 && q >= 0 && q < ranks_) holders[q] = 1;
     }
     std::fill(sum.begin(), sum.end(), 0.0f);
     for (int q = 0; q < ranks_; ++q) {
-      if ((holders >> q & 1) == 0) continue;
+      if (!holders[q]) continue;
       const float* partial = partials[q] + r * hidden;
       for (size_t h = 0; h < hidden; ++h) sum[h] += partial[h];
     }
@@ -280,7 +288,8 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
                                                  const void* expert_out) {
   const LowLatencyShape& s = shape_;
   if (handle.sequence == 0 || handle.half < 0 || handle.half > 1 || !live_[handle.half] ||
-      handle.sequence + 2 <= sequence_ || handle.terms.size() != size_t(n_)) {
+      handle.sequence + 2 <= sequence_ || handle.terms.size() != size_t(n_) ||
+      handle.landed.size() != size_t(n_)) {
     throw InvalidArgument(
         "a low-latency combine of a dispatch already combined, or not this buffer's");
   }
@@ -321,7 +330,7 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
     const int source = (my_node + step) % nodes_ * ranks_ + pe_.local_rank();
     const bool own = source == me;
     std::byte* out = own ? combine_block(half, my_node) : staging_.data();
-    const uint64_t count = landed(dispatch_signal(half, pe_.node_of(source)), source);
+    const uint64_t count = handle.landed[source];  // as checked at dispatch
     reduce_node(handle, source, count, out);
     const uint64_t value = (sequence << kCountBits) | count;
     if (own) {

@@ -33,11 +33,12 @@
 // Cost per call and PE: one put_signal per node each way, one record per (token, node) on the
 // wire, and one copy of a token per (token, local expert) into x at the receiver.
 //
-// A half is reused by the dispatch two calls later. That dispatch waits for every source's
-// signal of the dispatch between, which each PE sends only after it finished the dispatch
-// before that, and a PE cannot start it before combining the handle that used the half (which
-// reads its node peers' partials and waits for every landing PE's rows). So no PE writes into a
-// half a peer still reads.
+// A half is reused by the dispatch two calls later, and a PE cannot start that dispatch before
+// it has combined the handle that used the half. That combine returns only once every landing
+// PE of its tokens has sent its rows, which each landing PE does after its node's PEs raised
+// their partial signals, so after they finished reading the records in place (at dispatch) and
+// writing their partials; and the landing PE itself has read its block and its node peers'
+// partials by then. So no PE writes into a half (records, partials or rows) a peer still reads.
 #pragma once
 
 #include <cstdint>
@@ -75,8 +76,9 @@ struct LowLatencyDispatch {
   std::vector<int32_t> source_pe;
   std::vector<int64_t> source_token;
   // What combine needs. As an expert PE: per source, each (record, row of x, gate weight) of
-  // this PE's experts, in record then topk order. As a source: [token][node] the record's index
-  // in that node's landing block, or -1.
+  // this PE's experts, in record then topk order, and the count of records each source landed
+  // on this node. As a source: [token][node] the record's index in that node's landing block,
+  // or -1.
   struct Term {
     int64_t record;
     int64_t row;
@@ -84,6 +86,7 @@ struct LowLatencyDispatch {
   };
   std::vector<std::vector<Term>> terms;
   std::vector<int64_t> sent_record;
+  std::vector<uint64_t> landed;  // [source]: the records it signalled, as checked at dispatch
 
   int64_t received() const { return offset.back(); }
   int64_t count(int local_expert) const { return offset[local_expert + 1] - offset[local_expert]; }

@@ -46,6 +46,7 @@ LowLatencyCalls::LowLatencyCalls(Pe& pe, const MoeOptions& options, const Routin
     : pe_(pe), options_(options), routing_(routing), x_(x), buffer_(pe, buffer_shape(options)) {}
 
 double LowLatencyCalls::dispatch(std::vector<std::byte>& output) {
+  dispatched_ = {};  // the last handle goes before the next is made
   const double seconds = timed(pe_, [&] { dispatched_ = buffer_.dispatch(x_.data(), routing_); });
   output = dispatched_.x;
   // The handle's half is free again only once combined.
@@ -55,6 +56,7 @@ double LowLatencyCalls::dispatch(std::vector<std::byte>& output) {
 }
 
 double LowLatencyCalls::combine(std::vector<std::byte>& output) {
+  dispatched_ = {};
   dispatched_ = buffer_.dispatch(x_.data(), routing_);
   run_experts(dispatched_, pe_.my_pe() * buffer_.local_experts(), options_.hidden, expert_rows_);
   return timed(pe_, [&] { output = buffer_.combine(dispatched_, expert_rows_.data()); });

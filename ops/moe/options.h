@@ -23,8 +23,9 @@ const char* moe_weighting_name(MoeWeighting weighting);
 
 // hier: one copy per destination node over the network, fanned out / reduced inside the node
 // (DeepEP's hierarchical combine); flat: every PE talks to every PE directly (combine's
-// baseline); low-latency: for decoding, one record per (token, expert) straight to the expert's
-// PE with no notify round, double-buffered (DeepEP's low-latency mode, ops/moe/low_latency.h).
+// baseline); low-latency: for decoding, one record per (token, node) to a landing PE there,
+// read in place by the node's PEs, with no notify round, double-buffered (DeepEP's low-latency
+// mode, ops/moe/low_latency.h).
 enum class MoeAlgo { kHier, kFlat, kLowLatency };
 MoeAlgo parse_moe_algo(const std::string& name);  // hier, flat, low-latency
 const char* moe_algo_name(MoeAlgo algo);
