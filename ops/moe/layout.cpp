@@ -32,13 +32,17 @@ TokenRange channel_tokens(int64_t tokens, int channels, int channel) {
   return TokenRange{tokens * channel / channels, tokens * (channel + 1) / channels};
 }
 
-int64_t hier_inter_node_bytes(const DispatchLayout& l, int my_node, int64_t hidden,
-                              size_t element) {
+int64_t inter_node_records(const DispatchLayout& l, int my_node) {
   int64_t records = 0;
   for (int node = 0; node < l.nodes; ++node) {
     if (node != my_node) records += l.tokens_per_node[node];
   }
-  return records * hidden * int64_t(element);
+  return records;
+}
+
+int64_t hier_inter_node_bytes(const DispatchLayout& l, int my_node, int64_t hidden,
+                              size_t element) {
+  return inter_node_records(l, my_node) * hidden * int64_t(element);
 }
 
 int64_t flat_inter_node_bytes(const DispatchLayout& l, const MoeOptions& o,

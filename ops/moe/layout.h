@@ -37,6 +37,9 @@ struct TokenRange {
 };
 TokenRange channel_tokens(int64_t tokens, int channels, int channel);
 
+// Records that cross the network for this PE's tokens when each token goes once to every other
+// node holding one of its experts (hierarchical and low-latency).
+int64_t inter_node_records(const DispatchLayout& layout, int my_node);
 // Bytes a combine moves between nodes for this PE's tokens: hierarchical, one partial per
 // (token, destination node other than this PE's); flat, every expert output on another node
 // sent straight home, one per (token, expert). `element` is the partial's size in bytes.

@@ -110,6 +110,10 @@ uint64_t* LowLatencyBuffer::combine_signal(int half, int node) const {
   return signals_ + 2 * size_t(nodes_) + size_t(half) * nodes_ + size_t(node);
 }
 
+uint64_t* LowLatencyBuffer::partial_signal(int half) const {
+  return signals_ + 4 * size_t(nodes_) + size_t(half);
+}
+
 uint64_t LowLatencyBuffer::landed(const uint64_t* word, int source) const {
   const uint64_t count = pe_.signal_fetch(word) & kCountMask;
   if (count > uint64_t(shape_.max_tokens)) {
@@ -178,6 +182,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   d.half = half;
   d.sequence = sequence;
   d.sent_record.assign(size_t(routing.tokens) * nodes_, -1);
+  d.sent.assign(nodes_, 0);
   // Other nodes first, each from the staging area with one put_signal (their records cross the
   // network); this node's straight into this PE's own block, where its node peers read them.
   for (int step = 1; step <= nodes_; ++step) {
@@ -185,6 +190,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
     const bool own = node == my_node;
     std::byte* out = own ? dispatch_block(half, my_node) : staging_.data();
     const size_t count = pack(x, routing, node, out, d);
+    d.sent[node] = count;
     const uint64_t value = (sequence << kCountBits) | count;
     if (own) {
       pe_.signal_set(dispatch_signal(half, my_node), value, me);
@@ -265,8 +271,8 @@ void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle, int source,
     partials[q] =
         static_cast<const float*>(pe_.ptr(partial_block(handle.half, source), node_first_pe + q));
   }
-  std::vector<float> sum(hidden);
   std::vector<char> holders(ranks_);
+  std::vector<TypedRow> rows;
   for (uint64_t r = 0; r < count; ++r) {
     std::fill(holders.begin(), holders.end(), 0);  // the node's PEs with an expert of it
     for (int k = 0; k < s.topk; ++k) {
@@ -274,13 +280,11 @@ void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle, int source,
       const int q = expert / per_pe - node_first_pe;
       if (expert >= 0 && q >= 0 && q < ranks_) holders[q] = 1;
     }
-    std::fill(sum.begin(), sum.end(), 0.0f);
+    rows.clear();
     for (int q = 0; q < ranks_; ++q) {
-      if (!holders[q]) continue;
-      const float* partial = partials[q] + r * hidden;
-      for (size_t h = 0; h < hidden; ++h) sum[h] += partial[h];
+      if (holders[q]) rows.push_back({partials[q] + r * hidden, DType::kF32});
     }
-    store_from_f32(out + r * row, sum.data(), hidden, s.dtype);
+    reduce_rows(out + r * row, s.dtype, rows.data(), rows.size(), hidden);
   }
 }
 
@@ -289,7 +293,7 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
   const LowLatencyShape& s = shape_;
   if (handle.sequence == 0 || handle.half < 0 || handle.half > 1 || !live_[handle.half] ||
       handle.sequence + 2 <= sequence_ || handle.terms.size() != size_t(n_) ||
-      handle.landed.size() != size_t(n_)) {
+      handle.landed.size() != size_t(n_) || handle.sent.size() != size_t(nodes_)) {
     throw InvalidArgument(
         "a low-latency combine of a dispatch already combined, or not this buffer's");
   }
@@ -315,14 +319,13 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
       }
     }
   }
-  uint64_t* partial_signal = signals_ + 4 * size_t(nodes_) + size_t(half);
-  pe_.signal_set(partial_signal, sequence, me);
+  pe_.signal_set(partial_signal(half), sequence, me);
 
   // As the landing PE of the sources with this local rank: the node's sum of each of their
   // records back to them, other nodes first, with one put_signal each.
   for (int q = 0; q < ranks_; ++q) {
     const int peer = my_node * ranks_ + q;
-    const auto* word = static_cast<const uint64_t*>(pe_.ptr(partial_signal, peer));
+    const auto* word = static_cast<const uint64_t*>(pe_.ptr(partial_signal(half), peer));
     pe_.signal_wait_until(word, Cmp::kGe, sequence, pe_.deadline(),
                           "low-latency combine waiting for the partials of " + pe_name(peer));
   }
@@ -342,30 +345,28 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
   }
 
   // Home: every node's rows of this PE's tokens, added in node order, rounded once.
-  const int64_t tokens = int64_t(handle.sent_record.size()) / nodes_;
-  std::vector<uint64_t> sent(nodes_, 0);  // records this PE sent each node
-  for (size_t i = 0; i < handle.sent_record.size(); ++i)
-    sent[i % nodes_] += handle.sent_record[i] >= 0;
   for (int node = 0; node < nodes_; ++node) {
     const int landing = landing_pe(node, me);
     wait_for(combine_signal(half, node), sequence, landing, "combine");
     const uint64_t count = pe_.signal_fetch(combine_signal(half, node)) & kCountMask;
-    if (count != sent[node]) {
+    if (count != handle.sent[node]) {
       throw PeerError(pe_name(landing) + " sent " + std::to_string(count) +
-                      " low-latency combine rows; this PE sent it " + std::to_string(sent[node]) +
-                      " records");
+                      " low-latency combine rows; this PE sent it " +
+                      std::to_string(handle.sent[node]) + " records");
     }
   }
+  const int64_t tokens = int64_t(handle.sent_record.size()) / nodes_;
   std::vector<std::byte> combined(size_t(tokens) * row);
+  std::vector<TypedRow> node_rows;
   for (int64_t t = 0; t < tokens; ++t) {
-    std::fill(sum.begin(), sum.end(), 0.0f);
+    node_rows.clear();
     for (int node = 0; node < nodes_; ++node) {
       const int64_t record = handle.sent_record[size_t(t) * nodes_ + node];
-      if (record < 0) continue;
-      accumulate(sum.data(), combine_block(half, node) + size_t(record) * row, hidden, s.dtype,
-                 ReduceOp::kSum);
+      if (record >= 0)
+        node_rows.push_back({combine_block(half, node) + size_t(record) * row, s.dtype});
     }
-    store_from_f32(combined.data() + size_t(t) * row, sum.data(), hidden, s.dtype);
+    reduce_rows(combined.data() + size_t(t) * row, s.dtype, node_rows.data(), node_rows.size(),
+                hidden);
   }
   return combined;
 }

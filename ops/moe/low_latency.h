@@ -78,7 +78,7 @@ struct LowLatencyDispatch {
   // What combine needs. As an expert PE: per source, each (record, row of x, gate weight) of
   // this PE's experts, in record then topk order, and the count of records each source landed
   // on this node. As a source: [token][node] the record's index in that node's landing block,
-  // or -1.
+  // or -1, and the records sent to each node.
   struct Term {
     int64_t record;
     int64_t row;
@@ -86,6 +86,7 @@ struct LowLatencyDispatch {
   };
   std::vector<std::vector<Term>> terms;
   std::vector<int64_t> sent_record;
+  std::vector<uint64_t> sent;    // [node]: the records this PE sent it
   std::vector<uint64_t> landed;  // [source]: the records it signalled, as checked at dispatch
 
   int64_t received() const { return offset.back(); }
@@ -124,6 +125,7 @@ class LowLatencyBuffer {
   std::byte* combine_block(int half, int node) const;
   uint64_t* dispatch_signal(int half, int source_node) const;
   uint64_t* combine_signal(int half, int node) const;
+  uint64_t* partial_signal(int half) const;
   // The record count a landing signal carries; PeerError when more than a block holds.
   uint64_t landed(const uint64_t* word, int source) const;
   void wait_for(const uint64_t* word, uint64_t sequence, int peer, const char* what);

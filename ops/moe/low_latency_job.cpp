@@ -62,25 +62,6 @@ double LowLatencyCalls::combine(std::vector<std::byte>& output) {
   return timed(pe_, [&] { output = buffer_.combine(dispatched_, expert_rows_.data()); });
 }
 
-// A token crosses to each other node holding one of its experts once each way: a record (its
-// header and row) in dispatch, a row in combine.
-int64_t LowLatencyCalls::inter_node_bytes(bool combine) const {
-  const int per_node = buffer_.local_experts() * pe_.node().ranks_per_node();
-  int64_t records = 0;
-  for (int64_t t = 0; t < routing_.tokens; ++t) {
-    std::vector<bool> to_node(pe_.node().nodes(), false);
-    for (int k = 0; k < routing_.topk; ++k) {
-      const int32_t expert = routing_.expert(t, k);
-      if (expert >= 0) to_node[expert / per_node] = true;
-    }
-    for (int node = 0; node < int(to_node.size()); ++node) {
-      records += to_node[node] && node != pe_.my_node();
-    }
-  }
-  const int64_t row = options_.hidden * int64_t(dtype_size(options_.x_dtype));
-  return records * (combine ? row : row + int64_t(low_latency_header_bytes(options_.topk)));
-}
-
 double low_latency_dispatch_error(const MoeOptions& o, const LowLatencyDispatch& got, int pe,
                                   const std::vector<Routing>& routings,
                                   const std::vector<std::vector<uint16_t>>& all_x) {

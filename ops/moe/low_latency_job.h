@@ -26,9 +26,6 @@ class LowLatencyCalls {
   double combine(std::vector<std::byte>& output);
 
   const LowLatencyDispatch& last_dispatch() const { return dispatched_; }
-  // Bytes that cross to other nodes per call for this PE's tokens. Inside a node nothing is
-  // sent: its PEs read the landing PE's memory.
-  int64_t inter_node_bytes(bool combine) const;
 
  private:
   Pe& pe_;

@@ -36,8 +36,8 @@ const char* moe_algo_name(MoeAlgo algo) {
 
 namespace {
 
-// The low-latency mode sums each token's expert rows weighted by its gates, at home, in f32:
-// no biases, no other weighting, nothing travels as a partial sum.
+// The low-latency mode weighs each expert's rows by their gates where the expert is and sends
+// node sums in the tokens' type: no biases, no other weighting, no f32 partials on the wire.
 void validate_low_latency(const MoeOptions& o) {
   check_range("tokens", o.tokens, 0, kMaxLowLatencyTokens, "per PE with --algo low-latency");
   if (o.weighting != MoeWeighting::kTopk) {
@@ -51,8 +51,8 @@ void validate_low_latency(const MoeOptions& o) {
   }
   if (o.partial_dtype != DType::kBF16) {
     throw InvalidArgument(std::string("partial dtype ") + dtype_name(o.partial_dtype) +
-                          " is not available with --algo low-latency, which sends expert rows "
-                          "in the tokens' type: allowed bf16");
+                          " is not available with --algo low-latency, which sends its node "
+                          "sums in the tokens' type: allowed bf16");
   }
 }
 

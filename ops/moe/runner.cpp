@@ -65,7 +65,6 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   std::optional<LowLatencyCalls> calls;
   if (low_latency) {
     calls.emplace(pe, o, routing, x);
-    inter = calls->inter_node_bytes(job.op == MoeOp::kCombine);
   } else if (job.op == MoeOp::kCombine) {
     dispatched = dispatch(pe, o, x, routing);  // the handle
   }
@@ -103,7 +102,10 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   report.algbw_gbps = double(all_tokens) * double(o.hidden) * 2 / report.median_s / 1e9;
   const DispatchLayout layout = dispatch_layout(routing, o, shape);
   const size_t element = job.op == MoeOp::kCombine ? dtype_size(o.partial_dtype) : 2;
-  if (job.op == MoeOp::kDispatch && !low_latency) {  // one per (token, other node)
+  if (low_latency) {  // a record (its header and row) or a row per (token, other node)
+    const size_t header = job.op == MoeOp::kDispatch ? low_latency_header_bytes(o.topk) : 0;
+    inter = inter_node_records(layout, pe.my_node()) * int64_t(size_t(o.hidden) * 2 + header);
+  } else if (job.op == MoeOp::kDispatch) {  // one per (token, other node)
     inter = hier_inter_node_bytes(layout, pe.my_node(), o.hidden, element);
   }
   report.inter_node_bytes = sum_over_pes(pe, inter);

@@ -87,11 +87,18 @@ struct Outcome {
   std::vector<std::byte> combined;
 };
 
+// `value` added to a sum that starts at its first term.
+void add(float& sum, bool& any, float value) {
+  sum = any ? sum + value : value;
+  any = true;
+}
+
 // What PE `pe` combines for element h of token t: per PE holding some of its experts the
 // weighted rows in topk order, added per node in local-rank order and rounded, then per node.
 uint16_t combined_element(const Batch& mine, int64_t t, int64_t h, int ranks, int n) {
   const int per_pe = kExperts / n;
   float total = 0;
+  bool any_node = false;
   for (int node = 0; node < n / ranks; ++node) {
     float node_sum = 0;
     bool any = false;
@@ -105,10 +112,9 @@ uint16_t combined_element(const Batch& mine, int64_t t, int64_t h, int ranks, in
             mine.routing.weight(t, k) * bf16_value(expert_output(mine.x[t * kHidden + h], expert));
         held = true;
       }
-      if (held) node_sum += partial;
-      any = any || held;
+      if (held) add(node_sum, any, partial);
     }
-    if (any) total += bf16_value(bf16_bits(node_sum));
+    if (any) add(total, any_node, bf16_value(bf16_bits(node_sum)));
   }
   return bf16_bits(total);
 }
