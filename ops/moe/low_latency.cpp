@@ -304,18 +304,16 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
   const auto* rows = static_cast<const std::byte*>(expert_out);
 
   // This PE's partial of every record it holds an expert of: its experts' rows, weighted, in
-  // topk order, in f32; then its partial signal, for the landing PEs of its node.
-  // Each record's terms are summed in a row that stays in cache, then stored once.
-  std::vector<float> term(hidden), sum(hidden);
+  // topk order, in f32, in one pass; then its partial signal, for the landing PEs of its node.
+  std::vector<WeightedRow> weighted;
   for (int source = 0; source < n_; ++source) {
     const std::vector<LowLatencyDispatch::Term>& terms = handle.terms[source];
     for (size_t i = 0; i < terms.size(); ++i) {
-      if (i == 0 || terms[i].record != terms[i - 1].record) std::fill(sum.begin(), sum.end(), 0.0f);
-      load_f32(term.data(), rows + size_t(terms[i].row) * row, hidden, s.dtype);
-      const float weight = terms[i].weight;
-      for (size_t h = 0; h < hidden; ++h) sum[h] += weight * term[h];
+      weighted.push_back({rows + size_t(terms[i].row) * row, s.dtype, terms[i].weight});
       if (i + 1 == terms.size() || terms[i + 1].record != terms[i].record) {
-        std::copy(sum.begin(), sum.end(), partial_block(half, source) + terms[i].record * hidden);
+        weighted_sum_f32(partial_block(half, source) + terms[i].record * hidden, weighted.data(),
+                         weighted.size(), hidden);
+        weighted.clear();
       }
     }
   }

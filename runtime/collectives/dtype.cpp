@@ -43,21 +43,6 @@ ReduceOp parse_reduce_op(const std::string& name) {
   throw InvalidArgument("reduction '" + name + "' is not one of: sum, max, min");
 }
 
-float bf16_to_f32(uint16_t bits) {
-  const uint32_t word = uint32_t(bits) << 16;
-  float value;
-  std::memcpy(&value, &word, sizeof(value));
-  return value;
-}
-
-uint16_t f32_to_bf16(float value) {
-  uint32_t word;
-  std::memcpy(&word, &value, sizeof(word));
-  if ((word & 0x7fffffffu) > 0x7f800000u) return uint16_t((word >> 16) | 0x40);  // quiet NaN
-  word += 0x7fffu + ((word >> 16) & 1u);  // round to nearest even
-  return uint16_t(word >> 16);
-}
-
 #if defined(__clang__) && __clang_major__ < 15
 // Clang 14 (the fuzzing build) has no x86 _Float16: the F16C instructions convert the same
 // way (round to nearest even).
@@ -123,6 +108,24 @@ void store_from_f32(void* dst, const float* in, size_t count, DType dtype) {
 
 namespace {
 
+// Calls body(load) with the element loader of `src` in `dtype`, so each loop is compiled per type.
+template <class Body>
+void with_loader(const void* src, DType dtype, Body body) {
+  const auto* f32 = static_cast<const float*>(src);
+  const auto* half = static_cast<const uint16_t*>(src);
+  switch (dtype) {
+    case DType::kF32:
+      body([f32](size_t i) { return f32[i]; });
+      break;
+    case DType::kBF16:
+      body([half](size_t i) { return bf16_to_f32(half[i]); });
+      break;
+    case DType::kF16:
+      body([half](size_t i) { return f16_to_f32(half[i]); });
+      break;
+  }
+}
+
 template <class Load>
 void combine(float* acc, size_t count, ReduceOp op, Load load) {
   if (op == ReduceOp::kSum) {  // the common case, kept simple enough to vectorize
@@ -136,19 +139,7 @@ void combine(float* acc, size_t count, ReduceOp op, Load load) {
 
 void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp op) {
   if (count == 0) return;  // empty blocks may come with null pointers
-  const auto* f32 = static_cast<const float*>(src);
-  const auto* half = static_cast<const uint16_t*>(src);
-  switch (dtype) {
-    case DType::kF32:
-      combine(acc, count, op, [&](size_t i) { return f32[i]; });
-      break;
-    case DType::kBF16:
-      combine(acc, count, op, [&](size_t i) { return bf16_to_f32(half[i]); });
-      break;
-    case DType::kF16:
-      combine(acc, count, op, [&](size_t i) { return f16_to_f32(half[i]); });
-      break;
-  }
+  with_loader(src, dtype, [&](auto load) { combine(acc, count, op, load); });
 }
 
 void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count,
@@ -172,6 +163,32 @@ void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count,
     }
     for (size_t r = 1; r < row_count; ++r) accumulate(acc, at(rows[r]), n, rows[r].dtype, op);
     store_from_f32(static_cast<std::byte*>(dst) + begin * dtype_size(dtype), acc, n, dtype);
+  }
+}
+
+void weighted_sum_f32(float* dst, const WeightedRow* rows, size_t row_count, size_t count) {
+  if (count == 0) return;
+  if (row_count == 0) {
+    std::fill(dst, dst + count, 0.0f);
+    return;
+  }
+  constexpr size_t kBlock = 1024;  // 4 KiB of f32: stays in L1 while every row is added
+  float acc[kBlock];
+  for (size_t begin = 0; begin < count; begin += kBlock) {
+    const size_t n = std::min(kBlock, count - begin);
+    for (size_t r = 0; r < row_count; ++r) {
+      const auto* at =
+          static_cast<const std::byte*>(rows[r].data) + begin * dtype_size(rows[r].dtype);
+      const float weight = rows[r].weight;
+      with_loader(at, rows[r].dtype, [&](auto load) {
+        if (r == 0) {
+          for (size_t i = 0; i < n; ++i) acc[i] = weight * load(i);
+        } else {
+          for (size_t i = 0; i < n; ++i) acc[i] += weight * load(i);
+        }
+      });
+    }
+    std::memcpy(dst + begin, acc, n * sizeof(float));
   }
 }
 

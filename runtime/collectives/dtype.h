@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace symmesh {
@@ -42,8 +43,33 @@ struct TypedRow {
 void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count,
                  ReduceOp op = ReduceOp::kSum);
 
-float bf16_to_f32(uint16_t bits);
-uint16_t f32_to_bf16(float value);
+// One term of weighted_sum_f32(): a row in `dtype` and the factor it is scaled by.
+struct WeightedRow {
+  const void* data;
+  DType dtype;
+  float weight;
+};
+// dst[i] = ((w0 * rows[0][i] + w1 * rows[1][i]) + ...) in f32, in the order given, with no
+// fused multiply-add (the same bits on every x86), in one pass a block at a time: each row is
+// read once and dst written once. Zero with no rows.
+void weighted_sum_f32(float* dst, const WeightedRow* rows, size_t row_count, size_t count);
+
+// Inline: callers convert an element at a time in their own loops.
+inline float bf16_to_f32(uint16_t bits) {
+  const uint32_t word = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+inline uint16_t f32_to_bf16(float value) {
+  uint32_t word;
+  std::memcpy(&word, &value, sizeof(word));
+  if ((word & 0x7fffffffu) > 0x7f800000u) return uint16_t((word >> 16) | 0x40);  // quiet NaN
+  word += 0x7fffu + ((word >> 16) & 1u);  // round to nearest even
+  return uint16_t(word >> 16);
+}
+
 float f16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float value);
 

@@ -1,5 +1,5 @@
-// reduce_rows against the element-at-a-time definition: rows of mixed types across block edges,
-// no rows, one row copied, one row rounded.
+// reduce_rows and weighted_sum_f32 against the element-at-a-time definition: rows of mixed
+// types across block edges, no rows, one row copied, one row rounded.
 #include "runtime/collectives/dtype.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +64,37 @@ TEST(ReduceRows, NoRowsGiveZerosAndOneRowIsCopiedOrRounded) {
   reduce_rows(rounded.data(), DType::kBF16, &row, 1, a.size());
   store_from_f32(want.data(), a.data(), a.size(), DType::kBF16);
   EXPECT_EQ(rounded, want);
+}
+
+TEST(WeightedSum, MatchesScalingAndAddingEachElementInOrderAcrossBlockEdges) {
+  for (size_t count : {size_t{1}, size_t{1023}, size_t{1025}, size_t{3000}}) {
+    const std::vector<float> a = values(count, 8), b = values(count, 9), c = values(count, 10);
+    std::vector<uint16_t> b_bf16(count), c_f16(count);
+    store_from_f32(b_bf16.data(), b.data(), count, DType::kBF16);
+    store_from_f32(c_f16.data(), c.data(), count, DType::kF16);
+    const WeightedRow rows[] = {{a.data(), DType::kF32, 0.3f},
+                                {b_bf16.data(), DType::kBF16, -1.7f},
+                                {c_f16.data(), DType::kF16, 0.05f}};
+    std::vector<float> got(count), want(count);
+    weighted_sum_f32(got.data(), rows, 3, count);
+    for (size_t i = 0; i < count; ++i) {
+      const float first = 0.3f * a[i], second = -1.7f * bf16_to_f32(b_bf16[i]);
+      const float third = 0.05f * f16_to_f32(c_f16[i]);
+      want[i] = first + second + third;
+    }
+    EXPECT_EQ(got, want) << count << " elements";
+  }
+}
+
+TEST(WeightedSum, NoRowsGiveZerosAndOneRowIsOnlyScaled) {
+  std::vector<float> out(1500, 1.0f);
+  weighted_sum_f32(out.data(), nullptr, 0, out.size());
+  EXPECT_EQ(out, std::vector<float>(1500, 0.0f));
+
+  const std::vector<float> a = values(1500, 11);
+  const WeightedRow row{a.data(), DType::kF32, 2.5f};
+  weighted_sum_f32(out.data(), &row, 1, a.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(out[i], 2.5f * a[i]) << i;
 }
 
 }  // namespace

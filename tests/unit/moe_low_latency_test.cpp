@@ -94,7 +94,8 @@ void add(float& sum, bool& any, float value) {
 }
 
 // What PE `pe` combines for element h of token t: per PE holding some of its experts the
-// weighted rows in topk order, added per node in local-rank order and rounded, then per node.
+// weighted rows in topk order (a sum that starts at its first term), added per node in local-rank
+// order and rounded, then per node.
 uint16_t combined_element(const Batch& mine, int64_t t, int64_t h, int ranks, int n) {
   const int per_pe = kExperts / n;
   float total = 0;
@@ -108,9 +109,8 @@ uint16_t combined_element(const Batch& mine, int64_t t, int64_t h, int ranks, in
       for (int k = 0; k < kTopk; ++k) {
         const int expert = mine.routing.expert(t, k);
         if (expert < 0 || expert / per_pe != p) continue;
-        partial +=
-            mine.routing.weight(t, k) * bf16_value(expert_output(mine.x[t * kHidden + h], expert));
-        held = true;
+        add(partial, held,
+            mine.routing.weight(t, k) * bf16_value(expert_output(mine.x[t * kHidden + h], expert)));
       }
       if (held) add(node_sum, any, partial);
     }
