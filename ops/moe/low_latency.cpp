@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "common/check_range.h"
 #include "ops/moe/options.h"
@@ -236,6 +237,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
     }
   }
   std::partial_sum(d.offset.begin(), d.offset.end(), d.offset.begin());
+  d.x = std::move(spare_x_[half]);
   d.x.resize(size_t(d.received()) * row);
   d.source_pe.resize(d.received());
   d.source_token.resize(d.received());
@@ -288,8 +290,7 @@ void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle, int source,
   }
 }
 
-std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
-                                                 const void* expert_out) {
+void LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_out, void* out) {
   const LowLatencyShape& s = shape_;
   if (handle.sequence == 0 || handle.half < 0 || handle.half > 1 || !live_[handle.half] ||
       handle.sequence + 2 <= sequence_ || handle.terms.size() != size_t(n_) ||
@@ -354,7 +355,6 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
     }
   }
   const int64_t tokens = int64_t(handle.sent_record.size()) / nodes_;
-  std::vector<std::byte> combined(size_t(tokens) * row);
   std::vector<TypedRow> node_rows;
   for (int64_t t = 0; t < tokens; ++t) {
     node_rows.clear();
@@ -363,10 +363,10 @@ std::vector<std::byte> LowLatencyBuffer::combine(LowLatencyDispatch& handle,
       if (record >= 0)
         node_rows.push_back({combine_block(half, node) + size_t(record) * row, s.dtype});
     }
-    reduce_rows(combined.data() + size_t(t) * row, s.dtype, node_rows.data(), node_rows.size(),
-                hidden);
+    reduce_rows(static_cast<std::byte*>(out) + size_t(t) * row, s.dtype, node_rows.data(),
+                node_rows.size(), hidden);
   }
-  return combined;
+  spare_x_[half] = std::exchange(handle.x, {});  // expert_out, which may be it, is read
 }
 
 }  // namespace symmesh

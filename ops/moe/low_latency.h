@@ -71,7 +71,9 @@ struct LowLatencyDispatch {
   uint64_t sequence = 0;
   // [local expert + 1]: expert e's tokens are rows [offset[e], offset[e + 1]) of x.
   std::vector<int64_t> offset;
-  std::vector<std::byte> x;  // [received][hidden] in the shape's dtype
+  // [received][hidden] in the shape's dtype. Its storage is the buffer's: combine takes it back
+  // (x is empty after it) for the next dispatch on this half, so a call allocates no rows.
+  std::vector<std::byte> x;
   // [received]: each token's source PE and index there.
   std::vector<int32_t> source_pe;
   std::vector<int64_t> source_token;
@@ -110,10 +112,11 @@ class LowLatencyBuffer {
   // Collective. x: [routing.tokens][hidden] in the shape's dtype, at most max_tokens tokens.
   LowLatencyDispatch dispatch(const void* x, const Routing& routing);
   // Collective, once per dispatch. expert_out: [received][hidden] in the shape's dtype, the
-  // output row of each received token, in the dispatch's x order. Returns [tokens][hidden]: per
-  // token the sum over its experts of the gate weight (the dispatch routing's) times the
-  // expert's row: per PE in topk order, per node in local-rank order, then in node order.
-  std::vector<std::byte> combine(LowLatencyDispatch& handle, const void* expert_out);
+  // output row of each received token, in the dispatch's x order (it may be the handle's x).
+  // Writes out [tokens][hidden] in the shape's dtype: per token the sum over its experts of the
+  // gate weight (the dispatch routing's) times the expert's row: per PE in topk order, per node
+  // in local-rank order, then in node order.
+  void combine(LowLatencyDispatch& handle, const void* expert_out, void* out);
 
  private:
   size_t row_bytes() const;
@@ -142,6 +145,7 @@ class LowLatencyBuffer {
   std::byte* combine_region_ = nullptr;   // [half][node][max_tokens] rows
   uint64_t* signals_ = nullptr;           // dispatch [half][node], combine [half][node], partial
   std::vector<std::byte> staging_;        // one node's records, or one source's rows
+  std::vector<std::byte> spare_x_[2];     // each half's x storage while no dispatch holds it
   uint64_t sequence_ = 0;                 // dispatches made
   bool live_[2] = {false, false};         // a half's dispatch not yet combined
 };

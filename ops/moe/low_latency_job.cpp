@@ -51,7 +51,8 @@ double LowLatencyCalls::dispatch(std::vector<std::byte>& output) {
   output = dispatched_.x;
   // The handle's half is free again only once combined.
   run_experts(dispatched_, pe_.my_pe() * buffer_.local_experts(), options_.hidden, expert_rows_);
-  buffer_.combine(dispatched_, expert_rows_.data());
+  combined_.resize(size_t(routing_.tokens * options_.hidden) * 2);
+  buffer_.combine(dispatched_, expert_rows_.data(), combined_.data());
   return seconds;
 }
 
@@ -59,15 +60,18 @@ double LowLatencyCalls::combine(std::vector<std::byte>& output) {
   dispatched_ = {};
   dispatched_ = buffer_.dispatch(x_.data(), routing_);
   run_experts(dispatched_, pe_.my_pe() * buffer_.local_experts(), options_.hidden, expert_rows_);
-  return timed(pe_, [&] { output = buffer_.combine(dispatched_, expert_rows_.data()); });
+  output.resize(size_t(routing_.tokens * options_.hidden) * 2);
+  return timed(pe_, [&] { buffer_.combine(dispatched_, expert_rows_.data(), output.data()); });
 }
 
-double low_latency_dispatch_error(const MoeOptions& o, const LowLatencyDispatch& got, int pe,
+double low_latency_dispatch_error(const MoeOptions& o, const LowLatencyDispatch& got,
+                                  const std::vector<std::byte>& got_x, int pe,
                                   const std::vector<Routing>& routings,
                                   const std::vector<std::vector<uint16_t>>& all_x) {
   const auto expected = reference_low_latency_dispatch(o, routings, pe);
   if (got.offset.size() != expected.size() + 1) return INFINITY;
-  const auto* x = reinterpret_cast<const uint16_t*>(got.x.data());
+  if (got_x.size() != size_t(got.received() * o.hidden) * 2) return INFINITY;
+  const auto* x = reinterpret_cast<const uint16_t*>(got_x.data());
   for (size_t local = 0; local < expected.size(); ++local) {
     if (got.count(int(local)) != int64_t(expected[local].size())) return INFINITY;
     for (size_t i = 0; i < expected[local].size(); ++i) {

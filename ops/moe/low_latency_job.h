@@ -25,6 +25,7 @@ class LowLatencyCalls {
   // Collective: one combine of a fresh dispatch; `output` gets [tokens][hidden] bf16.
   double combine(std::vector<std::byte>& output);
 
+  // The last dispatch's handle, combined (its x is the output the dispatch call returned).
   const LowLatencyDispatch& last_dispatch() const { return dispatched_; }
 
  private:
@@ -35,11 +36,14 @@ class LowLatencyCalls {
   LowLatencyBuffer buffer_;
   LowLatencyDispatch dispatched_;
   std::vector<uint16_t> expert_rows_;  // the stand-in experts' output for dispatched_
+  std::vector<std::byte> combined_;    // an untimed combine's output
 };
 
-// 0 when PE `pe`'s dispatch delivered exactly the reference's tokens to each local expert (their
-// count, order, sources and bits); infinity otherwise. all_x: every PE's tokens.
-double low_latency_dispatch_error(const MoeOptions& options, const LowLatencyDispatch& got, int pe,
+// 0 when PE `pe`'s dispatch (its handle and the x it returned) delivered exactly the reference's
+// tokens to each local expert (their count, order, sources and bits); infinity otherwise.
+// all_x: every PE's tokens.
+double low_latency_dispatch_error(const MoeOptions& options, const LowLatencyDispatch& got,
+                                  const std::vector<std::byte>& got_x, int pe,
                                   const std::vector<Routing>& routings,
                                   const std::vector<std::vector<uint16_t>>& all_x);
 

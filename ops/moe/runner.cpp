@@ -135,7 +135,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
       }
       error = worst =
           low_latency
-              ? low_latency_dispatch_error(o, calls->last_dispatch(), me, routings, all_x)
+              ? low_latency_dispatch_error(o, calls->last_dispatch(), last, me, routings, all_x)
               : dispatch_error(o, dispatched, reference_dispatch(o, routings, shape, me), all_x);
     }
     report.max_abs_err = max_over_pes(pe, error);

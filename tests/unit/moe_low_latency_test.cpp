@@ -84,8 +84,16 @@ std::vector<uint16_t> run_experts(const LowLatencyDispatch& d, int first_expert)
 
 struct Outcome {
   LowLatencyDispatch dispatched;
+  std::vector<std::byte> x;  // the dispatch's, kept: combine hands the handle's back
   std::vector<std::byte> combined;
 };
+
+// Combines `o`'s dispatch with the expert rows `rows`, keeping what the dispatch delivered.
+void combine(LowLatencyBuffer& buffer, Outcome& o, const void* rows, int64_t tokens) {
+  o.x = o.dispatched.x;
+  o.combined.resize(size_t(tokens) * kHidden * 2);
+  buffer.combine(o.dispatched, rows, o.combined.data());
+}
 
 // `value` added to a sum that starts at its first term.
 void add(float& sum, bool& any, float value) {
@@ -126,7 +134,8 @@ void expect_outcome(const std::vector<Batch>& batches, int ranks, int pe, const 
   const int per_pe = kExperts / n;
   const LowLatencyDispatch& d = got.dispatched;
   ASSERT_EQ(int(d.offset.size()), per_pe + 1) << what;
-  const auto* x = reinterpret_cast<const uint16_t*>(d.x.data());
+  ASSERT_EQ(got.x.size(), size_t(d.received()) * kHidden * 2) << what;
+  const auto* x = reinterpret_cast<const uint16_t*>(got.x.data());
   for (int le = 0; le < per_pe; ++le) {
     const int expert = pe * per_pe + le;
     int64_t row = 0;
@@ -171,11 +180,23 @@ TEST_P(LowLatencyShapes, EveryExpertGetsItsTokensInOrderAndCombineSumsThemBack) 
     LowLatencyBuffer buffer(pe, buffer_shape());
     const Batch& b = batches[pe.my_pe()];
     Outcome& o = outcomes[pe.my_pe()];
+    std::vector<const std::byte*> storage;
     for (int call = 0; call < 3; ++call) {  // the halves alternate, then the first is reused
       o.dispatched = buffer.dispatch(b.x.data(), b.routing);
+      storage.push_back(o.dispatched.x.data());
       const auto rows = run_experts(o.dispatched, pe.my_pe() * buffer.local_experts());
-      o.combined = buffer.combine(o.dispatched, rows.data());
+      if (call < 2) {
+        combine(buffer, o, rows.data(), b.routing.tokens);
+      } else {  // the experts' output written over the handle's x, as an in-place layer does
+        o.x = o.dispatched.x;
+        std::memcpy(o.dispatched.x.data(), rows.data(), o.dispatched.x.size());
+        o.combined.resize(size_t(b.routing.tokens) * kHidden * 2);
+        buffer.combine(o.dispatched, o.dispatched.x.data(), o.combined.data());
+      }
+      EXPECT_TRUE(o.dispatched.x.empty()) << "combine hands the x storage back";
     }
+    // The third dispatch (the first half again) reused the first's rows: no allocation.
+    EXPECT_EQ(storage[2], storage[0]);
     barrier_all(pe);
   });
   for (int pe = 0; pe < n; ++pe) {
@@ -215,10 +236,11 @@ TEST(LowLatency, TwoMicroBatchesInFlightAndAThirdIsRefused) {
     }
     const auto rows_a = run_experts(a[me].dispatched, first_expert);
     const auto rows_b = run_experts(b[me].dispatched, first_expert);
-    a[me].combined = buffer.combine(a[me].dispatched, rows_a.data());
-    b[me].combined = buffer.combine(b[me].dispatched, rows_b.data());
+    combine(buffer, a[me], rows_a.data(), first[me].routing.tokens);
+    combine(buffer, b[me], rows_b.data(), second[me].routing.tokens);
     try {
-      buffer.combine(a[me].dispatched, rows_a.data());
+      std::vector<std::byte> again(a[me].combined.size());
+      buffer.combine(a[me].dispatched, rows_a.data(), again.data());
       errors[me] += "; a second combine was accepted";
     } catch (const InvalidArgument& e) {
       errors[me] += std::string("; ") + e.what();
