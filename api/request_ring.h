@@ -21,7 +21,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 3;  // 3: a fused call's mode in args[3]
+inline constexpr uint32_t kAttachProtocolVersion = 4;  // 4: the low-latency MoE calls
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -54,8 +54,14 @@ enum class Op : uint32_t {
   kGemmAllReduce = 14,
   kMatmulReduceScatter = 15,
   kAllGatherMatmul = 16,
+  // MoE low-latency dispatch (the decoding mode; api/staging_layout.h): count: tokens; args:
+  // hidden, topk, experts, max_tokens (the buffer's: every PE passes the same). Answers the
+  // handle in `value` and the tokens received in `value2`.
+  kLowLatencyDispatch = 17,
+  // MoE low-latency combine of the dispatch args[0]; count: the received tokens.
+  kLowLatencyCombine = 18,
 };
-inline constexpr uint32_t kLastOp = 16;
+inline constexpr uint32_t kLastOp = 18;
 
 // Offsets are symmetric addresses: bytes from the start of the PE's slice.
 struct Request {

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -151,6 +152,7 @@ uint64_t Session::call(const attach::Request& request, uint64_t* value2) {
 void Session::queue_release(uint64_t handle) {
   const std::lock_guard queued(releases_mutex_);
   pending_releases_.push_back(handle);
+  low_latency_in_flight_.erase(handle);
 }
 
 uint64_t Session::call_locked(const attach::Request& request, uint64_t* value2) {
@@ -276,28 +278,34 @@ DispatchHandle::~DispatchHandle() {
   if (alive_.lock()) session_->queue_release(id_);
 }
 
+void Session::stage_tokens(const char* call, const MoeTokens& t, int64_t most_tokens) {
+  const size_t e = element_bytes(t.dtype);
+  check_moe_width(call, t.hidden);
+  if (t.tokens < 0 || t.tokens > most_tokens || t.topk < 1 || t.topk > kMaxMoeTopk ||
+      t.topk > t.experts || t.experts > kMaxMoeExperts || t.experts % place_.world_size != 0) {
+    throw InvalidArgument(
+        std::string(call) + ": " + std::to_string(t.tokens) + " tokens, topk " +
+        std::to_string(t.topk) + ", " + std::to_string(t.experts) +
+        " experts; allowed tokens 0 to " + std::to_string(most_tokens) + " per PE, topk 1 to " +
+        std::to_string(kMaxMoeTopk) + " and at most the experts, experts a multiple of the " +
+        std::to_string(place_.world_size) + " PEs up to " + std::to_string(kMaxMoeExperts));
+  }
+  check_topk_ids(t.topk_idx, t.tokens, t.topk, t.experts, std::string(call) + "'s topk_idx");
+  const auto in = attach::token_block(uint64_t(t.tokens), uint64_t(t.hidden), uint64_t(t.topk), e);
+  std::byte* area = stage(in.end);
+  std::memcpy(area + in.x, t.x, size_t(t.tokens) * t.hidden * e);
+  auto* ids = reinterpret_cast<int32_t*>(area + in.idx);
+  for (int64_t i = 0; i < t.tokens * t.topk; ++i) ids[i] = int32_t(t.topk_idx[i]);
+  std::memcpy(area + in.weights, t.topk_weights, size_t(t.tokens) * t.topk * 4);
+}
+
 std::shared_ptr<DispatchHandle> Session::dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, wire::DataType dtype,
     const std::function<DispatchOutputs(int64_t received)>& allocate) {
   const size_t e = element_bytes(dtype);
-  check_moe_width("dispatch", hidden);
-  if (tokens < 0 || tokens > kMaxMoeTokens || topk < 1 || topk > kMaxMoeTopk || topk > experts ||
-      experts > kMaxMoeExperts || experts % place_.world_size != 0) {
-    throw InvalidArgument(
-        "dispatch: " + std::to_string(tokens) + " tokens, topk " + std::to_string(topk) + ", " +
-        std::to_string(experts) + " experts; allowed tokens 0 to " + std::to_string(kMaxMoeTokens) +
-        " per PE, topk 1 to " + std::to_string(kMaxMoeTopk) +
-        " and at most the experts, experts a multiple of the " + std::to_string(place_.world_size) +
-        " PEs up to " + std::to_string(kMaxMoeExperts));
-  }
-  check_topk_ids(topk_idx, tokens, topk, experts, "dispatch's topk_idx");
-  const auto in = attach::token_block(uint64_t(tokens), uint64_t(hidden), uint64_t(topk), e);
-  std::byte* area = stage(in.end);
-  std::memcpy(area + in.x, x, size_t(tokens) * hidden * e);
-  auto* ids = reinterpret_cast<int32_t*>(area + in.idx);
-  for (int64_t i = 0; i < tokens * topk; ++i) ids[i] = int32_t(topk_idx[i]);
-  std::memcpy(area + in.weights, topk_weights, size_t(tokens) * topk * 4);
+  stage_tokens("dispatch", {x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype},
+               kMaxMoeTokens);
   uint64_t received = 0;
   const uint64_t id =
       call(attach::Request{.op = attach::Op::kDispatch,
@@ -332,6 +340,10 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
   if (!handle.alive_.lock() || handle.session_ != this) {
     throw InvalidArgument("combine: the handle is from another session");
   }
+  if (handle.max_tokens != 0) {
+    throw InvalidArgument(
+        "combine: the handle is a low-latency dispatch's: use low_latency_combine");
+  }
   check_moe_width("combine", hidden);
   const auto block = attach::combine_block(uint64_t(handle.received), uint64_t(handle.tokens),
                                            uint64_t(hidden), bias != nullptr, e);
@@ -343,6 +355,98 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
                        .dtype = uint32_t(dtype),
                        .count = uint64_t(handle.received),
                        .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}});
+  std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
+              size_t(handle.tokens) * row);
+}
+
+std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
+    const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
+    int64_t hidden, int topk, int experts, int64_t max_tokens, wire::DataType dtype,
+    const std::function<LowLatencyOutputs(int64_t received)>& allocate) {
+  const size_t e = element_bytes(dtype);
+  if (max_tokens < 1 || max_tokens > kMaxLowLatencyTokens) {
+    throw InvalidArgument("low_latency_dispatch: max_tokens " + std::to_string(max_tokens) +
+                          "; allowed 1 to " + std::to_string(kMaxLowLatencyTokens));
+  }
+  const std::array<int64_t, 5> shape{hidden, topk, experts, max_tokens, int64_t(dtype)};
+  {
+    const std::lock_guard held(releases_mutex_);
+    if (low_latency_in_flight_.size() >= 2) {
+      throw InvalidArgument(
+          "low_latency_dispatch: two dispatches are not yet combined: combine one, or drop its "
+          "handle, first (two micro-batches may be in flight)");
+    }
+    if (!low_latency_in_flight_.empty() && shape != low_latency_shape_) {
+      throw InvalidArgument(
+          "low_latency_dispatch: another shape (hidden, topk, experts, max_tokens or type) while "
+          "a dispatch is not yet combined: combine it first");
+    }
+  }
+  stage_tokens("low_latency_dispatch",
+               {x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype}, max_tokens);
+  uint64_t received = 0;
+  const uint64_t id = call(attach::Request{.op = attach::Op::kLowLatencyDispatch,
+                                           .dtype = uint32_t(dtype),
+                                           .count = uint64_t(tokens),
+                                           .args = {uint64_t(hidden), uint64_t(topk),
+                                                    uint64_t(experts), uint64_t(max_tokens)}},
+                           &received);
+  std::shared_ptr<DispatchHandle> handle(new DispatchHandle(this, alive_, id));
+  {
+    const std::lock_guard held(releases_mutex_);
+    low_latency_in_flight_.insert(id);
+    low_latency_shape_ = shape;
+  }
+  const int local = experts / place_.world_size;
+  // Each token once per local expert it chose, from every PE.
+  if (received >
+      uint64_t(place_.world_size) * uint64_t(max_tokens) * uint64_t(std::min(topk, local))) {
+    throw PeerError("the daemon reports " + std::to_string(received) +
+                    " rows received, more than every PE could send");
+  }
+  handle->tokens = tokens;
+  handle->received = int64_t(received);
+  handle->hidden = hidden;
+  handle->topk = topk;
+  handle->experts = experts;
+  handle->dtype = dtype;
+  handle->max_tokens = max_tokens;
+  const auto out = attach::low_latency_block(received, uint64_t(hidden), uint64_t(local), e);
+  const std::byte* from = staging_->range(0, out.end, "low-latency dispatch's output");
+  const LowLatencyOutputs to = allocate(int64_t(received));
+  std::memcpy(to.x, from + out.x, received * hidden * e);
+  std::memcpy(to.counts, from + out.counts, size_t(local) * 8);
+  return handle;
+}
+
+void Session::low_latency_combine(const DispatchHandle& handle, const void* rows, void* out) {
+  if (!handle.alive_.lock() || handle.session_ != this) {
+    throw InvalidArgument("low_latency_combine: the handle is from another session");
+  }
+  if (handle.max_tokens == 0) {
+    throw InvalidArgument("low_latency_combine: the handle is a normal dispatch's: use combine");
+  }
+  {
+    const std::lock_guard held(releases_mutex_);
+    if (!low_latency_in_flight_.contains(handle.id_)) {
+      throw InvalidArgument(
+          "low_latency_combine: this dispatch was combined already: dispatch "
+          "again (a low-latency dispatch is combined once)");
+    }
+  }
+  const size_t e = element_bytes(handle.dtype), row = size_t(handle.hidden) * e;
+  const auto block = attach::combine_block(uint64_t(handle.received), uint64_t(handle.tokens),
+                                           uint64_t(handle.hidden), false, e);
+  std::byte* area = stage(block.end);
+  std::memcpy(area + block.rows, rows, size_t(handle.received) * row);
+  call(attach::Request{.op = attach::Op::kLowLatencyCombine,
+                       .dtype = uint32_t(handle.dtype),
+                       .count = uint64_t(handle.received),
+                       .args = {handle.id_}});
+  {
+    const std::lock_guard held(releases_mutex_);
+    low_latency_in_flight_.erase(handle.id_);
+  }
   std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
               size_t(handle.tokens) * row);
 }

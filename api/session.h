@@ -16,12 +16,14 @@
 // TimeoutError) for one the cluster could not carry out, with the daemon's message.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,7 @@ class DispatchHandle {
   int topk = 0;
   int experts = 0;
   wire::DataType dtype = wire::DATA_TYPE_UNSPECIFIED;
+  int64_t max_tokens = 0;  // a low-latency dispatch's buffer size; 0 for a normal dispatch
 
  private:
   friend class Session;
@@ -73,6 +76,13 @@ struct DispatchOutputs {
   void* x = nullptr;
   int64_t* topk_idx = nullptr;
   float* topk_weights = nullptr;
+};
+
+// Where a low-latency dispatch writes what this PE received: recv_x [received][hidden] packed
+// by local expert, and recv_counts [local experts]: expert e's rows follow experts 0..e-1's.
+struct LowLatencyOutputs {
+  void* x = nullptr;
+  int64_t* counts = nullptr;
 };
 
 class Session {
@@ -128,6 +138,22 @@ class Session {
   void combine(const DispatchHandle& handle, const void* rows, int64_t hidden, wire::DataType dtype,
                const void* bias, void* out);
 
+  // MoE low-latency dispatch (DeepEP's low_latency_dispatch, for decoding): the routing as for
+  // dispatch, at most `max_tokens` tokens per PE (every PE passes the same max_tokens, hidden,
+  // topk, experts and type: they size the session's buffer, made at the first call and again
+  // when they change), each token delivered once per local expert it chose, packed by expert
+  // (within an expert: by source PE, then token). Two dispatches may be in flight (two
+  // micro-batches); each is combined, or its handle dropped, before a third.
+  std::shared_ptr<DispatchHandle> low_latency_dispatch(
+      const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
+      int64_t hidden, int topk, int experts, int64_t max_tokens, wire::DataType dtype,
+      const std::function<LowLatencyOutputs(int64_t received)>& allocate);
+  // Once per low-latency dispatch: out [tokens][hidden] = per token the sum over its experts of
+  // its topk weight times the expert's row (rows [received][hidden], in recv_x's order and the
+  // dispatch's type), summed per PE in topk order, per node, then over nodes (the same bits on
+  // every run).
+  void low_latency_combine(const DispatchHandle& handle, const void* rows, void* out);
+
   // The fused ops; a, b and the results in `dtype`, row-major; every PE passes the same shape and
   // mode: fused (the pipeline), sequential (the GEMM, then the collective), or auto (the first
   // call of a shape runs both a few times and the faster one serves every later call).
@@ -153,6 +179,16 @@ class Session {
   void queue_release(uint64_t handle);
   // The staging area, at least `bytes` long.
   std::byte* stage(uint64_t bytes);
+  // A dispatch's tokens and routing, checked (`call` names the call in errors) and staged.
+  struct MoeTokens {
+    const void* x;
+    const int64_t* topk_idx;
+    const float* topk_weights;
+    int64_t tokens, hidden;
+    int topk, experts;
+    wire::DataType dtype;
+  };
+  void stage_tokens(const char* call, const MoeTokens& tokens, int64_t most_tokens);
   uint64_t fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
                  int64_t a_rows, int64_t c_rows, int64_t n, int64_t k, wire::DataType dtype,
                  wire::MatmulMode mode);
@@ -171,6 +207,11 @@ class Session {
   std::mutex call_mutex_;
   std::mutex releases_mutex_;  // never held while waiting for the daemon
   std::vector<uint64_t> pending_releases_;
+  // Low-latency dispatches not yet combined nor dropped (at most two), and the shape of the
+  // session's low-latency buffer, under releases_mutex_: checked here, since the daemon ends the
+  // session on a call it has to refuse.
+  std::set<uint64_t> low_latency_in_flight_;
+  std::array<int64_t, 5> low_latency_shape_{};
   bool timed_out_ = false;
   std::chrono::milliseconds call_timeout_{std::chrono::minutes(10)};
   bool detached_ = false;

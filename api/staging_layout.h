@@ -41,6 +41,20 @@ inline constexpr CombineBlock combine_block(uint64_t received, uint64_t tokens, 
   return b;
 }
 
+// What a low-latency dispatch delivers: x [received][hidden], packed by local expert, and
+// counts [local experts] int64 (expert e's rows follow those of experts 0..e-1). Its inputs are
+// a dispatch's (token_block); its combine's rows and output are a combine's with no bias.
+struct LowLatencyBlock {
+  uint64_t x = 0, counts = 0, end = 0;
+};
+inline constexpr LowLatencyBlock low_latency_block(uint64_t received, uint64_t hidden,
+                                                   uint64_t local_experts, uint64_t element) {
+  LowLatencyBlock b;
+  b.counts = align64(received * hidden * element);
+  b.end = b.counts + align64(local_experts * 8);
+  return b;
+}
+
 // A fused op: a [a_rows][k], b [k][n], the result c [c_rows][n] and, for all_gather_matmul,
 // the gathered A [c_rows][k], all in the call's element type.
 struct FusedBlock {

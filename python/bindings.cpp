@@ -53,6 +53,7 @@ PYBIND11_MODULE(_symmesh, m) {
       .def_readonly("hidden", &DispatchHandle::hidden)
       .def_readonly("topk", &DispatchHandle::topk)
       .def_readonly("experts", &DispatchHandle::experts)
+      .def_readonly("max_tokens", &DispatchHandle::max_tokens)
       .def_property_readonly("dtype",
                              [](const DispatchHandle& h) { return wire::enum_text(h.dtype); });
 
@@ -135,6 +136,29 @@ PYBIND11_MODULE(_symmesh, m) {
              const std::string& dtype, Address bias, Address out) {
             s.combine(handle, at(rows), hidden, dtype_named(dtype), bias ? at(bias) : nullptr,
                       at(out));
+          },
+          Unlocked())
+      // allocate(received) -> (recv_x, recv_counts) addresses.
+      .def(
+          "low_latency_dispatch",
+          [](Session& s, Address x, Address topk_idx, Address topk_weights, int64_t tokens,
+             int64_t hidden, int topk, int experts, int64_t max_tokens, const std::string& dtype,
+             const std::function<py::tuple(int64_t)>& allocate) {
+            return s.low_latency_dispatch(
+                at(x), static_cast<const int64_t*>(at(topk_idx)),
+                static_cast<const float*>(at(topk_weights)), tokens, hidden, topk, experts,
+                max_tokens, dtype_named(dtype), [&](int64_t received) {
+                  py::gil_scoped_acquire locked;
+                  const py::tuple to = allocate(received);
+                  return LowLatencyOutputs{at(to[0].cast<Address>()),
+                                           static_cast<int64_t*>(at(to[1].cast<Address>()))};
+                });
+          },
+          Unlocked())
+      .def(
+          "low_latency_combine",
+          [](Session& s, const DispatchHandle& handle, Address rows, Address out) {
+            s.low_latency_combine(handle, at(rows), at(out));
           },
           Unlocked())
       .def(

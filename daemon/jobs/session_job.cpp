@@ -1,8 +1,8 @@
 // The session job: the cluster's PEs handed to processes attached to their daemons. Each PE's
 // thread waits for the process attached to its local rank, then serves that process's request
 // ring in order, making each call on its behalf (a barrier, a collective on tensors in the
-// shared heap, a symmetric allocation, a MoE dispatch or combine or a fused op on tensors in
-// its staging area), until the process detaches.
+// shared heap, a symmetric allocation, a MoE dispatch or combine, normal or low-latency, or a
+// fused op on tensors in its staging area), until the process detaches.
 //
 // A process that dies ends the session on every PE, naming it, and so does a call that fails:
 // a collective one PE gave up on leaves its peers nowhere to go (a communicator error is
@@ -94,9 +94,11 @@ class SessionServer {
       case attach::Op::kAllGatherMatmul:
         return r;
       case attach::Op::kDispatch:  // each PE's tokens, and where they lie, are its own
+      case attach::Op::kLowLatencyDispatch:
         r.count = r.src = r.dst = 0;
         return r;
       case attach::Op::kCombine:  // as are the rows it received
+      case attach::Op::kLowLatencyCombine:
         r.count = 0;
         return r;
       default:
@@ -156,6 +158,14 @@ class SessionServer {
       }
       case attach::Op::kCombine:
         moe_.combine(request, staging);
+        return 0;
+      case attach::Op::kLowLatencyDispatch: {
+        const SessionMoe::Dispatched d = moe_.low_latency_dispatch(request, staging);
+        completion.value2 = d.received;
+        return d.handle;
+      }
+      case attach::Op::kLowLatencyCombine:
+        moe_.low_latency_combine(request, staging);
         return 0;
       case attach::Op::kReleaseHandle:
         moe_.release(request.args[0]);

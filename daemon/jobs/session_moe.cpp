@@ -4,6 +4,7 @@
 
 #include "api/staging_layout.h"
 #include "daemon/jobs/job.h"
+#include "runtime/barrier.h"
 
 namespace symmesh {
 namespace {
@@ -21,7 +22,30 @@ int64_t bounded(const char* name, uint64_t value, int64_t most) {
                         " is out of range: allowed up to " + std::to_string(most));
 }
 
+// A dispatch's topk_idx and topk_weights from the staging area, checked.
+Routing staged_routing(const MoeOptions& o, const attach::TokenBlock& in,
+                       attach::StagingArea& staging) {
+  Routing routing{o.tokens, o.topk, std::vector<int32_t>(size_t(o.tokens) * o.topk),
+                  std::vector<float>(size_t(o.tokens) * o.topk)};
+  std::memcpy(routing.experts.data(), staging.range(in.idx, routing.experts.size() * 4, "topk_idx"),
+              routing.experts.size() * 4);
+  std::memcpy(routing.weights.data(),
+              staging.range(in.weights, routing.weights.size() * 4, "topk_weights"),
+              routing.weights.size() * 4);
+  check_routing(routing, o.experts, "topk_idx");
+  return routing;
+}
+
 }  // namespace
+
+void SessionMoe::check_handle_room() const {
+  const size_t held = handles_.size() + low_latency_handles_.size();
+  if (held >= kMaxDispatchHandles) {
+    throw InvalidArgument(std::to_string(held) +
+                          " dispatch handles are held: release some (allowed " +
+                          std::to_string(kMaxDispatchHandles) + " at once)");
+  }
+}
 
 SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
                                             attach::StagingArea& staging) {
@@ -35,22 +59,11 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   o.topk = int(bounded("topk", r.args[1], kMaxMoeTopk));
   o.experts = int(bounded("experts", r.args[2], kMaxMoeExperts));
   validate(o, pe_.node().nodes(), pe_.node().ranks_per_node());
-  if (handles_.size() >= kMaxDispatchHandles) {
-    throw InvalidArgument(std::to_string(handles_.size()) +
-                          " dispatch handles are held: release some (allowed " +
-                          std::to_string(kMaxDispatchHandles) + " at once)");
-  }
+  check_handle_room();
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
   const std::byte* x = staging.range(in.x, in.idx - in.x, "dispatch's x");
-  Routing routing{o.tokens, o.topk, std::vector<int32_t>(size_t(o.tokens) * o.topk),
-                  std::vector<float>(size_t(o.tokens) * o.topk)};
-  std::memcpy(routing.experts.data(), staging.range(in.idx, routing.experts.size() * 4, "topk_idx"),
-              routing.experts.size() * 4);
-  std::memcpy(routing.weights.data(),
-              staging.range(in.weights, routing.weights.size() * 4, "topk_weights"),
-              routing.weights.size() * 4);
-  check_routing(routing, o.experts, "topk_idx");
+  const Routing routing = staged_routing(o, in, staging);
 
   DispatchResult result = symmesh::dispatch(pe_, o, x, routing);
   const uint64_t received = uint64_t(result.received);
@@ -109,7 +122,96 @@ void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging)
   std::memcpy(out, result.combined_x.data(), result.combined_x.size());
 }
 
+LowLatencyBuffer& SessionMoe::low_latency_buffer(const LowLatencyShape& shape) {
+  if (low_latency_) {
+    const LowLatencyShape& now = low_latency_->shape();
+    if (now.max_tokens == shape.max_tokens && now.hidden == shape.hidden &&
+        now.topk == shape.topk && now.experts == shape.experts && now.dtype == shape.dtype) {
+      return *low_latency_;
+    }
+    for (auto& [id, d] : low_latency_handles_) {
+      if (low_latency_->live(d)) {
+        throw InvalidArgument("a low-latency dispatch of another shape while dispatch " +
+                              std::to_string(id) + " is not combined: combine it first");
+      }
+    }
+    low_latency_handles_.clear();
+    barrier_all(pe_);  // no node peer still reads this PE's partial sums
+    low_latency_.reset();
+  }
+  low_latency_ = std::make_unique<LowLatencyBuffer>(pe_, shape);
+  return *low_latency_;
+}
+
+SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r,
+                                                        attach::StagingArea& staging) {
+  wire::check_enum(wire::DataType(r.dtype), "dtype");
+  MoeOptions o;
+  o.x_dtype = dtype_of(wire::DataType(r.dtype), DType::kF32);
+  o.tokens = bounded("tokens", r.count, kMaxLowLatencyTokens);
+  o.hidden = bounded("hidden", r.args[0], kMaxMoeHidden);
+  o.topk = int(bounded("topk", r.args[1], kMaxMoeTopk));
+  o.experts = int(bounded("experts", r.args[2], kMaxMoeExperts));
+  const int64_t max_tokens = bounded("max_tokens", r.args[3], kMaxLowLatencyTokens);
+  check_handle_room();
+  LowLatencyBuffer& buffer = low_latency_buffer({.max_tokens = max_tokens,
+                                                 .hidden = o.hidden,
+                                                 .topk = o.topk,
+                                                 .experts = o.experts,
+                                                 .dtype = o.x_dtype});
+  const size_t element = dtype_size(o.x_dtype);
+  const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
+  const std::byte* x = staging.range(in.x, in.idx - in.x, "dispatch's x");
+  const Routing routing = staged_routing(o, in, staging);
+
+  LowLatencyDispatch d = buffer.dispatch(x, routing);
+  const int local = buffer.local_experts();
+  const auto out =
+      attach::low_latency_block(uint64_t(d.received()), r.args[0], uint64_t(local), element);
+  staging.grow(out.end, "low-latency dispatch's received tokens");
+  std::memcpy(staging.range(out.x, d.x.size(), "recv_x"), d.x.data(), d.x.size());
+  auto* counts = reinterpret_cast<int64_t*>(staging.range(out.counts, size_t(local) * 8, "counts"));
+  for (int e = 0; e < local; ++e) counts[e] = d.count(e);
+  const uint64_t handle = next_handle_++;
+  const uint64_t received = uint64_t(d.received());
+  low_latency_handles_.emplace(handle, std::move(d));
+  return Dispatched{handle, received};
+}
+
+void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingArea& staging) {
+  const auto it = low_latency_handles_.find(r.args[0]);
+  if (it == low_latency_handles_.end()) {
+    throw InvalidArgument("low-latency dispatch handle " + std::to_string(r.args[0]) +
+                          " is not held here (it was released, is a normal dispatch's, or is "
+                          "from another session)");
+  }
+  LowLatencyDispatch& d = it->second;
+  if (r.count != uint64_t(d.received())) {
+    throw InvalidArgument("low-latency combine of dispatch " + std::to_string(r.args[0]) + " got " +
+                          std::to_string(r.count) + " rows; its dispatch delivered " +
+                          std::to_string(d.received()) + " tokens");
+  }
+  const LowLatencyShape& shape = low_latency_->shape();
+  wire::check_enum(wire::DataType(r.dtype), "dtype");
+  if (dtype_of(wire::DataType(r.dtype), DType::kF32) != shape.dtype) {
+    throw InvalidArgument(std::string("low-latency combine rows in ") +
+                          dtype_name(dtype_of(wire::DataType(r.dtype), DType::kF32)) +
+                          ": allowed the dispatch's type, " + dtype_name(shape.dtype));
+  }
+  const size_t element = dtype_size(shape.dtype), row = size_t(shape.hidden) * element;
+  const uint64_t tokens = d.sent_record.size() / size_t(pe_.node().nodes());
+  const auto block = attach::combine_block(r.count, tokens, uint64_t(shape.hidden), false, element);
+  const std::byte* rows = staging.range(block.rows, r.count * row, "combine's expert rows");
+  std::byte* out = staging.range(block.out, tokens * row, "combine's output");
+  low_latency_->combine(d, rows, out);
+}
+
 void SessionMoe::release(uint64_t handle) {
+  if (const auto it = low_latency_handles_.find(handle); it != low_latency_handles_.end()) {
+    low_latency_->release(it->second);
+    low_latency_handles_.erase(it);
+    return;
+  }
   kept(handle);
   handles_.erase(handle);
 }

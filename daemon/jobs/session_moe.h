@@ -1,14 +1,18 @@
 // A session's MoE calls: DeepEP's dispatch and combine on the attached process's tensors, which
 // pass through the PE's staging area (api/staging_layout.h says where each one sits), and the
-// dispatches whose handles the process still holds, for their combines.
+// dispatches whose handles the process still holds, for their combines. The low-latency calls
+// (the decoding mode) go through one LowLatencyBuffer per session, kept between calls as a
+// decoding model keeps DeepEP's buffer.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 
 #include "api/request_ring.h"
 #include "api/staging_area.h"
 #include "ops/moe/combine.h"
+#include "ops/moe/low_latency.h"
 
 namespace symmesh {
 
@@ -30,6 +34,14 @@ class SessionMoe {
   // and writes the combined tokens: the rows walk back the paths the tokens came, whatever
   // their width and type (a backward pass combines gradients of other widths).
   void combine(const attach::Request& request, attach::StagingArea& staging);
+  // Collective. A low-latency dispatch: reads x, topk_idx and topk_weights as dispatch does,
+  // writes recv_x packed by local expert and the count of each. The buffer is made at the first
+  // call and made again when the shape (hidden, topk, experts, max_tokens, type) changes.
+  Dispatched low_latency_dispatch(const attach::Request& request, attach::StagingArea& staging);
+  // Collective. Reads the expert rows of the low-latency dispatch args[0] and writes its tokens:
+  // each the sum of its experts' rows weighted by the dispatch's topk_weights.
+  void low_latency_combine(const attach::Request& request, attach::StagingArea& staging);
+  // A dispatch's handle of either mode; a low-latency one not yet combined frees its half.
   void release(uint64_t handle);
 
  private:
@@ -39,9 +51,14 @@ class SessionMoe {
     DispatchResult result;  // without its tokens (the process has them)
   };
   const Kept& kept(uint64_t handle) const;
+  void check_handle_room() const;
+  // The session's low-latency buffer for `shape`, made again (collectively) when it differs.
+  LowLatencyBuffer& low_latency_buffer(const LowLatencyShape& shape);
 
   Pe& pe_;
   std::map<uint64_t, Kept> handles_;
+  std::unique_ptr<LowLatencyBuffer> low_latency_;
+  std::map<uint64_t, LowLatencyDispatch> low_latency_handles_;
   uint64_t next_handle_ = 1;
 };
 

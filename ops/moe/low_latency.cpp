@@ -290,11 +290,21 @@ void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle, int source,
   }
 }
 
+bool LowLatencyBuffer::live(const LowLatencyDispatch& handle) const {
+  return handle.sequence != 0 && handle.half >= 0 && handle.half <= 1 && live_[handle.half] &&
+         handle.sequence + 2 > sequence_ && handle.terms.size() == size_t(n_) &&
+         handle.landed.size() == size_t(n_) && handle.sent.size() == size_t(nodes_);
+}
+
+void LowLatencyBuffer::release(LowLatencyDispatch& handle) {
+  if (!live(handle)) return;
+  live_[handle.half] = false;
+  spare_x_[handle.half] = std::exchange(handle.x, {});
+}
+
 void LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_out, void* out) {
   const LowLatencyShape& s = shape_;
-  if (handle.sequence == 0 || handle.half < 0 || handle.half > 1 || !live_[handle.half] ||
-      handle.sequence + 2 <= sequence_ || handle.terms.size() != size_t(n_) ||
-      handle.landed.size() != size_t(n_) || handle.sent.size() != size_t(nodes_)) {
+  if (!live(handle)) {
     throw InvalidArgument(
         "a low-latency combine of a dispatch already combined, or not this buffer's");
   }

@@ -117,6 +117,11 @@ class LowLatencyBuffer {
   // gate weight (the dispatch routing's) times the expert's row: per PE in topk order, per node
   // in local-rank order, then in node order.
   void combine(LowLatencyDispatch& handle, const void* expert_out, void* out);
+  // Frees the half of a dispatch that will not be combined (a caller that dropped its handle).
+  // Every PE does the same: a PE whose peers combine it instead leaves them to their deadline.
+  void release(LowLatencyDispatch& handle);
+  // The handle is this buffer's, dispatched and not yet combined or released.
+  bool live(const LowLatencyDispatch& handle) const;
 
  private:
   size_t row_bytes() const;

@@ -303,10 +303,11 @@ class Session:
             return symmesh_torch.dispatch(self, x, topk_idx, topk_weights, num_experts)
         return self._dispatch(x, topk_idx, topk_weights, num_experts)
 
-    def _dispatch(self, x, topk_idx, topk_weights, num_experts):
+    def _routing_inputs(self, x, topk_idx, topk_weights):
+        """A dispatch's inputs checked and made contiguous: (x, ids int64, weights, word)."""
         _kind(x, "x")
         word = _word(x, "x")
-        tokens, hidden = _shape2(x, "x")
+        tokens, _ = _shape2(x, "x")
         for name, t in (("topk_idx", topk_idx), ("topk_weights", topk_weights)):
             _kind(t, name)
             if _shape2(t, name)[0] != tokens:
@@ -324,6 +325,12 @@ class Session:
         weights = (topk_weights.detach().contiguous() if _is_torch(topk_weights)
                    else numpy.ascontiguousarray(topk_weights))
         data = _contiguous(x.detach() if _is_torch(x) else x)
+        return data, ids, weights, word
+
+    def _dispatch(self, x, topk_idx, topk_weights, num_experts):
+        data, ids, weights, word = self._routing_inputs(x, topk_idx, topk_weights)
+        tokens, hidden = _shape2(x, "x")
+        topk = int(ids.shape[1])
         outputs = []
 
         def allocate(received):
@@ -375,6 +382,57 @@ class Session:
             bias_address = _address(bias)
         out = _new_as(expert_out, (native.tokens, hidden))
         self._s().combine(native, _address(data), hidden, word, bias_address, _address(out))
+        return out
+
+    # -- the low-latency mode (decoding) -------------------------------------------------------
+
+    def low_latency_dispatch(self, x, topk_idx, topk_weights, num_experts, max_tokens):
+        """DeepEP's low_latency_dispatch, for decoding: the routing as for dispatch, at most
+        max_tokens tokens per PE (every PE passes the same max_tokens, hidden, topk, experts and
+        dtype: they size the session's buffer, made again when they change).
+
+        Returns recv_x [received, hidden] packed by local expert (within one: by source PE, then
+        token; a token once per local expert it chose), recv_counts (int64 [local experts]) and
+        the handle low_latency_combine takes. Two dispatches may be in flight (two
+        micro-batches); each is combined once, or its handle released, before a third. No
+        gradients: the mode is for inference.
+        """
+        data, ids, weights, word = self._routing_inputs(x, topk_idx, topk_weights)
+        tokens, hidden = _shape2(x, "x")
+        outputs = []
+
+        def allocate(received):
+            outputs.extend([
+                _new_as(x, (received, hidden)),
+                _new_as(x, (num_experts // self.world_size,), "int64"),
+            ])
+            return tuple(_address(t) for t in outputs)
+
+        native = self._s().low_latency_dispatch(_address(data), _address(ids), _address(weights),
+                                                tokens, hidden, int(ids.shape[1]),
+                                                int(num_experts), int(max_tokens), word, allocate)
+        handle = DispatchHandle(self, native, ids, weights, int(num_experts))
+        return outputs[0], outputs[1], handle
+
+    def low_latency_combine(self, expert_out, handle):
+        """DeepEP's low_latency_combine: [tokens, hidden], per token the sum over its experts of
+        its topk weight (the dispatch's) times the expert's row of expert_out ([received,
+        hidden], recv_x's order and dtype). Bitwise deterministic; once per dispatch.
+        """
+        if not isinstance(handle, DispatchHandle):
+            raise ValueError(f"handle is a {type(handle).__name__}: pass what "
+                             f"low_latency_dispatch returned")
+        native = handle._checked(self)
+        _kind(expert_out, "expert_out")
+        rows, hidden = _shape2(expert_out, "expert_out")
+        if (rows, hidden) != (native.received, native.hidden) or _word(
+                expert_out, "expert_out") != native.dtype:
+            raise ValueError(f"expert_out is {(rows, hidden)} {_dtype_name(expert_out)}: its "
+                             f"dispatch delivered {(native.received, native.hidden)} "
+                             f"{native.dtype} (one row per received token)")
+        data = _contiguous(expert_out.detach() if _is_torch(expert_out) else expert_out)
+        out = _new_as(expert_out, (native.tokens, hidden))
+        self._s().low_latency_combine(native, _address(data), _address(out))
         return out
 
     # -- fused ops ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The Python API on a running cluster, one process per PE under `symmesh launch`: heap tensors
 (numpy and torch), every collective on and off the heap with the reductions, the fused ops
-against torch's matmul, dispatch/combine on numpy arrays, and wrong calls raising ValueError
-while the session goes on. Prints one line per check and exits non-zero on the first failure.
+against torch's matmul, dispatch/combine on numpy arrays, the low-latency dispatch/combine on
+torch bfloat16 tensors, and wrong calls raising ValueError while the session goes on. Prints
+one line per check and exits non-zero on the first failure.
 """
 
 import sys
@@ -95,6 +96,30 @@ def main():
     check(s, "combine", numpy.allclose(y, 2 * x + 1), f"{numpy.abs(y - 2 * x - 1).max()}")
     y2 = s.combine(rows_out, handle)
     check(s, "the handle is reusable", numpy.allclose(y2, 2 * x))
+
+    # The low-latency mode on torch bfloat16: the same routing, weights 0.5 and 0.25; each
+    # expert returns its tokens as they came, so a token comes back as 0.75 x.
+    tx = torch.from_numpy(x).to(torch.bfloat16)
+    tw = torch.tensor([[0.5, 0.25]] * tokens, dtype=torch.float32)
+    for _ in range(3):  # both halves of the buffer, then the first again
+        ll_x, counts, ll = s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8)
+        check(s, "low-latency counts", counts.dtype == torch.int64 and
+              counts.shape == (experts // w,) and int(counts.sum()) == ll_x.shape[0])
+        y = s.low_latency_combine(ll_x, ll)
+        check(s, "low-latency combine", y.dtype == torch.bfloat16 and
+              torch.equal(y, (0.75 * tx.float()).to(torch.bfloat16)))
+    first = s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8)
+    second = s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8)
+    expect_value_error(s, "a third low-latency dispatch",
+                       lambda: s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8),
+                       "two dispatches are not yet combined")
+    s.low_latency_combine(first[0], first[2])
+    expect_value_error(s, "a second low-latency combine",
+                       lambda: s.low_latency_combine(first[0], first[2]), "combined already")
+    narrow = second[0][:, :4]
+    expect_value_error(s, "low-latency rows of another shape",
+                       lambda: s.low_latency_combine(narrow, second[2]), "expert_out is")
+    s.low_latency_combine(second[0], second[2])
 
     # Wrong calls: ValueError naming what, and the session goes on.
     expect_value_error(s, "a stale handle", lambda: (handle.release(), s.combine(rows_out, handle)),

@@ -1,0 +1,215 @@
+// The low-latency MoE calls an attached process makes (the decoding mode): what each PE
+// receives per local expert, in which order; the combine's weighted sums; two micro-batches in
+// flight and a third refused; a dropped handle freeing its half; a new shape making a new
+// buffer; and the two modes' handles kept apart.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "tests/support/attached_node.h"
+
+namespace symmesh {
+namespace {
+
+using AttachedLowLatency = AttachedNode;
+
+constexpr int64_t kTokens = 6, kHidden = 8, kMaxTokens = 8;
+constexpr int kTopk = 2, kExperts = 4;  // two a PE
+
+float token_value(int pe, int64_t t, int64_t h) {
+  return float(pe * 100 + t) + float(h) / 16;
+}
+// Token t of PE p goes to experts (t + p) % 4 and, unless t is a multiple of 3, (t + p + 1) % 4
+// (for some tokens both on one PE: delivered there once per expert).
+int64_t expert_of(int pe, int64_t t, int k) {
+  if (k == 1 && t % 3 == 0) return -1;
+  return (t + pe + k) % kExperts;
+}
+float weight_of(int k) {
+  return 0.25f * float(k + 1);
+}
+
+struct Routed {
+  std::vector<float> x, weights;
+  std::vector<int64_t> idx;
+};
+
+Routed routed(int pe) {
+  Routed r{std::vector<float>(kTokens * kHidden), std::vector<float>(kTokens * kTopk),
+           std::vector<int64_t>(kTokens * kTopk)};
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t h = 0; h < kHidden; ++h) r.x[t * kHidden + h] = token_value(pe, t, h);
+    for (int k = 0; k < kTopk; ++k) {
+      r.idx[t * kTopk + k] = expert_of(pe, t, k);
+      r.weights[t * kTopk + k] = weight_of(k);
+    }
+  }
+  return r;
+}
+
+struct Received {
+  std::vector<float> x;
+  std::vector<int64_t> counts;
+};
+
+std::shared_ptr<DispatchHandle> dispatch(Session& session, const Routed& r, Received& got,
+                                         int64_t max_tokens = kMaxTokens) {
+  return session.low_latency_dispatch(r.x.data(), r.idx.data(), r.weights.data(), kTokens, kHidden,
+                                      kTopk, kExperts, max_tokens, wire::DATA_TYPE_F32,
+                                      [&](int64_t received) {
+                                        got.x.resize(received * kHidden);
+                                        got.counts.resize(kExperts / 2);
+                                        return LowLatencyOutputs{got.x.data(), got.counts.data()};
+                                      });
+}
+
+// "" when PE `pe` received, per local expert, every token that chose it, by source PE then
+// token; else what differs.
+std::string check_received(int pe, const Received& got) {
+  int64_t row = 0;
+  for (int local = 0; local < kExperts / 2; ++local) {
+    const int64_t expert = pe * 2 + local;
+    int64_t count = 0;
+    for (int source = 0; source < 2; ++source) {
+      for (int64_t t = 0; t < kTokens; ++t) {
+        if (expert_of(source, t, 0) != expert && expert_of(source, t, 1) != expert) continue;
+        if (row >= int64_t(got.x.size() / kHidden)) return "too few rows";
+        if (got.x[row * kHidden + 3] != token_value(source, t, 3)) {
+          return "row " + std::to_string(row) + " is not token " + std::to_string(source) + "/" +
+                 std::to_string(t);
+        }
+        ++row;
+        ++count;
+      }
+    }
+    if (got.counts[local] != count) return "expert " + std::to_string(expert) + "'s count";
+  }
+  return row == int64_t(got.x.size() / kHidden) ? "" : "too many rows";
+}
+
+// The experts: local expert e scales its rows by (e + 1); the combine weighs them.
+std::vector<float> run_experts(const Received& got) {
+  std::vector<float> rows(got.x.size());
+  int64_t row = 0;
+  for (int local = 0; local < kExperts / 2; ++local) {
+    for (int64_t i = 0; i < got.counts[local]; ++i, ++row) {
+      for (int64_t h = 0; h < kHidden; ++h) {
+        rows[row * kHidden + h] = float(local + 1) * got.x[row * kHidden + h];
+      }
+    }
+  }
+  return rows;
+}
+
+// "" when `out` holds, per token of PE `pe`, the sum over its experts of weight * scaled row.
+std::string check_combined(int pe, const std::vector<float>& out) {
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t h = 0; h < kHidden; ++h) {
+      float want = 0;
+      for (int k = 0; k < kTopk; ++k) {
+        const int64_t e = expert_of(pe, t, k);
+        if (e >= 0) want += weight_of(k) * float(e % 2 + 1) * token_value(pe, t, h);
+      }
+      if (std::fabs(out[t * kHidden + h] - want) > 1e-5f * std::fabs(want)) {
+        return "token " + std::to_string(t) + " element " + std::to_string(h);
+      }
+    }
+  }
+  return "";
+}
+
+TEST_F(AttachedLowLatency, EachExpertGetsItsTokensAndCombineWeighsAndSumsThemBack) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
+    const Routed r = routed(pe);
+    for (int call = 0; call < 3; ++call) {  // both halves, then the first again
+      Received got;
+      auto handle = dispatch(s, r, got);
+      if (std::string bad = check_received(pe, got); !bad.empty()) return "dispatch: " + bad;
+      std::vector<float> out(kTokens * kHidden);
+      s.low_latency_combine(*handle, run_experts(got).data(), out.data());
+      if (std::string bad = check_combined(pe, out); !bad.empty()) return "combine: " + bad;
+    }
+    return "ok";
+  });
+  EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+TEST_F(AttachedLowLatency, TwoMicroBatchesFlyAThirdIsRefusedAndADroppedHandleFreesItsHalf) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
+    const Routed r = routed(pe);
+    Received a, b, c;
+    auto first = dispatch(s, r, a);
+    auto second = dispatch(s, r, b);
+    std::string refused;
+    try {
+      dispatch(s, r, c);
+    } catch (const InvalidArgument& e) {
+      refused = e.what();
+    }
+    std::vector<float> out(kTokens * kHidden);
+    s.low_latency_combine(*second, run_experts(b).data(), out.data());
+    if (std::string bad = check_combined(pe, out); !bad.empty()) return "second: " + bad;
+    try {
+      s.low_latency_combine(*second, run_experts(b).data(), out.data());
+      refused += "; a second combine was accepted";
+    } catch (const InvalidArgument& e) {
+      refused += std::string("; ") + e.what();
+    }
+    first.reset();  // never combined: its half is free for the next dispatch
+    auto third = dispatch(s, r, c);
+    if (std::string bad = check_received(pe, c); !bad.empty()) return "third: " + bad;
+    s.low_latency_combine(*third, run_experts(c).data(), out.data());
+    if (std::string bad = check_combined(pe, out); !bad.empty()) return "third: " + bad;
+    return refused;
+  });
+  const std::string want =
+      "low_latency_dispatch: two dispatches are not yet combined: combine one, or drop its "
+      "handle, first (two micro-batches may be in flight); low_latency_combine: this dispatch "
+      "was combined already: dispatch again (a low-latency dispatch is combined once)";
+  EXPECT_EQ(said, std::vector<std::string>(2, want));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+TEST_F(AttachedLowLatency, ANewShapeMakesANewBufferAndTheModesKeepTheirHandlesApart) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
+    const Routed r = routed(pe);
+    std::vector<float> out(kTokens * kHidden);
+    for (const int64_t max_tokens : {kMaxTokens, kTokens}) {  // the second call: a new buffer
+      Received got;
+      auto handle = dispatch(s, r, got, max_tokens);
+      s.low_latency_combine(*handle, run_experts(got).data(), out.data());
+      if (std::string bad = check_combined(pe, out); !bad.empty()) return "combine: " + bad;
+    }
+    std::string refused;
+    try {
+      Received got;
+      dispatch(s, r, got, kTokens - 1);  // fewer than this PE's tokens
+    } catch (const InvalidArgument& e) {
+      refused = e.what();
+    }
+    Received got;
+    auto low_latency = dispatch(s, r, got);
+    try {
+      s.combine(*low_latency, got.x.data(), kHidden, wire::DATA_TYPE_F32, nullptr, out.data());
+    } catch (const InvalidArgument& e) {
+      refused += std::string("; ") + e.what();
+    }
+    s.low_latency_combine(*low_latency, run_experts(got).data(), out.data());
+    return refused;
+  });
+  for (const std::string& s : said) {
+    EXPECT_EQ(s,
+              "low_latency_dispatch: 6 tokens, topk 2, 4 experts; allowed tokens 0 to 5 per PE, "
+              "topk 1 to 32 and at most the experts, experts a multiple of the 2 PEs up to 65536; "
+              "combine: the handle is a low-latency dispatch's: use low_latency_combine");
+  }
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+}  // namespace
+}  // namespace symmesh
