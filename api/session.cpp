@@ -299,13 +299,30 @@ void Session::stage_tokens(const char* call, const MoeTokens& t, int64_t most_to
   std::memcpy(area + in.weights, t.topk_weights, size_t(t.tokens) * t.topk * 4);
 }
 
+std::shared_ptr<DispatchHandle> Session::make_handle(uint64_t id, uint64_t received, uint64_t most,
+                                                     const MoeTokens& t, int64_t max_tokens) {
+  std::shared_ptr<DispatchHandle> handle(new DispatchHandle(this, alive_, id));
+  if (received > most) {
+    throw PeerError("the daemon reports " + std::to_string(received) +
+                    " rows received, more than every PE could send");
+  }
+  handle->tokens = t.tokens;
+  handle->received = int64_t(received);
+  handle->hidden = t.hidden;
+  handle->topk = t.topk;
+  handle->experts = t.experts;
+  handle->dtype = t.dtype;
+  handle->max_tokens = max_tokens;
+  return handle;
+}
+
 std::shared_ptr<DispatchHandle> Session::dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, wire::DataType dtype,
     const std::function<DispatchOutputs(int64_t received)>& allocate) {
   const size_t e = element_bytes(dtype);
-  stage_tokens("dispatch", {x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype},
-               kMaxMoeTokens);
+  const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
+  stage_tokens("dispatch", tokens_in, kMaxMoeTokens);
   uint64_t received = 0;
   const uint64_t id =
       call(attach::Request{.op = attach::Op::kDispatch,
@@ -313,17 +330,8 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
                            .count = uint64_t(tokens),
                            .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}},
            &received);
-  std::shared_ptr<DispatchHandle> handle(new DispatchHandle(this, alive_, id));
-  if (received > uint64_t(place_.world_size) * kMaxMoeTokens) {
-    throw PeerError("the daemon reports " + std::to_string(received) +
-                    " tokens received, more than every PE could send");
-  }
-  handle->tokens = tokens;
-  handle->received = int64_t(received);
-  handle->hidden = hidden;
-  handle->topk = topk;
-  handle->experts = experts;
-  handle->dtype = dtype;
+  const auto handle =
+      make_handle(id, received, uint64_t(place_.world_size) * kMaxMoeTokens, tokens_in, 0);
   const auto out = attach::token_block(received, uint64_t(hidden), uint64_t(topk), e);
   const std::byte* from = staging_->range(0, out.end, "dispatch's output");
   const DispatchOutputs to = allocate(int64_t(received));
@@ -382,8 +390,8 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
           "a dispatch is not yet combined: combine it first");
     }
   }
-  stage_tokens("low_latency_dispatch",
-               {x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype}, max_tokens);
+  const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
+  stage_tokens("low_latency_dispatch", tokens_in, max_tokens);
   uint64_t received = 0;
   const uint64_t id = call(attach::Request{.op = attach::Op::kLowLatencyDispatch,
                                            .dtype = uint32_t(dtype),
@@ -391,7 +399,6 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
                                            .args = {uint64_t(hidden), uint64_t(topk),
                                                     uint64_t(experts), uint64_t(max_tokens)}},
                            &received);
-  std::shared_ptr<DispatchHandle> handle(new DispatchHandle(this, alive_, id));
   {
     const std::lock_guard held(releases_mutex_);
     low_latency_in_flight_.insert(id);
@@ -399,18 +406,10 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
   }
   const int local = experts / place_.world_size;
   // Each token once per local expert it chose, from every PE.
-  if (received >
-      uint64_t(place_.world_size) * uint64_t(max_tokens) * uint64_t(std::min(topk, local))) {
-    throw PeerError("the daemon reports " + std::to_string(received) +
-                    " rows received, more than every PE could send");
-  }
-  handle->tokens = tokens;
-  handle->received = int64_t(received);
-  handle->hidden = hidden;
-  handle->topk = topk;
-  handle->experts = experts;
-  handle->dtype = dtype;
-  handle->max_tokens = max_tokens;
+  const auto handle = make_handle(
+      id, received,
+      uint64_t(place_.world_size) * uint64_t(max_tokens) * uint64_t(std::min(topk, local)),
+      tokens_in, max_tokens);
   const auto out = attach::low_latency_block(received, uint64_t(hidden), uint64_t(local), e);
   const std::byte* from = staging_->range(0, out.end, "low-latency dispatch's output");
   const LowLatencyOutputs to = allocate(int64_t(received));

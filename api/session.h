@@ -189,6 +189,10 @@ class Session {
     wire::DataType dtype;
   };
   void stage_tokens(const char* call, const MoeTokens& tokens, int64_t most_tokens);
+  // The handle of a dispatch of `tokens` the daemon answered with `id` and `received` rows (a
+  // PeerError when more than `most`); max_tokens 0 for a normal dispatch.
+  std::shared_ptr<DispatchHandle> make_handle(uint64_t id, uint64_t received, uint64_t most,
+                                              const MoeTokens& tokens, int64_t max_tokens);
   uint64_t fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
                  int64_t a_rows, int64_t c_rows, int64_t n, int64_t k, wire::DataType dtype,
                  wire::MatmulMode mode);

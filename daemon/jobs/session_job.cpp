@@ -151,19 +151,17 @@ class SessionServer {
       case attach::Op::kStage:
         staging.grow(request.count, "the call");
         return 0;
-      case attach::Op::kDispatch: {
-        const SessionMoe::Dispatched d = moe_.dispatch(request, staging);
+      case attach::Op::kDispatch:
+      case attach::Op::kLowLatencyDispatch: {
+        const SessionMoe::Dispatched d = request.op == attach::Op::kDispatch
+                                             ? moe_.dispatch(request, staging)
+                                             : moe_.low_latency_dispatch(request, staging);
         completion.value2 = d.received;
         return d.handle;
       }
       case attach::Op::kCombine:
         moe_.combine(request, staging);
         return 0;
-      case attach::Op::kLowLatencyDispatch: {
-        const SessionMoe::Dispatched d = moe_.low_latency_dispatch(request, staging);
-        completion.value2 = d.received;
-        return d.handle;
-      }
       case attach::Op::kLowLatencyCombine:
         moe_.low_latency_combine(request, staging);
         return 0;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/support/attached_moe_routing.h"
 #include "tests/support/attached_node.h"
 
 namespace symmesh {
@@ -14,18 +15,9 @@ namespace {
 
 using AttachedLowLatency = AttachedNode;
 
-constexpr int64_t kTokens = 6, kHidden = 8, kMaxTokens = 8;
-constexpr int kTopk = 2, kExperts = 4;  // two a PE
+using namespace attached_moe;
+constexpr int64_t kMaxTokens = 8;  // the buffer's tokens per PE
 
-float token_value(int pe, int64_t t, int64_t h) {
-  return float(pe * 100 + t) + float(h) / 16;
-}
-// Token t of PE p goes to experts (t + p) % 4 and, unless t is a multiple of 3, (t + p + 1) % 4
-// (for some tokens both on one PE: delivered there once per expert).
-int64_t expert_of(int pe, int64_t t, int k) {
-  if (k == 1 && t % 3 == 0) return -1;
-  return (t + pe + k) % kExperts;
-}
 float weight_of(int k) {
   return 0.25f * float(k + 1);
 }

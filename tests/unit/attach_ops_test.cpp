@@ -9,6 +9,7 @@
 #include <future>
 #include <vector>
 
+#include "tests/support/attached_moe_routing.h"
 #include "tests/support/attached_node.h"
 
 namespace symmesh {
@@ -16,18 +17,7 @@ namespace {
 
 using AttachedOps = AttachedNode;
 
-constexpr int64_t kTokens = 6, kHidden = 8;
-constexpr int kTopk = 2, kExperts = 4;  // two a PE
-
-// PE p's token t: every element tells both.
-float token_value(int pe, int64_t t, int64_t h) {
-  return float(pe * 100 + t) + float(h) / 16;
-}
-// Token t of PE p goes to experts (t + p) % 4 and, unless t is a multiple of 3, (t + p + 1) % 4.
-int64_t expert_of(int pe, int64_t t, int k) {
-  if (k == 1 && t % 3 == 0) return -1;
-  return (t + pe + k) % kExperts;
-}
+using namespace attached_moe;
 
 struct MoeOutcome {
   std::vector<float> recv_x;
