@@ -63,17 +63,21 @@ void hier_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   barrier(pe, h.node);  // every local input is ready and every local dst is free
   float* acc =
       dtype == DType::kF32 ? reinterpret_cast<float*>(dst) + part.begin : staging_f32(part.count);
-  // A copy then an add per input: on inputs not in cache this beat one blocked pass over all
-  // of them (reduce_rows) by 30% here, memcpy being the fastest way to stream memory.
-  for (int m = 0; m < h.locals; ++m) {
-    const auto* input =
-        static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + part.begin * element;
-    if (m == 0) {
-      load_f32(acc, input, part.count, dtype);
-    } else {
-      accumulate(acc, input, part.count, dtype, op);
-    }
+  // The first two f32 inputs in one pass, then an add per input. On inputs not in cache this
+  // beat a copy then an add (32 MiB: 5.4 against 7.0 ms on one idle core) and one blocked pass
+  // over all of them (reduce_rows: 8.2 ms).
+  auto input = [&](int m) {
+    return static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))) + part.begin * element;
+  };
+  int added = 1;
+  if (dtype == DType::kF32 && h.locals > 1) {
+    combine_f32(acc, reinterpret_cast<const float*>(input(0)),
+                reinterpret_cast<const float*>(input(1)), part.count, op);
+    added = 2;
+  } else {
+    load_f32(acc, input(0), part.count, dtype);
   }
+  for (int m = added; m < h.locals; ++m) accumulate(acc, input(m), part.count, dtype, op);
   if (one_shot) {
     one_shot_allreduce_f32(pe, h.cross, sequence, dst + part.begin * element, acc, part.count,
                            dtype, op);

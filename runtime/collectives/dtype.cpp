@@ -142,6 +142,14 @@ void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp
   with_loader(src, dtype, [&](auto load) { combine(acc, count, op, load); });
 }
 
+void combine_f32(float* dst, const float* a, const float* b, size_t count, ReduceOp op) {
+  if (op == ReduceOp::kSum) {  // the common case, kept simple enough to vectorize
+    for (size_t i = 0; i < count; ++i) dst[i] = a[i] + b[i];
+  } else {
+    for (size_t i = 0; i < count; ++i) dst[i] = reduce_pair(a[i], b[i], op);
+  }
+}
+
 void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count,
                  ReduceOp op) {
   if (count == 0) return;

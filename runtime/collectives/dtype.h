@@ -31,6 +31,10 @@ void store_from_f32(void* dst, const float* in, size_t count, DType dtype);
 // acc[i] = acc[i] (op) src[i], src in `dtype` (f32 for partial sums).
 void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp op);
 
+// dst[i] = a[i] (op) b[i], all f32, in one pass: each input read once, dst written once (dst
+// may be a or b).
+void combine_f32(float* dst, const float* a, const float* b, size_t count, ReduceOp op);
+
 // One term of reduce_rows(): `count` elements (the call's) in `dtype`.
 struct TypedRow {
   const void* data;
