@@ -58,7 +58,8 @@ enum class Op : uint32_t {
   // hidden, topk, experts, max_tokens (the buffer's: every PE passes the same). Answers the
   // handle in `value` and the tokens received in `value2`.
   kLowLatencyDispatch = 17,
-  // MoE low-latency combine of the dispatch args[0]; count: the received tokens.
+  // MoE low-latency combine of the dispatch args[0]; count: the received tokens; dtype: the
+  // dispatch's.
   kLowLatencyCombine = 18,
 };
 inline constexpr uint32_t kLastOp = 18;

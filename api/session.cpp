@@ -152,7 +152,7 @@ uint64_t Session::call(const attach::Request& request, uint64_t* value2) {
 void Session::queue_release(uint64_t handle) {
   const std::lock_guard queued(releases_mutex_);
   pending_releases_.push_back(handle);
-  low_latency_in_flight_.erase(handle);
+  low_latency_halves_.free(handle);
 }
 
 uint64_t Session::call_locked(const attach::Request& request, uint64_t* value2) {
@@ -376,40 +376,36 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
     throw InvalidArgument("low_latency_dispatch: max_tokens " + std::to_string(max_tokens) +
                           "; allowed 1 to " + std::to_string(kMaxLowLatencyTokens));
   }
-  const std::array<int64_t, 5> shape{hidden, topk, experts, max_tokens, int64_t(dtype)};
-  {
-    const std::lock_guard held(releases_mutex_);
-    if (low_latency_in_flight_.size() >= 2) {
-      throw InvalidArgument(
-          "low_latency_dispatch: two dispatches are not yet combined: combine one, or drop its "
-          "handle, first (two micro-batches may be in flight)");
-    }
-    if (!low_latency_in_flight_.empty() && shape != low_latency_shape_) {
-      throw InvalidArgument(
-          "low_latency_dispatch: another shape (hidden, topk, experts, max_tokens or type) while "
-          "a dispatch is not yet combined: combine it first");
-    }
-  }
   const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
   stage_tokens("low_latency_dispatch", tokens_in, max_tokens);
-  uint64_t received = 0;
-  const uint64_t id = call(attach::Request{.op = attach::Op::kLowLatencyDispatch,
-                                           .dtype = uint32_t(dtype),
-                                           .count = uint64_t(tokens),
-                                           .args = {uint64_t(hidden), uint64_t(topk),
-                                                    uint64_t(experts), uint64_t(max_tokens)}},
-                           &received);
-  {
-    const std::lock_guard held(releases_mutex_);
-    low_latency_in_flight_.insert(id);
-    low_latency_shape_ = shape;
-  }
   const int local = experts / place_.world_size;
   // Each token once per local expert it chose, from every PE.
-  const auto handle = make_handle(
-      id, received,
-      uint64_t(place_.world_size) * uint64_t(max_tokens) * uint64_t(std::min(topk, local)),
-      tokens_in, max_tokens);
+  const uint64_t most =
+      uint64_t(place_.world_size) * uint64_t(max_tokens) * uint64_t(std::min(topk, local));
+  const uint64_t staged =
+      std::max(attach::low_latency_block(most, uint64_t(hidden), uint64_t(local), e).end,
+               attach::combine_block(most, uint64_t(max_tokens), uint64_t(hidden), false, e).end);
+  if (staged > attach::kMaxStagingBytes) {
+    throw InvalidArgument("low_latency_dispatch: up to " + std::to_string(most) + " rows of " +
+                          std::to_string(hidden) + " could arrive, " + std::to_string(staged) +
+                          " bytes of staging; allowed " + std::to_string(attach::kMaxStagingBytes) +
+                          ": lower max_tokens or hidden");
+  }
+  const int half = low_latency_halves_.reserve({hidden, topk, experts, max_tokens, int64_t(dtype)});
+  uint64_t received = 0, id = 0;
+  try {
+    id = call(attach::Request{.op = attach::Op::kLowLatencyDispatch,
+                              .dtype = uint32_t(dtype),
+                              .count = uint64_t(tokens),
+                              .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts),
+                                       uint64_t(max_tokens)}},
+              &received);
+  } catch (...) {
+    low_latency_halves_.cancel(half);
+    throw;
+  }
+  low_latency_halves_.hold(half, id);
+  const auto handle = make_handle(id, received, most, tokens_in, max_tokens);
   const auto out = attach::low_latency_block(received, uint64_t(hidden), uint64_t(local), e);
   const std::byte* from = staging_->range(0, out.end, "low-latency dispatch's output");
   const LowLatencyOutputs to = allocate(int64_t(received));
@@ -425,13 +421,10 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
   if (handle.max_tokens == 0) {
     throw InvalidArgument("low_latency_combine: the handle is a normal dispatch's: use combine");
   }
-  {
-    const std::lock_guard held(releases_mutex_);
-    if (!low_latency_in_flight_.contains(handle.id_)) {
-      throw InvalidArgument(
-          "low_latency_combine: this dispatch was combined already: dispatch "
-          "again (a low-latency dispatch is combined once)");
-    }
+  if (!low_latency_halves_.free(handle.id_)) {
+    throw InvalidArgument(
+        "low_latency_combine: this dispatch was combined already: dispatch again (a low-latency "
+        "dispatch is combined once)");
   }
   const size_t e = element_bytes(handle.dtype), row = size_t(handle.hidden) * e;
   const auto block = attach::combine_block(uint64_t(handle.received), uint64_t(handle.tokens),
@@ -442,10 +435,6 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
                        .dtype = uint32_t(handle.dtype),
                        .count = uint64_t(handle.received),
                        .args = {handle.id_}});
-  {
-    const std::lock_guard held(releases_mutex_);
-    low_latency_in_flight_.erase(handle.id_);
-  }
   std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
               size_t(handle.tokens) * row);
 }

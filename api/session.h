@@ -16,17 +16,16 @@
 // TimeoutError) for one the cluster could not carry out, with the daemon's message.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "api/low_latency_halves.h"
 #include "api/request_ring.h"
 #include "api/staging_area.h"
 #include "transport/channel.h"
@@ -211,11 +210,7 @@ class Session {
   std::mutex call_mutex_;
   std::mutex releases_mutex_;  // never held while waiting for the daemon
   std::vector<uint64_t> pending_releases_;
-  // Low-latency dispatches not yet combined nor dropped (at most two), and the shape of the
-  // session's low-latency buffer, under releases_mutex_: checked here, since the daemon ends the
-  // session on a call it has to refuse.
-  std::set<uint64_t> low_latency_in_flight_;
-  std::array<int64_t, 5> low_latency_shape_{};
+  LowLatencyHalves low_latency_halves_;  // which dispatch holds each half of the daemon's buffer
   bool timed_out_ = false;
   std::chrono::milliseconds call_timeout_{std::chrono::minutes(10)};
   bool detached_ = false;

@@ -123,23 +123,20 @@ void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging)
 }
 
 LowLatencyBuffer& SessionMoe::low_latency_buffer(const LowLatencyShape& shape) {
+  if (low_latency_ && low_latency_->shape() == shape) return *low_latency_;
+  check_low_latency_shape(shape, pe_.n_pes());
   if (low_latency_) {
-    const LowLatencyShape& now = low_latency_->shape();
-    if (now.max_tokens == shape.max_tokens && now.hidden == shape.hidden &&
-        now.topk == shape.topk && now.experts == shape.experts && now.dtype == shape.dtype) {
-      return *low_latency_;
-    }
-    for (auto& [id, d] : low_latency_handles_) {
-      if (low_latency_->live(d)) {
+    for (auto& [id, kept] : low_latency_handles_) {
+      if (kept.buffer == low_latency_buffers_ && low_latency_->live(kept.dispatch)) {
         throw InvalidArgument("a low-latency dispatch of another shape while dispatch " +
                               std::to_string(id) + " is not combined: combine it first");
       }
     }
-    low_latency_handles_.clear();
     barrier_all(pe_);  // no node peer still reads this PE's partial sums
     low_latency_.reset();
   }
   low_latency_ = std::make_unique<LowLatencyBuffer>(pe_, shape);
+  ++low_latency_buffers_;
   return *low_latency_;
 }
 
@@ -174,7 +171,7 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   for (int e = 0; e < local; ++e) counts[e] = d.count(e);
   const uint64_t handle = next_handle_++;
   const uint64_t received = uint64_t(d.received());
-  low_latency_handles_.emplace(handle, std::move(d));
+  low_latency_handles_.emplace(handle, LowLatencyKept{std::move(d), low_latency_buffers_});
   return Dispatched{handle, received};
 }
 
@@ -185,7 +182,12 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
                           " is not held here (it was released, is a normal dispatch's, or is "
                           "from another session)");
   }
-  LowLatencyDispatch& d = it->second;
+  if (it->second.buffer != low_latency_buffers_) {
+    throw InvalidArgument("low-latency dispatch " + std::to_string(r.args[0]) +
+                          " went through an earlier buffer (the shape changed since): dispatch "
+                          "again");
+  }
+  LowLatencyDispatch& d = it->second.dispatch;
   if (r.count != uint64_t(d.received())) {
     throw InvalidArgument("low-latency combine of dispatch " + std::to_string(r.args[0]) + " got " +
                           std::to_string(r.count) + " rows; its dispatch delivered " +
@@ -208,7 +210,7 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
 
 void SessionMoe::release(uint64_t handle) {
   if (const auto it = low_latency_handles_.find(handle); it != low_latency_handles_.end()) {
-    low_latency_->release(it->second);
+    if (it->second.buffer == low_latency_buffers_) low_latency_->release(it->second.dispatch);
     low_latency_handles_.erase(it);
     return;
   }

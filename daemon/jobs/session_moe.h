@@ -2,7 +2,9 @@
 // pass through the PE's staging area (api/staging_layout.h says where each one sits), and the
 // dispatches whose handles the process still holds, for their combines. The low-latency calls
 // (the decoding mode) go through one LowLatencyBuffer per session, kept between calls as a
-// decoding model keeps DeepEP's buffer.
+// decoding model keeps DeepEP's buffer. It is freed at detach without a barrier (detaching is not
+// collective): a node peer may still read this PE's partial sums for a moment, which is safe
+// because nothing allocates on this PE's heap again before the node's next job resets it.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +60,14 @@ class SessionMoe {
   Pe& pe_;
   std::map<uint64_t, Kept> handles_;
   std::unique_ptr<LowLatencyBuffer> low_latency_;
-  std::map<uint64_t, LowLatencyDispatch> low_latency_handles_;
+  uint64_t low_latency_buffers_ = 0;  // made so far: the current one's number
+  // A low-latency dispatch the process still holds and the number of the buffer it went
+  // through: a handle kept across a new shape is only forgotten when released.
+  struct LowLatencyKept {
+    LowLatencyDispatch dispatch;
+    uint64_t buffer;
+  };
+  std::map<uint64_t, LowLatencyKept> low_latency_handles_;
   uint64_t next_handle_ = 1;
 };
 

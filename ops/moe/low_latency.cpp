@@ -37,7 +37,14 @@ float header_weight(const std::byte* record, int topk, int k) {
 }
 
 // The shape as a MoE job's options (hidden, topk, experts over the PEs), and the token cap.
-void check_shape(const LowLatencyShape& s, int n_pes) {
+
+std::string pe_name(int pe) {
+  return "PE " + std::to_string(pe);
+}
+
+}  // namespace
+
+void check_low_latency_shape(const LowLatencyShape& s, int n_pes) {
   MoeOptions o;
   o.tokens = s.max_tokens;
   o.hidden = s.hidden;
@@ -47,12 +54,6 @@ void check_shape(const LowLatencyShape& s, int n_pes) {
   check_range("max tokens", s.max_tokens, 1, kMaxLowLatencyTokens, "per PE, low-latency");
 }
 
-std::string pe_name(int pe) {
-  return "PE " + std::to_string(pe);
-}
-
-}  // namespace
-
 LowLatencyBuffer::LowLatencyBuffer(Pe& pe, const LowLatencyShape& shape)
     : pe_(pe),
       shape_(shape),
@@ -60,7 +61,7 @@ LowLatencyBuffer::LowLatencyBuffer(Pe& pe, const LowLatencyShape& shape)
       ranks_(pe.node().ranks_per_node()),
       nodes_(pe.node().nodes()),
       header_bytes_(low_latency_header_bytes(shape.topk)) {
-  check_shape(shape, n_);
+  check_low_latency_shape(shape, n_);
   const size_t tokens = size_t(shape.max_tokens), halves = 2;
   dispatch_region_ = static_cast<std::byte*>(
       symmetric_region(pe, halves * nodes_ * tokens * record_bytes(),

@@ -63,7 +63,11 @@ struct LowLatencyShape {
   int topk = 0;
   int experts = 0;  // spread evenly: PE p holds experts [p * E/n, (p + 1) * E/n)
   DType dtype = DType::kBF16;
+
+  bool operator==(const LowLatencyShape&) const = default;
 };
+// Throws InvalidArgument naming the field of `shape` out of range for `n_pes` PEs.
+void check_low_latency_shape(const LowLatencyShape& shape, int n_pes);
 
 // What one dispatch delivered to this PE, per local expert, and what combine needs.
 struct LowLatencyDispatch {

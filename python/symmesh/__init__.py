@@ -109,8 +109,9 @@ def _shape2(x, what):
 class DispatchHandle:
     """What combine needs to send rows back the way a dispatch's tokens came (DeepEP's handle).
 
-    Reusable for any number of combines of that dispatch; released when it is garbage
-    collected or by release(); a released handle, or one of another session, raises ValueError.
+    Reusable for any number of combines of that dispatch (a low-latency dispatch's: for one
+    low_latency_combine); released when it is garbage collected or by release(); a released
+    handle, or one of another session, raises ValueError.
     """
 
     def __init__(self, session, native, topk_idx, topk_weights, num_experts):
@@ -304,10 +305,11 @@ class Session:
         return self._dispatch(x, topk_idx, topk_weights, num_experts)
 
     def _routing_inputs(self, x, topk_idx, topk_weights):
-        """A dispatch's inputs checked and made contiguous: (x, ids int64, weights, word)."""
+        """A dispatch's inputs checked and made contiguous: (x, ids int64, weights, word,
+        tokens, hidden)."""
         _kind(x, "x")
         word = _word(x, "x")
-        tokens, _ = _shape2(x, "x")
+        tokens, hidden = _shape2(x, "x")
         for name, t in (("topk_idx", topk_idx), ("topk_weights", topk_weights)):
             _kind(t, name)
             if _shape2(t, name)[0] != tokens:
@@ -325,11 +327,10 @@ class Session:
         weights = (topk_weights.detach().contiguous() if _is_torch(topk_weights)
                    else numpy.ascontiguousarray(topk_weights))
         data = _contiguous(x.detach() if _is_torch(x) else x)
-        return data, ids, weights, word
+        return data, ids, weights, word, tokens, hidden
 
     def _dispatch(self, x, topk_idx, topk_weights, num_experts):
-        data, ids, weights, word = self._routing_inputs(x, topk_idx, topk_weights)
-        tokens, hidden = _shape2(x, "x")
+        data, ids, weights, word, tokens, hidden = self._routing_inputs(x, topk_idx, topk_weights)
         topk = int(ids.shape[1])
         outputs = []
 
@@ -397,8 +398,7 @@ class Session:
         micro-batches); each is combined once, or its handle released, before a third. No
         gradients: the mode is for inference.
         """
-        data, ids, weights, word = self._routing_inputs(x, topk_idx, topk_weights)
-        tokens, hidden = _shape2(x, "x")
+        data, ids, weights, word, tokens, hidden = self._routing_inputs(x, topk_idx, topk_weights)
         outputs = []
 
         def allocate(received):

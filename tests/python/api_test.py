@@ -112,7 +112,7 @@ def main():
     second = s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8)
     expect_value_error(s, "a third low-latency dispatch",
                        lambda: s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8),
-                       "two dispatches are not yet combined")
+                       "is not yet combined")
     s.low_latency_combine(first[0], first[2])
     expect_value_error(s, "a second low-latency combine",
                        lambda: s.low_latency_combine(first[0], first[2]), "combined already")

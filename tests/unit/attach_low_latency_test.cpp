@@ -129,39 +129,44 @@ TEST_F(AttachedLowLatency, EachExpertGetsItsTokensAndCombineWeighsAndSumsThemBac
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
-TEST_F(AttachedLowLatency, TwoMicroBatchesFlyAThirdIsRefusedAndADroppedHandleFreesItsHalf) {
+TEST_F(AttachedLowLatency, TwoMicroBatchesFlyAHalfStillHeldIsRefusedAndADroppedHandleFreesIt) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
     const Routed r = routed(pe);
     Received a, b, c;
-    auto first = dispatch(s, r, a);
+    auto first = dispatch(s, r, a);  // dispatch 1, the first half
     auto second = dispatch(s, r, b);
-    std::string refused;
-    try {
-      dispatch(s, r, c);
-    } catch (const InvalidArgument& e) {
-      refused = e.what();
-    }
+    std::vector<std::string> refused;
+    auto refuse = [&](auto call) {
+      try {
+        call();
+        refused.push_back("accepted");
+      } catch (const InvalidArgument& e) {
+        refused.push_back(e.what());
+      }
+    };
+    refuse([&] { dispatch(s, r, c); });  // both halves held
     std::vector<float> out(kTokens * kHidden);
-    s.low_latency_combine(*second, run_experts(b).data(), out.data());
+    s.low_latency_combine(*second, run_experts(b).data(), out.data());  // out of order
     if (std::string bad = check_combined(pe, out); !bad.empty()) return "second: " + bad;
-    try {
-      s.low_latency_combine(*second, run_experts(b).data(), out.data());
-      refused += "; a second combine was accepted";
-    } catch (const InvalidArgument& e) {
-      refused += std::string("; ") + e.what();
-    }
+    refuse([&] { dispatch(s, r, c); });  // the next dispatch takes the first's half again
+    refuse([&] { s.low_latency_combine(*second, run_experts(b).data(), out.data()); });
     first.reset();  // never combined: its half is free for the next dispatch
     auto third = dispatch(s, r, c);
     if (std::string bad = check_received(pe, c); !bad.empty()) return "third: " + bad;
     s.low_latency_combine(*third, run_experts(c).data(), out.data());
     if (std::string bad = check_combined(pe, out); !bad.empty()) return "third: " + bad;
-    return refused;
+    std::string all;
+    for (const std::string& why : refused) all += why + "\n";
+    return all;
   });
-  const std::string want =
-      "low_latency_dispatch: two dispatches are not yet combined: combine one, or drop its "
-      "handle, first (two micro-batches may be in flight); low_latency_combine: this dispatch "
-      "was combined already: dispatch again (a low-latency dispatch is combined once)";
+  const std::string held =
+      "low_latency_dispatch: dispatch 1, two dispatches back, is not yet combined: combine it, "
+      "or drop its handle, first (two micro-batches may be in flight, each buffer half taken "
+      "again two dispatches later)\n";
+  const std::string want = held + held +
+                           "low_latency_combine: this dispatch was combined already: dispatch "
+                           "again (a low-latency dispatch is combined once)\n";
   EXPECT_EQ(said, std::vector<std::string>(2, want));
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
@@ -171,12 +176,15 @@ TEST_F(AttachedLowLatency, ANewShapeMakesANewBufferAndTheModesKeepTheirHandlesAp
   const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
     const Routed r = routed(pe);
     std::vector<float> out(kTokens * kHidden);
+    std::shared_ptr<DispatchHandle> kept;  // held across the new buffer, dropped after it
     for (const int64_t max_tokens : {kMaxTokens, kTokens}) {  // the second call: a new buffer
       Received got;
       auto handle = dispatch(s, r, got, max_tokens);
       s.low_latency_combine(*handle, run_experts(got).data(), out.data());
       if (std::string bad = check_combined(pe, out); !bad.empty()) return "combine: " + bad;
+      if (!kept) kept = handle;
     }
+    kept.reset();  // its release, sent with the next call, names a handle of the old buffer
     std::string refused;
     try {
       Received got;
