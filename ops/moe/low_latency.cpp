@@ -36,8 +36,6 @@ float header_weight(const std::byte* record, int topk, int k) {
   return weight;
 }
 
-// The shape as a MoE job's options (hidden, topk, experts over the PEs), and the token cap.
-
 std::string pe_name(int pe) {
   return "PE " + std::to_string(pe);
 }
@@ -173,8 +171,9 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   const int half = int(sequence_ % 2);
   if (live_[half]) {
     throw InvalidArgument(
-        "a low-latency dispatch while two earlier ones are not yet combined: combine the older "
-        "first (two micro-batches may be in flight)");
+        "a low-latency dispatch while the one two dispatches back is not yet combined: combine "
+        "it first (two micro-batches may be in flight, each half taken again two dispatches "
+        "later)");
   }
   const uint64_t sequence = ++sequence_;
   live_[half] = true;

@@ -251,9 +251,10 @@ TEST(LowLatency, TwoMicroBatchesInFlightAndAThirdIsRefused) {
     expect_outcome(first, 2, pe, a[pe], "micro-batch A");
     expect_outcome(second, 2, pe, b[pe], "micro-batch B");
     EXPECT_EQ(errors[pe],
-              "a low-latency dispatch while two earlier ones are not yet combined: combine the "
-              "older first (two micro-batches may be in flight); a low-latency combine of a "
-              "dispatch already combined, or not this buffer's");
+              "a low-latency dispatch while the one two dispatches back is not yet combined: "
+              "combine it first (two micro-batches may be in flight, each half taken again two "
+              "dispatches later); a low-latency combine of a dispatch already combined, or not "
+              "this buffer's");
   }
 }
 
