@@ -161,12 +161,14 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   const std::byte* x = staging.range(in.x, in.idx - in.x, "dispatch's x");
   const Routing routing = staged_routing(o, in, staging);
 
-  LowLatencyDispatch d = buffer.dispatch(x, routing);
+  // The received rows straight into the staging area, over the tokens (read by then).
   const int local = buffer.local_experts();
-  const auto out =
-      attach::low_latency_block(uint64_t(d.received()), r.args[0], uint64_t(local), element);
-  staging.grow(out.end, "low-latency dispatch's received tokens");
-  std::memcpy(staging.range(out.x, d.x.size(), "recv_x"), d.x.data(), d.x.size());
+  attach::LowLatencyBlock out;
+  LowLatencyDispatch d = buffer.dispatch(x, routing, [&](int64_t received) {
+    out = attach::low_latency_block(uint64_t(received), r.args[0], uint64_t(local), element);
+    staging.grow(out.end, "low-latency dispatch's received tokens");
+    return staging.range(out.x, out.counts - out.x, "recv_x");
+  });
   auto* counts = reinterpret_cast<int64_t*>(staging.range(out.counts, size_t(local) * 8, "counts"));
   for (int e = 0; e < local; ++e) counts[e] = d.count(e);
   const uint64_t handle = next_handle_++;

@@ -159,7 +159,9 @@ size_t LowLatencyBuffer::pack(const void* x, const Routing& routing, int node, s
   return count;
 }
 
-LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& routing) {
+LowLatencyDispatch LowLatencyBuffer::dispatch(
+    const void* x, const Routing& routing,
+    const std::function<std::byte*(int64_t received)>& place_x) {
   const LowLatencyShape& s = shape_;
   if (routing.tokens > s.max_tokens || routing.topk != s.topk) {
     throw InvalidArgument("a low-latency dispatch of " + std::to_string(routing.tokens) +
@@ -237,8 +239,14 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
     }
   }
   std::partial_sum(d.offset.begin(), d.offset.end(), d.offset.begin());
-  d.x = std::move(spare_x_[half]);
-  d.x.resize(size_t(d.received()) * row);
+  std::byte* rows = nullptr;
+  if (place_x) {
+    rows = place_x(d.received());
+  } else {
+    d.x = std::move(spare_x_[half]);
+    d.x.resize(size_t(d.received()) * row);
+    rows = d.x.data();
+  }
   d.source_pe.resize(d.received());
   d.source_token.resize(d.received());
   std::vector<int64_t> next(d.offset.begin(), d.offset.end() - 1);
@@ -246,7 +254,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
     for (LowLatencyDispatch::Term& term : d.terms[source]) {
       const std::byte* at = blocks[source] + size_t(term.record) * record;
       const int64_t slot = next[term.row]++;
-      std::memcpy(d.x.data() + size_t(slot) * row, at + header_bytes_, row);
+      std::memcpy(rows + size_t(slot) * row, at + header_bytes_, row);
       d.source_pe[slot] = source;
       d.source_token[slot] = header_token(at);
       if (d.source_token[slot] < 0 || d.source_token[slot] >= s.max_tokens) {
@@ -299,7 +307,7 @@ bool LowLatencyBuffer::live(const LowLatencyDispatch& handle) const {
 void LowLatencyBuffer::release(LowLatencyDispatch& handle) {
   if (!live(handle)) return;
   live_[handle.half] = false;
-  spare_x_[handle.half] = std::exchange(handle.x, {});
+  if (!handle.x.empty()) spare_x_[handle.half] = std::exchange(handle.x, {});
 }
 
 void LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_out, void* out) {
@@ -376,7 +384,8 @@ void LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_ou
     reduce_rows(static_cast<std::byte*>(out) + size_t(t) * row, s.dtype, node_rows.data(),
                 node_rows.size(), hidden);
   }
-  spare_x_[half] = std::exchange(handle.x, {});  // expert_out, which may be it, is read
+  // expert_out, which may be the handle's x, is read: the storage goes back for the next call.
+  if (!handle.x.empty()) spare_x_[half] = std::exchange(handle.x, {});
 }
 
 }  // namespace symmesh
