@@ -65,11 +65,14 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   const std::byte* x = staging.range(in.x, in.idx - in.x, "dispatch's x");
   const Routing routing = staged_routing(o, in, staging);
 
-  DispatchResult result = symmesh::dispatch(pe_, o, x, routing);
+  // The received rows go straight into the staging area, over the input tokens, read by then.
+  attach::TokenBlock out{};
+  DispatchResult result = symmesh::dispatch(pe_, o, x, routing, {}, [&](int64_t received) {
+    out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
+    staging.grow(out.end, "dispatch's received tokens");
+    return staging.range(out.x, out.idx - out.x, "recv_x");
+  });
   const uint64_t received = uint64_t(result.received);
-  const auto out = attach::token_block(received, r.args[0], r.args[1], element);
-  staging.grow(out.end, "dispatch's received tokens");
-  std::memcpy(staging.range(out.x, result.x.size(), "recv_x"), result.x.data(), result.x.size());
   // Expert ids become this PE's local expert index (DeepEP's recv_topk_idx), -1 elsewhere.
   const int32_t first_expert = pe_.my_pe() * experts_per_pe(o, pe_.n_pes());
   for (int32_t& id : result.topk_idx) id = id < 0 ? -1 : id - first_expert;
@@ -77,7 +80,6 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
               result.topk_idx.data(), result.topk_idx.size() * 4);
   std::memcpy(staging.range(out.weights, result.topk_weights.size() * 4, "recv_topk_weights"),
               result.topk_weights.data(), result.topk_weights.size() * 4);
-  result.x = {};
   result.topk_idx = {};
   result.topk_weights = {};
   const uint64_t handle = next_handle_++;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "common/trace.h"
 #include "ops/pe_stats.h"
@@ -40,7 +41,8 @@ std::vector<int64_t> prefix_rows(const uint64_t* counts, int rows, int columns) 
 
 class Dispatcher {
  public:
-  Dispatcher(Pe& pe, const MoeOptions& o, const std::byte* x, const Routing& routing)
+  Dispatcher(Pe& pe, const MoeOptions& o, const std::byte* x, const Routing& routing,
+             DispatchResult reuse, const PlaceReceivedX& place_x)
       : pe_(pe),
         o_(o),
         x_(x),
@@ -55,7 +57,9 @@ class Dispatcher {
         local_(pe.local_rank()),
         channels_(o.channels),
         format_{size_t(o.hidden) * dtype_size(o.x_dtype), o.topk},
-        layout_(dispatch_layout(routing, o, shape_)) {}
+        layout_(dispatch_layout(routing, o, shape_)),
+        place_x_(place_x),
+        result_(std::move(reuse)) {}
 
   DispatchResult run() {
     {
@@ -81,6 +85,7 @@ class Dispatcher {
     receive();
     barrier_all(pe_);  // no PE frees a region a forwarder may still write
     release();
+    if (placing_failed_) std::rethrow_exception(placing_failed_);  // after the collective's end
     return std::move(result_);
   }
 
@@ -181,13 +186,26 @@ class Dispatcher {
     std::memcpy(record + format_.source_at(), source, 8);
   }
 
-  // Step 2: this channel's tokens to every destination node's forwarder, chunk by chunk.
+  // Record `record` of this node's forwarder order, from PE `source` in `channel`, into local
+  // PE j at its next place there (`written` counts its earlier ones); `write` puts the bytes.
+  template <typename Write>
+  void deliver(CommPort& port, int64_t record, int source, int channel, int j, int64_t& written,
+               const Write& write) {
+    const int64_t at = local_prefix_[j][size_t(source) * (channels_ + 1) + channel] + written++;
+    write(static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
+          size_t(at) * format_.bytes());
+    result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
+    port.signal_add(recv_tail_ + size_t(source) * channels_ + channel, 1, my_node_ * ranks_ + j);
+  }
+
+  // Step 2: this channel's tokens to every other destination node's forwarder, chunk by chunk,
+  // then this node's, forwarded here.
   void send(CommPort& port, int channel) {
     const TokenRange range = channel_tokens(tokens_, channels_, channel);
     const size_t bytes = format_.bytes();
     std::vector<std::byte> staging(size_t(o_.chunk_tokens) * bytes);
-    for (int step = 1; step <= nodes_; ++step) {
-      const int b = (my_node_ + step) % nodes_;  // this node last
+    for (int step = 1; step < nodes_; ++step) {
+      const int b = (my_node_ + step) % nodes_;
       const int forwarder = b * ranks_ + local_;
       const int64_t base = forwarder_base(my_node_, b, channel);
       int64_t sent = 0, staged = 0;
@@ -208,13 +226,33 @@ class Dispatcher {
       }
       flush();
     }
+    send_own_node(port, channel, range);
   }
 
-  // Step 3: every record this forwarder receives in this channel, into each destination PE.
+  // This PE is the forwarder of its own tokens for its node: each record is encoded once,
+  // straight into every receiving PE's region, where forward() would have copied it.
+  void send_own_node(CommPort& port, int channel, const TokenRange& range) {
+    const int64_t base = forwarder_base(my_node_, my_node_, channel);
+    std::vector<int64_t> written(ranks_, 0);
+    int64_t sent = 0;
+    for (int64_t t = range.begin; t < range.end; ++t) {
+      if (!layout_.goes_to_node(t, my_node_)) continue;
+      const int64_t record = base + sent++;
+      result_.handle.rdma_slot[size_t(t) * nodes_ + my_node_] = record;
+      for (int j = 0; j < ranks_; ++j) {
+        if (!layout_.goes_to_pe(t, my_node_ * ranks_ + j)) continue;
+        deliver(port, record, me_, channel, j, written[j], [&](std::byte* to) { encode(t, to); });
+      }
+    }
+  }
+
+  // Step 3: every record this forwarder receives in this channel from another node, into each
+  // destination PE.
   void forward(CommPort& port, int channel) {
     const size_t bytes = format_.bytes();
     const int first_expert_node = my_node_ * ranks_;
     for (int a = 0; a < nodes_; ++a) {
+      if (a == my_node_) continue;  // sent straight to the receivers
       const int source = a * ranks_ + local_;
       const int64_t base = result_.handle.forward_prefix[size_t(a) * (channels_ + 1) + channel];
       const int64_t count = int64_t(node_count(a, my_node_, channel));
@@ -237,14 +275,8 @@ class Dispatcher {
         }
         for (int j = 0; j < ranks_; ++j) {
           if (!to[j]) continue;
-          const int64_t at =
-              local_prefix_[j][size_t(source) * (channels_ + 1) + channel] + written[j]++;
-          std::memcpy(static_cast<std::byte*>(pe_.ptr(recv_region_, first_expert_node + j)) +
-                          size_t(at) * bytes,
-                      record, bytes);
-          result_.handle.nvl_slot[size_t(base + i) * ranks_ + j] = at;
-          port.signal_add(recv_tail_ + size_t(source) * channels_ + channel, 1,
-                          first_expert_node + j);
+          deliver(port, base + i, source, channel, j, written[j],
+                  [&](std::byte* at) { std::memcpy(at, record, bytes); });
         }
       }
     }
@@ -262,14 +294,26 @@ class Dispatcher {
     }
     DispatchResult& r = result_;
     r.received = received_;
-    r.x.resize(size_t(received_) * format_.x_bytes);
+    std::byte* x = nullptr;
+    if (place_x_) {
+      r.x.clear();
+      try {
+        x = place_x_(received_);
+      } catch (...) {  // thrown once this PE has done its part of the collective
+        placing_failed_ = std::current_exception();
+        return;
+      }
+    } else {
+      r.x.resize(size_t(received_) * format_.x_bytes);
+      x = r.x.data();
+    }
     r.topk_idx.resize(size_t(received_) * o_.topk);
     r.topk_weights.resize(size_t(received_) * o_.topk);
     r.sources.resize(received_);
     const size_t bytes = format_.bytes();
     for (int64_t i = 0; i < received_; ++i) {
       const std::byte* record = recv_region_ + size_t(i) * bytes;
-      std::memcpy(&r.x[size_t(i) * format_.x_bytes], record, format_.x_bytes);
+      std::memcpy(x + size_t(i) * format_.x_bytes, record, format_.x_bytes);
       std::memcpy(&r.topk_idx[size_t(i) * o_.topk], record + format_.ids_at(), size_t(o_.topk) * 4);
       std::memcpy(&r.topk_weights[size_t(i) * o_.topk], record + format_.weights_at(),
                   size_t(o_.topk) * 4);
@@ -301,7 +345,9 @@ class Dispatcher {
   const int n_, nodes_, ranks_, me_, my_node_, local_, channels_;
   const RecordFormat format_;
   const DispatchLayout layout_;
-  DispatchResult result_;
+  const PlaceReceivedX& place_x_;
+  DispatchResult result_;  // built in the storage of the caller's earlier result
+  std::exception_ptr placing_failed_;
   int64_t received_ = 0, forwarded_ = 0;
   uint64_t* notify_pe_ = nullptr;        // [source PE][channel] + the arrival counter
   uint64_t* notify_node_ = nullptr;      // [source node][destination node][channel] + counter
@@ -314,18 +360,21 @@ class Dispatcher {
 
 }  // namespace
 
-DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing) {
+DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing,
+                        DispatchResult reuse, const PlaceReceivedX& place_x) {
   validate(options, pe.node().nodes(), pe.node().ranks_per_node());
   if (routing.topk != options.topk) {
     throw InvalidArgument("dispatch: PE " + std::to_string(pe.my_pe()) + " has a routing of topk " +
                           std::to_string(routing.topk) + "; the job's topk is " +
                           std::to_string(options.topk));
   }
-  return Dispatcher(pe, options, static_cast<const std::byte*>(x), routing).run();
+  return Dispatcher(pe, options, static_cast<const std::byte*>(x), routing, std::move(reuse),
+                    place_x)
+      .run();
 }
 
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const std::vector<uint16_t>& x,
-                        const Routing& routing) {
+                        const Routing& routing, DispatchResult reuse) {
   if (options.x_dtype != DType::kBF16 || routing.topk != options.topk ||
       x.size() != size_t(routing.tokens) * options.hidden) {
     throw InvalidArgument(
@@ -334,7 +383,7 @@ DispatchResult dispatch(Pe& pe, const MoeOptions& options, const std::vector<uin
         std::to_string(routing.topk) + "; the job needs tokens x hidden values (hidden " +
         std::to_string(options.hidden) + ") and topk " + std::to_string(options.topk));
   }
-  return dispatch(pe, options, static_cast<const void*>(x.data()), routing);
+  return dispatch(pe, options, static_cast<const void*>(x.data()), routing, std::move(reuse));
 }
 
 }  // namespace symmesh

@@ -7,20 +7,26 @@
 //  1. Notify: each PE puts, per channel, how many tokens it sends to every PE (to that PE) and
 //     to every node (to every PE with its local rank): exact receive regions, no guessing.
 //  2. Send (one thread per channel): the channel's tokens, as records (x, expert ids, weights,
-//     source), chunk by chunk into each destination forwarder's region with put_signal; a send
-//     never waits, as every region is sized from the counts.
-//  3. Forward (the same threads): each record, as its tail says it landed, into every
-//     destination PE of this node at its place: received tokens are ordered by source PE, then
-//     token.
+//     source), chunk by chunk into each other destination node's forwarder region with
+//     put_signal; a send never waits, as every region is sized from the counts. The tokens for
+//     this PE's own node it forwards itself (it is their forwarder): each record is written once,
+//     straight into every receiving PE's array, with no staging and no forwarder copy.
+//  3. Forward (the same threads): each record from another node, as its tail says it landed,
+//     into every destination PE of this node at its place: received tokens are ordered by
+//     source PE, then token.
+//  4. Receive: this PE's records, once all have landed, into the result's arrays (x where the
+//     caller places it).
 // The handle keeps what combine needs to walk the same paths backwards: the receive prefix
 // matrix (per source PE and channel), where each token went in each forwarder's region, and
 // where each forwarded record went in each receiver's arrays.
 //
-// Cost per PE: for each token, one record per destination node over the network (none more
-// for more experts there) and one shared-memory copy per destination PE.
+// Cost per PE: for each token, one record per other destination node over the network (none
+// more for more experts there), one shared-memory copy per destination PE, and the receiver's
+// copy out of its region.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ops/moe/reference.h"
@@ -52,13 +58,20 @@ struct DispatchResult {
   DispatchHandle handle;
 };
 
+// Where the received tokens' rows go instead of the result's x (which stays empty): called
+// once with their count, after x has been read.
+using PlaceReceivedX = std::function<std::byte*(int64_t received)>;
+
 // Collective over all PEs; each passes its own tokens, x: [tokens][hidden] in options.x_dtype
 // (the routing says how many: PEs may hold different numbers, or none; options.tokens is not
-// used). Throws InvalidArgument for bad options or inputs of the wrong size, HeapExhausted
-// (naming the region) when the receive regions do not fit.
-DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing);
+// used). `reuse`, an earlier call's result, lends its arrays' storage, so a caller dispatching
+// again and again allocates (and the kernel faults in) nothing new. Throws InvalidArgument for
+// bad options or inputs of the wrong size, HeapExhausted (naming the region) when the receive
+// regions do not fit.
+DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing,
+                        DispatchResult reuse = {}, const PlaceReceivedX& place_x = {});
 // The same with bf16 tokens, their count checked against the routing's.
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const std::vector<uint16_t>& x,
-                        const Routing& routing);
+                        const Routing& routing, DispatchResult reuse = {});
 
 }  // namespace symmesh

@@ -1,6 +1,8 @@
 // MoE dispatch, hierarchical: every PE's received tokens (bits, order, expert ids, weights,
 // sources) against the reference on 1 to 3 nodes x 1 to 3 ranks, uniform and skewed routing,
-// topk above the PE count, a PE with no tokens, one channel and many, rings of one chunk.
+// topk above the PE count, a PE with no tokens, one channel and many, rings of one chunk; each
+// dispatched in the storage of an earlier one of another routing. Rows placed by the caller,
+// and a caller that fails to place them.
 #include "ops/moe/dispatch.h"
 
 #include <cstring>
@@ -49,7 +51,12 @@ void expect_dispatch(Shape shape, const MoeOptions& o, const std::string& routin
   }
   std::vector<DispatchResult> results(n);
   cluster.run([&](Pe& pe) {
-    results[pe.my_pe()] = dispatch(pe, o, tokens[pe.my_pe()], routings[pe.my_pe()]);
+    // First another routing, whose result lends its storage to the one checked.
+    const int me = pe.my_pe();
+    const MoeOptions mine = pe_options(o, me, empty_pe);
+    const Routing other = make_routing(mine, me, parse_routing("uniform", 11));
+    DispatchResult earlier = dispatch(pe, o, moe_tokens(mine, me, InputSpec{11, ""}), other);
+    results[me] = dispatch(pe, o, tokens[me], routings[me], std::move(earlier));
   });
   const std::string what =
       routing_name + " on " + std::to_string(shape.nodes) + "x" + std::to_string(shape.ranks);
@@ -115,6 +122,70 @@ TEST(MoeDispatch, EmptyPeOneChannelManyChannelsAndOneChunkRings) {
   o.chunk_tokens = 1;
   o.nvl_ring_tokens = o.rdma_ring_tokens = 2;
   expect_dispatch({2, 2}, o, "uniform");
+}
+
+TEST(MoeDispatch, AnEarlierResultsStorageIsReused) {
+  LocalCluster cluster(cluster_options({2, 2}));
+  const MoeOptions o = small(8, 2);
+  std::vector<int> reused(4, 0);
+  cluster.run([&](Pe& pe) {
+    const Routing routing = make_routing(o, pe.my_pe(), parse_routing("uniform", 2));
+    const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{2, ""});
+    DispatchResult first = dispatch(pe, o, x, routing);
+    const std::byte* storage = first.x.data();
+    const std::vector<std::byte> want = first.x;
+    const DispatchResult second = dispatch(pe, o, x, routing, std::move(first));
+    reused[pe.my_pe()] = second.x.data() == storage && second.x == want;
+  });
+  EXPECT_EQ(reused, std::vector<int>(4, 1));
+}
+
+TEST(MoeDispatch, RowsGoWhereTheCallerPlacesThem) {
+  LocalCluster cluster(cluster_options({2, 2}));
+  const MoeOptions o = small(8, 2);
+  std::vector<int> same(4, 0);
+  cluster.run([&](Pe& pe) {
+    const Routing routing = make_routing(o, pe.my_pe(), parse_routing("skewed", 4));
+    const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{4, ""});
+    const DispatchResult own = dispatch(pe, o, x, routing);
+    std::vector<std::byte> placed;
+    const DispatchResult r = dispatch(pe, o, x.data(), routing, {}, [&](int64_t received) {
+      placed.resize(size_t(received) * o.hidden * 2);
+      return placed.data();
+    });
+    same[pe.my_pe()] = r.x.empty() && placed == own.x && r.sources.size() == own.sources.size();
+  });
+  EXPECT_EQ(same, std::vector<int>(4, 1));
+}
+
+// A caller that cannot place the rows (its staging area is full, say) gets its error once its
+// part of the collective is done: no PE waits for it, no region is lost, the next call works.
+TEST(MoeDispatch, AFailedPlacementEndsTheCallCleanly) {
+  LocalCluster cluster(cluster_options({2, 2}));
+  const MoeOptions o = small(8, 2);
+  std::vector<std::string> errors(4);
+  std::vector<int> again(4, 0);
+  cluster.run([&](Pe& pe) {
+    const int me = pe.my_pe();
+    const Routing routing = make_routing(o, me, parse_routing("uniform", 6));
+    const std::vector<uint16_t> x = moe_tokens(o, me, InputSpec{6, ""});
+    HeapAllocator& heap = pe.node().allocator(pe.local_rank());
+    const size_t used_before = heap.used();
+    std::vector<std::byte> placed;
+    try {
+      dispatch(pe, o, x.data(), routing, {}, [&](int64_t received) {
+        if (me == 2) throw InvalidArgument("no room for the received rows");
+        placed.resize(size_t(received) * o.hidden * 2);
+        return placed.data();
+      });
+    } catch (const InvalidArgument& e) {
+      errors[me] = e.what();
+    }
+    const DispatchResult r = dispatch(pe, o, x, routing);
+    again[me] = r.received > 0 && heap.used() == used_before;
+  });
+  EXPECT_EQ(errors, (std::vector<std::string>{"", "", "no room for the received rows", ""}));
+  EXPECT_EQ(again, std::vector<int>(4, 1));
 }
 
 TEST(MoeDispatch, InputsOfTheWrongSizeAreRefused) {
