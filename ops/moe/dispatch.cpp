@@ -189,13 +189,21 @@ class Dispatcher {
   // Record `record` of this node's forwarder order, from PE `source` in `channel`, into local
   // PE j at its next place there (`written` counts its earlier ones); `write` puts the bytes.
   template <typename Write>
-  void deliver(CommPort& port, int64_t record, int source, int channel, int j, int64_t& written,
+  void deliver(int64_t record, int source, int channel, int j, int64_t& written,
                const Write& write) {
     const int64_t at = local_prefix_[j][size_t(source) * (channels_ + 1) + channel] + written++;
     write(static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
           size_t(at) * format_.bytes());
     result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
-    port.signal_add(recv_tail_ + size_t(source) * channels_ + channel, 1, my_node_ * ranks_ + j);
+  }
+  // Tells each local PE how many of `source`'s records in `channel` were delivered to it: once
+  // per (source, channel), as a receiver reads none before all have come.
+  void publish(CommPort& port, int source, int channel, const std::vector<int64_t>& written) {
+    for (int j = 0; j < ranks_; ++j) {
+      if (written[j] == 0) continue;
+      port.signal_add(recv_tail_ + size_t(source) * channels_ + channel, uint64_t(written[j]),
+                      my_node_ * ranks_ + j);
+    }
   }
 
   // Step 2: this channel's tokens to every other destination node's forwarder, chunk by chunk,
@@ -241,9 +249,10 @@ class Dispatcher {
       result_.handle.rdma_slot[size_t(t) * nodes_ + my_node_] = record;
       for (int j = 0; j < ranks_; ++j) {
         if (!layout_.goes_to_pe(t, my_node_ * ranks_ + j)) continue;
-        deliver(port, record, me_, channel, j, written[j], [&](std::byte* to) { encode(t, to); });
+        deliver(record, me_, channel, j, written[j], [&](std::byte* to) { encode(t, to); });
       }
     }
+    publish(port, me_, channel, written);
   }
 
   // Step 3: every record this forwarder receives in this channel from another node, into each
@@ -275,10 +284,11 @@ class Dispatcher {
         }
         for (int j = 0; j < ranks_; ++j) {
           if (!to[j]) continue;
-          deliver(port, base + i, source, channel, j, written[j],
+          deliver(base + i, source, channel, j, written[j],
                   [&](std::byte* at) { std::memcpy(at, record, bytes); });
         }
       }
+      publish(port, source, channel, written);
     }
   }
 
