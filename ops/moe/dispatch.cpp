@@ -191,7 +191,14 @@ class Dispatcher {
   template <typename Write>
   void deliver(int64_t record, int source, int channel, int j, int64_t& written,
                const Write& write) {
-    const int64_t at = local_prefix_[j][size_t(source) * (channels_ + 1) + channel] + written++;
+    const int64_t* span = &local_prefix_[j][size_t(source) * (channels_ + 1) + channel];
+    const int64_t at = span[0] + written++;
+    if (at >= span[1]) {  // its records name PE j more often than its counts said
+      throw PeerError("dispatch channel " + std::to_string(channel) + ": PE " +
+                      std::to_string(source) + " sent more records for PE " +
+                      std::to_string(my_node_ * ranks_ + j) + " than the " +
+                      std::to_string(span[1] - span[0]) + " it counted");
+    }
     write(static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
           size_t(at) * format_.bytes());
     result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
