@@ -320,6 +320,7 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, wire::DataType dtype,
     const std::function<DispatchOutputs(int64_t received)>& allocate) {
+  const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
   stage_tokens("dispatch", tokens_in, kMaxMoeTokens);
@@ -344,6 +345,7 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
 
 void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hidden,
                       wire::DataType dtype, const void* bias, void* out) {
+  const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   if (!handle.alive_.lock() || handle.session_ != this) {
     throw InvalidArgument("combine: the handle is from another session");
@@ -371,6 +373,7 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, int64_t max_tokens, wire::DataType dtype,
     const std::function<LowLatencyOutputs(int64_t received)>& allocate) {
+  const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   if (max_tokens < 1 || max_tokens > kMaxLowLatencyTokens) {
     throw InvalidArgument("low_latency_dispatch: max_tokens " + std::to_string(max_tokens) +
@@ -415,6 +418,7 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
 }
 
 void Session::low_latency_combine(const DispatchHandle& handle, const void* rows, void* out) {
+  const std::lock_guard staging_held(staging_mutex_);
   if (!handle.alive_.lock() || handle.session_ != this) {
     throw InvalidArgument("low_latency_combine: the handle is from another session");
   }
@@ -442,6 +446,7 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
 uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
                         int64_t a_rows, int64_t c_rows, int64_t n, int64_t k, wire::DataType dtype,
                         wire::MatmulMode mode) {
+  const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   check_fused_call_mode(uint64_t(mode));
   for (const int64_t dim : {a_rows, c_rows, n, k}) {

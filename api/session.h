@@ -176,7 +176,7 @@ class Session {
   uint64_t call(const attach::Request& request, uint64_t* value2 = nullptr);
   uint64_t call_locked(const attach::Request& request, uint64_t* value2);
   void queue_release(uint64_t handle);
-  // The staging area, at least `bytes` long.
+  // The staging area, at least `bytes` long (the caller holds staging_mutex_).
   std::byte* stage(uint64_t bytes);
   // A dispatch's tokens and routing, checked (`call` names the call in errors) and staged.
   struct MoeTokens {
@@ -207,6 +207,9 @@ class Session {
   attach::Ring* ring_ = nullptr;
   std::unique_ptr<attach::StagingArea> staging_;
   std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // handles watch it
+  // Held for a staged call's whole stage, call and copy out, so two threads' staged calls do
+  // not overwrite (or remap) each other's staging area; taken before call_mutex_.
+  std::mutex staging_mutex_;
   std::mutex call_mutex_;
   std::mutex releases_mutex_;  // never held while waiting for the daemon
   std::vector<uint64_t> pending_releases_;

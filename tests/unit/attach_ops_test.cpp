@@ -222,6 +222,72 @@ TEST_F(AttachedOps, AnExpertOutOfRangeIsRefusedNamingTheTokenAndTheSessionGoesOn
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
+// Thread u of PE p, round r, token t: every element tells all four.
+float threaded_value(int pe, int thread, int round, int64_t t, int64_t h) {
+  return float(pe * 10000 + thread * 1000 + round * 10 + t) + float(h) / 16;
+}
+
+// "" when `rows` (count x kHidden) are tokens 0..count-1 of one round of one thread of `pe`
+// (thread u sends 2 + u tokens), and, when `round` >= 0, of thread `thread` in that round.
+std::string one_calls_tokens(const float* rows, int64_t count, int pe, int thread, int round) {
+  if (count != 2 && count != 3) return "a block of " + std::to_string(count) + " tokens";
+  const int u = int(count) - 2;
+  if (round >= 0 && u != thread) return "another thread's block";
+  const int r = round >= 0 ? round : int(rows[0] - float(pe * 10000 + u * 1000)) / 10;
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t h = 0; h < kHidden; ++h) {
+      if (rows[t * kHidden + h] != threaded_value(pe, u, r, t, h)) {
+        return "token " + std::to_string(t) + " is not PE " + std::to_string(pe) + "'s thread " +
+               std::to_string(u) + " round " + std::to_string(r);
+      }
+    }
+  }
+  return "";
+}
+
+// Two threads of each process dispatch at once, with different token counts: a staged call
+// holds the staging area from staging to copying out, so neither sees the other's tokens.
+// (Their dispatches pair up across the PEs in whatever order they run: the shapes match.)
+TEST_F(AttachedOps, TwoThreadsStagedCallsDoNotMixTheirTokens) {
+  constexpr int kRounds = 40;
+  auto pes = start_session();
+  const auto said = run_processes([](Session& session, int pe) -> std::string {
+    auto thread = [&](int u) -> std::string {
+      const int64_t tokens = 2 + u;
+      std::vector<float> x(tokens * kHidden), weights(tokens * kTopk, 1.0f), got;
+      std::vector<int64_t> idx(tokens * kTopk), got_idx;
+      std::vector<float> got_weights;
+      for (int64_t t = 0; t < tokens; ++t) idx[t * kTopk] = 0, idx[t * kTopk + 1] = 2;
+      for (int round = 0; round < kRounds; ++round) {
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t h = 0; h < kHidden; ++h)
+            x[t * kHidden + h] = threaded_value(pe, u, round, t, h);
+        }
+        session.dispatch(x.data(), idx.data(), weights.data(), tokens, kHidden, kTopk, kExperts,
+                         wire::DATA_TYPE_F32, [&](int64_t received) {
+                           got.assign(received * kHidden, 0.0f);
+                           got_idx.resize(received * kTopk);
+                           got_weights.resize(received * kTopk);
+                           return DispatchOutputs{got.data(), got_idx.data(), got_weights.data()};
+                         });
+        // Rows by source PE: PE 0's block first. Each PE sent every token to both PEs.
+        const int64_t received = int64_t(got.size()) / kHidden, other = received - tokens;
+        const float* own = got.data() + (pe == 0 ? 0 : other * kHidden);
+        const float* theirs = got.data() + (pe == 0 ? tokens * kHidden : 0);
+        std::string wrong = one_calls_tokens(own, tokens, pe, u, round);
+        if (wrong.empty()) wrong = one_calls_tokens(theirs, other, 1 - pe, -1, -1);
+        if (!wrong.empty()) return "round " + std::to_string(round) + ": " + wrong;
+      }
+      return "";
+    };
+    auto second = std::async(std::launch::async, thread, 1);
+    const std::string first = thread(0);
+    return first + second.get();
+  });
+  EXPECT_EQ(said, std::vector<std::string>(2, ""));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
 TEST_F(AttachedOps, PesThatPassDifferentShapesAreAllRefusedNamingTheOddOne) {
   auto pes = start_session();
   const std::vector<std::string> said =
