@@ -156,15 +156,16 @@ class Dispatcher {
   void allocate() {
     const size_t bytes = format_.bytes();
     const uint64_t most_forwarded = max_over_pes(pe_, uint64_t(forwarded_));
-    const uint64_t most_received = max_over_pes(pe_, uint64_t(received_));
+    most_received_ = int64_t(max_over_pes(pe_, uint64_t(received_)));
     // The regions hold records read only once their tail counts them: not cleared.
     forward_region_ = static_cast<std::byte*>(
         symmetric_region(pe_, most_forwarded * bytes,
                          "dispatch forwarder region (records x record bytes)", kMoeShrink));
     forward_tail_ = static_cast<uint64_t*>(symmetric_zeroed(
         pe_, size_t(nodes_) * channels_ * 8, "dispatch forwarder tails", kMoeShrink));
-    recv_region_ = static_cast<std::byte*>(symmetric_region(
-        pe_, most_received * bytes, "dispatch receive region (tokens x record bytes)", kMoeShrink));
+    recv_region_ = static_cast<std::byte*>(
+        symmetric_region(pe_, most_received_ * bytes,
+                         "dispatch receive region (tokens x record bytes)", kMoeShrink));
     recv_tail_ = static_cast<uint64_t*>(
         symmetric_zeroed(pe_, size_t(n_) * channels_ * 8, "dispatch receive tails", kMoeShrink));
     barrier_all(pe_);  // every region exists and is zero, every PE has all its counts
@@ -193,7 +194,9 @@ class Dispatcher {
                const Write& write) {
     const int64_t* span = &local_prefix_[j][size_t(source) * (channels_ + 1) + channel];
     const int64_t at = span[0] + written++;
-    if (at >= span[1]) {  // its records name PE j more often than its counts said
+    // Its records name PE j more often than its counts said, or the counts (in the shared
+    // heap, which attached processes map) changed since the regions were sized.
+    if (at >= span[1] || at < 0 || at >= most_received_) {
       throw PeerError("dispatch channel " + std::to_string(channel) + ": PE " +
                       std::to_string(source) + " sent more records for PE " +
                       std::to_string(my_node_ * ranks_ + j) + " than the " +
@@ -247,7 +250,9 @@ class Dispatcher {
   // This PE is the forwarder of its own tokens for its node: each record is encoded once,
   // straight into every receiving PE's region, where forward() would have copied it.
   void send_own_node(CommPort& port, int channel, const TokenRange& range) {
-    const int64_t base = forwarder_base(my_node_, my_node_, channel);
+    // From the snapshot taken at notify, as every index into the handle is.
+    const int64_t base =
+        result_.handle.forward_prefix[size_t(my_node_) * (channels_ + 1) + channel];
     std::vector<int64_t> written(ranks_, 0);
     int64_t sent = 0;
     for (int64_t t = range.begin; t < range.end; ++t) {
@@ -271,7 +276,8 @@ class Dispatcher {
       if (a == my_node_) continue;  // sent straight to the receivers
       const int source = a * ranks_ + local_;
       const int64_t base = result_.handle.forward_prefix[size_t(a) * (channels_ + 1) + channel];
-      const int64_t count = int64_t(node_count(a, my_node_, channel));
+      const int64_t count =
+          result_.handle.forward_prefix[size_t(a) * (channels_ + 1) + channel + 1] - base;
       std::vector<int64_t> written(ranks_, 0);
       for (int64_t i = 0; i < count; ++i) {
         const uint64_t* tail = forward_tail_ + size_t(a) * channels_ + channel;
@@ -366,6 +372,7 @@ class Dispatcher {
   DispatchResult result_;  // built in the storage of the caller's earlier result
   std::exception_ptr placing_failed_;
   int64_t received_ = 0, forwarded_ = 0;
+  int64_t most_received_ = 0;            // the receive region's records, on every PE
   uint64_t* notify_pe_ = nullptr;        // [source PE][channel] + the arrival counter
   uint64_t* notify_node_ = nullptr;      // [source node][destination node][channel] + counter
   std::byte* forward_region_ = nullptr;  // records from the PEs of this local rank
