@@ -76,10 +76,12 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   // Expert ids become this PE's local expert index (DeepEP's recv_topk_idx), -1 elsewhere.
   const int32_t first_expert = pe_.my_pe() * experts_per_pe(o, pe_.n_pes());
   for (int32_t& id : result.topk_idx) id = id < 0 ? -1 : id - first_expert;
-  std::memcpy(staging.range(out.idx, result.topk_idx.size() * 4, "recv_topk_idx"),
-              result.topk_idx.data(), result.topk_idx.size() * 4);
-  std::memcpy(staging.range(out.weights, result.topk_weights.size() * 4, "recv_topk_weights"),
-              result.topk_weights.data(), result.topk_weights.size() * 4);
+  if (received > 0) {  // else both may be null, which memcpy may not be given
+    std::memcpy(staging.range(out.idx, result.topk_idx.size() * 4, "recv_topk_idx"),
+                result.topk_idx.data(), result.topk_idx.size() * 4);
+    std::memcpy(staging.range(out.weights, result.topk_weights.size() * 4, "recv_topk_weights"),
+                result.topk_weights.data(), result.topk_weights.size() * 4);
+  }
   result.topk_idx = {};
   result.topk_weights = {};
   const uint64_t handle = next_handle_++;

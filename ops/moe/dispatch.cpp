@@ -135,13 +135,16 @@ class Dispatcher {
     result_.handle.forward_prefix = prefix_rows(to_me.data(), nodes_, channels_);
     received_ = result_.handle.recv_prefix.back();
     forwarded_ = result_.handle.forward_prefix.back();
+    const int64_t* own = &result_.handle.forward_prefix[size_t(my_node_) * (channels_ + 1)];
+    own_records_ = own[channels_] - own[0];
   }
 
   // Records PE (a, local_) sends to node b in channel c (every cross-team member knows).
   uint64_t node_count(int a, int b, int c) const {
     return notify_node_[(size_t(a) * nodes_ + b) * channels_ + c];
   }
-  // Where (a, c)'s records start in node b's forwarder region.
+  // Where (a, c)'s records start in node b's forwarder order (every node's records, node b's
+  // own included: the index the handle keeps).
   int64_t forwarder_base(int a, int b, int c) const {
     int64_t base = 0;
     for (int a2 = 0; a2 < nodes_; ++a2) {
@@ -152,10 +155,19 @@ class Dispatcher {
     }
     return base;
   }
+  // Where (a, c)'s records start in node b's forwarder region, which holds only the records
+  // from other nodes (node b's own go straight to its receivers).
+  int64_t region_base(int a, int b, int c) const {
+    int64_t own = 0;
+    if (a > b) {
+      for (int c2 = 0; c2 < channels_; ++c2) own += int64_t(node_count(b, b, c2));
+    }
+    return forwarder_base(a, b, c) - own;
+  }
 
   void allocate() {
     const size_t bytes = format_.bytes();
-    const uint64_t most_forwarded = max_over_pes(pe_, uint64_t(forwarded_));
+    const uint64_t most_forwarded = max_over_pes(pe_, uint64_t(forwarded_ - own_records_));
     most_received_ = int64_t(max_over_pes(pe_, uint64_t(received_)));
     // The regions hold records read only once their tail counts them: not cleared.
     forward_region_ = static_cast<std::byte*>(
@@ -187,29 +199,43 @@ class Dispatcher {
     std::memcpy(record + format_.source_at(), source, 8);
   }
 
+  // [begin, end) of `source`'s tokens in `channel` among local PE j's received ones.
+  const int64_t* counted(int source, int channel, int j) const {
+    return &local_prefix_[j][size_t(source) * (channels_ + 1) + channel];
+  }
+  [[noreturn]] void miscounted(int source, int channel, int j, const std::string& found) const {
+    const int64_t* span = counted(source, channel, j);
+    throw PeerError("dispatch channel " + std::to_string(channel) + ": PE " +
+                    std::to_string(source) + "'s records name PE " +
+                    std::to_string(my_node_ * ranks_ + j) + " " + found +
+                    " times; its counts said " + std::to_string(span[1] - span[0]));
+  }
+
   // Record `record` of this node's forwarder order, from PE `source` in `channel`, into local
   // PE j at its next place there (`written` counts its earlier ones); `write` puts the bytes.
   template <typename Write>
   void deliver(int64_t record, int source, int channel, int j, int64_t& written,
                const Write& write) {
-    const int64_t* span = &local_prefix_[j][size_t(source) * (channels_ + 1) + channel];
+    const int64_t* span = counted(source, channel, j);
     const int64_t at = span[0] + written++;
     // Its records name PE j more often than its counts said, or the counts (in the shared
     // heap, which attached processes map) changed since the regions were sized.
     if (at >= span[1] || at < 0 || at >= most_received_) {
-      throw PeerError("dispatch channel " + std::to_string(channel) + ": PE " +
-                      std::to_string(source) + " sent more records for PE " +
-                      std::to_string(my_node_ * ranks_ + j) + " than the " +
-                      std::to_string(span[1] - span[0]) + " it counted");
+      miscounted(source, channel, j, "at least " + std::to_string(written));
     }
     write(static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
           size_t(at) * format_.bytes());
     result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
   }
   // Tells each local PE how many of `source`'s records in `channel` were delivered to it: once
-  // per (source, channel), as a receiver reads none before all have come.
+  // per (source, channel), as a receiver reads none before all have come. Fewer than counted
+  // fails here, at once, rather than at the receiver's deadline.
   void publish(CommPort& port, int source, int channel, const std::vector<int64_t>& written) {
     for (int j = 0; j < ranks_; ++j) {
+      const int64_t* span = counted(source, channel, j);
+      if (written[j] != span[1] - span[0]) {
+        miscounted(source, channel, j, std::to_string(written[j]));
+      }
       if (written[j] == 0) continue;
       port.signal_add(recv_tail_ + size_t(source) * channels_ + channel, uint64_t(written[j]),
                       my_node_ * ranks_ + j);
@@ -221,15 +247,16 @@ class Dispatcher {
   void send(CommPort& port, int channel) {
     const TokenRange range = channel_tokens(tokens_, channels_, channel);
     const size_t bytes = format_.bytes();
-    std::vector<std::byte> staging(size_t(o_.chunk_tokens) * bytes);
+    std::vector<std::byte> staging(nodes_ > 1 ? size_t(o_.chunk_tokens) * bytes : 0);
     for (int step = 1; step < nodes_; ++step) {
       const int b = (my_node_ + step) % nodes_;
       const int forwarder = b * ranks_ + local_;
       const int64_t base = forwarder_base(my_node_, b, channel);
+      const int64_t in_region = region_base(my_node_, b, channel);
       int64_t sent = 0, staged = 0;
       auto flush = [&] {
         if (staged == 0) return;
-        port.put_signal(forward_region_ + size_t(base + sent) * bytes, staging.data(),
+        port.put_signal(forward_region_ + size_t(in_region + sent) * bytes, staging.data(),
                         size_t(staged) * bytes,
                         forward_tail_ + size_t(my_node_) * channels_ + channel, uint64_t(staged),
                         SignalOp::kAdd, forwarder);
@@ -272,12 +299,14 @@ class Dispatcher {
   void forward(CommPort& port, int channel) {
     const size_t bytes = format_.bytes();
     const int first_expert_node = my_node_ * ranks_;
+    std::vector<char> to(ranks_);  // the local PEs a record goes to
     for (int a = 0; a < nodes_; ++a) {
       if (a == my_node_) continue;  // sent straight to the receivers
       const int source = a * ranks_ + local_;
       const int64_t base = result_.handle.forward_prefix[size_t(a) * (channels_ + 1) + channel];
       const int64_t count =
           result_.handle.forward_prefix[size_t(a) * (channels_ + 1) + channel + 1] - base;
+      const int64_t in_region = base - (a > my_node_ ? own_records_ : 0);
       std::vector<int64_t> written(ranks_, 0);
       for (int64_t i = 0; i < count; ++i) {
         const uint64_t* tail = forward_tail_ + size_t(a) * channels_ + channel;
@@ -286,8 +315,8 @@ class Dispatcher {
                                 "dispatch channel " + std::to_string(channel) +
                                     ": records from PE " + std::to_string(source));
         }
-        const std::byte* record = forward_region_ + size_t(base + i) * bytes;
-        std::vector<bool> to(ranks_, false);
+        const std::byte* record = forward_region_ + size_t(in_region + i) * bytes;
+        std::fill(to.begin(), to.end(), 0);
         for (int k = 0; k < o_.topk; ++k) {
           int32_t expert;
           std::memcpy(&expert, record + format_.ids_at() + size_t(k) * 4, 4);
@@ -372,10 +401,11 @@ class Dispatcher {
   DispatchResult result_;  // built in the storage of the caller's earlier result
   std::exception_ptr placing_failed_;
   int64_t received_ = 0, forwarded_ = 0;
-  int64_t most_received_ = 0;            // the receive region's records, on every PE
+  int64_t most_received_ = 0;  // the receive region's records, on every PE
+  int64_t own_records_ = 0;    // this PE's node's records: in the forwarder order, not its region
   uint64_t* notify_pe_ = nullptr;        // [source PE][channel] + the arrival counter
   uint64_t* notify_node_ = nullptr;      // [source node][destination node][channel] + counter
-  std::byte* forward_region_ = nullptr;  // records from the PEs of this local rank
+  std::byte* forward_region_ = nullptr;  // records from the PEs of this local rank elsewhere
   uint64_t* forward_tail_ = nullptr;     // [source node][channel]: records landed
   std::byte* recv_region_ = nullptr;     // this PE's received tokens, as records
   uint64_t* recv_tail_ = nullptr;        // [source PE][channel]: tokens written here

@@ -17,8 +17,9 @@
 //  4. Receive: this PE's records, once all have landed, into the result's arrays (x where the
 //     caller places it).
 // The handle keeps what combine needs to walk the same paths backwards: the receive prefix
-// matrix (per source PE and channel), where each token went in each forwarder's region, and
-// where each forwarded record went in each receiver's arrays.
+// matrix (per source PE and channel), each token's record index in each node's forwarder
+// order, and where each forwarded record went in each receiver's arrays. A forwarder's region
+// holds only the records from other nodes; its own node's keep their place in the order.
 //
 // Cost per PE: for each token, one record per other destination node over the network (none
 // more for more experts there), one shared-memory copy per destination PE, and the receiver's
@@ -39,8 +40,8 @@ struct DispatchHandle {
   // Receiver: [source PE][channel + 1] prefix sums of the tokens received (DeepEP's
   // gbl_channel_prefix_matrix, with the leading zero).
   std::vector<int64_t> recv_prefix;
-  // Source: [token][node] the token's record index in that node's forwarder region for this
-  // PE's node, or -1 where it was not sent (DeepEP's send_rdma_head).
+  // Source: [token][node] the token's record index in the forwarder order of that node's PE
+  // with this PE's local rank, or -1 where it was not sent (DeepEP's send_rdma_head).
   std::vector<int64_t> rdma_slot;
   // Forwarder: [source node][channel + 1] prefix sums of the records it received from the PE
   // with its local rank on each node, and per record, for every PE of this node, the index it
@@ -58,16 +59,21 @@ struct DispatchResult {
   DispatchHandle handle;
 };
 
-// Where the received tokens' rows go instead of the result's x (which stays empty): called
-// once with their count, after x has been read.
+// Where the received tokens' rows go instead of the result's x (which stays empty): called once,
+// on the calling thread, with their count (maybe 0: then the pointer is not used), after x has
+// been read and before the call's closing barrier; it returns room for received x hidden
+// elements and must not wait for other PEs. Not called when the receive itself failed.
 using PlaceReceivedX = std::function<std::byte*(int64_t received)>;
 
 // Collective over all PEs; each passes its own tokens, x: [tokens][hidden] in options.x_dtype
 // (the routing says how many: PEs may hold different numbers, or none; options.tokens is not
 // used). `reuse`, an earlier call's result, lends its arrays' storage, so a caller dispatching
-// again and again allocates (and the kernel faults in) nothing new. Throws InvalidArgument for
-// bad options or inputs of the wrong size, HeapExhausted (naming the region) when the receive
-// regions do not fit.
+// again and again does not reallocate (nor the kernel fault in) the result's rows; the call's
+// symmetric regions and small bookkeeping are still made per call. Throws InvalidArgument for
+// bad options or inputs of the wrong size, HeapExhausted (naming the region) when the regions
+// do not fit, PeerError when a peer's records disagree with its counts, the wait's error when a
+// peer does not come by the deadline, and whatever place_x threw (once the PE has done its part
+// of the collective).
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing,
                         DispatchResult reuse = {}, const PlaceReceivedX& place_x = {});
 // The same with bf16 tokens, their count checked against the routing's.
