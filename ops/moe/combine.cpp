@@ -173,10 +173,12 @@ class HierCombiner final : public Combiner {
     return &d_.handle.recv_prefix[size_t(source) * (channels_ + 1)];
   }
 
-  // NVL sender: this PE's partial of every received token, to the forwarder it came through.
+  // NVL sender: this PE's partial of every received token, to the forwarder it came through
+  // (when that is this PE, its forwarder reads the partial where it is, with no ring).
   void send(CommPort& port, int channel) {
     std::vector<std::vector<int64_t>> items(ranks_);  // per forwarder: received token indices
     for (int l = 0; l < ranks_; ++l) {
+      if (l == local_) continue;
       for (int a = 0; a < nodes_; ++a) {
         const int64_t* prefix = recv_prefix(a * ranks_ + l);
         for (int64_t i = prefix[channel]; i < prefix[channel + 1]; ++i) items[l].push_back(i);
@@ -297,7 +299,12 @@ class HierCombiner final : public Combiner {
       for (int64_t record = prefix[channel]; record < prefix[channel + 1]; ++record) {
         rows.clear();  // slots are read before their heads go back: consumed moves after the sum
         for (int j = 0; j < ranks_; ++j) {
-          if (d_.handle.nvl_slot[size_t(record) * ranks_ + j] < 0) continue;
+          const int64_t received = d_.handle.nvl_slot[size_t(record) * ranks_ + j];
+          if (received < 0) continue;
+          if (j == local_) {  // this PE's own partial, read in place
+            rows.push_back({&expert_out_[size_t(received) * partial_bytes_], o_.partial_dtype});
+            continue;
+          }
           const uint64_t* tail = nvl_tail_ + words + j;
           if (pe_.signal_fetch(tail) <= consumed[j]) {
             flush();
@@ -322,8 +329,9 @@ class HierCombiner final : public Combiner {
           target = rdma_slot(channel, my_node_, sent + uint64_t(staged));
         }
         reduce_rows(target, o_.partial_dtype, rows.data(), rows.size(), size_t(o_.hidden));
-        for (int j = 0; j < ranks_; ++j)
-          consumed[j] += d_.handle.nvl_slot[size_t(record) * ranks_ + j] >= 0;
+        for (int j = 0; j < ranks_; ++j) {
+          if (j != local_) consumed[j] += d_.handle.nvl_slot[size_t(record) * ranks_ + j] >= 0;
+        }
         return_heads(false);
         if (++staged == o_.chunk_tokens) flush();
       }

@@ -4,7 +4,8 @@
 // hier, three roles per channel on every PE, each a thread:
 //  - NVL sender (the expert side): pushes, per received token, this PE's partial (its experts'
 //    outputs, already summed) into the shared-memory ring of the forwarder the token came
-//    through, per (channel, sender) ring in the forwarder's memory. A sender waits while
+//    through, per (channel, sender) ring in the forwarder's memory. When that forwarder is this
+//    PE, nothing is pushed: the forwarder reads the partial where it is. A sender waits while
 //    capacity - (tail - head) < chunk (or what is left, if less), writes, then publishes the
 //    tail; it serves all its rings without blocking on any one.
 //  - forwarder: for each record it forwarded in dispatch, in the same order, takes the partial
