@@ -27,9 +27,9 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
+#include "ops/moe/received_rows.h"
 #include "ops/moe/reference.h"
 #include "runtime/pe.h"
 
@@ -59,15 +59,11 @@ struct DispatchResult {
   DispatchHandle handle;
 };
 
-// Where the received tokens' rows go instead of the result's x (which stays empty): called once,
-// on the calling thread, with their count (maybe 0: then the pointer is not used), after x has
-// been read and before the call's closing barrier; it returns room for received x hidden
-// elements and must not wait for other PEs. Not called when the receive itself failed.
-using PlaceReceivedX = std::function<std::byte*(int64_t received)>;
-
 // Collective over all PEs; each passes its own tokens, x: [tokens][hidden] in options.x_dtype
 // (the routing says how many: PEs may hold different numbers, or none; options.tokens is not
-// used). `reuse`, an earlier call's result, lends its arrays' storage, so a caller dispatching
+// used). With `place_x`, the received rows go where it says (called before the call's closing
+// barrier; not called when the receive itself failed) and the result's x stays empty.
+// `reuse`, an earlier call's result, lends its arrays' storage, so a caller dispatching
 // again and again does not reallocate (nor the kernel fault in) the result's rows; the call's
 // symmetric regions and small bookkeeping are still made per call. Throws InvalidArgument for
 // bad options or inputs of the wrong size, HeapExhausted (naming the region) when the regions

@@ -159,9 +159,8 @@ size_t LowLatencyBuffer::pack(const void* x, const Routing& routing, int node, s
   return count;
 }
 
-LowLatencyDispatch LowLatencyBuffer::dispatch(
-    const void* x, const Routing& routing,
-    const std::function<std::byte*(int64_t received)>& place_x) {
+LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& routing,
+                                              const PlaceReceivedX& place_x) {
   const LowLatencyShape& s = shape_;
   if (routing.tokens > s.max_tokens || routing.topk != s.topk) {
     throw InvalidArgument("a low-latency dispatch of " + std::to_string(routing.tokens) +

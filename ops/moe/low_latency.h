@@ -42,10 +42,10 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "api/op_limits.h"
+#include "ops/moe/received_rows.h"
 #include "ops/moe/routing.h"
 #include "runtime/collectives/dtype.h"
 #include "runtime/pe.h"
@@ -116,9 +116,9 @@ class LowLatencyBuffer {
 
   // Collective. x: [routing.tokens][hidden] in the shape's dtype, at most max_tokens tokens.
   // With `place_x`, the received rows go where it says instead of into the handle's x (which
-  // stays empty): it is called once the count is known, after x has been read.
+  // stays empty).
   LowLatencyDispatch dispatch(const void* x, const Routing& routing,
-                              const std::function<std::byte*(int64_t received)>& place_x = {});
+                              const PlaceReceivedX& place_x = {});
   // Collective, once per dispatch. expert_out: [received][hidden] in the shape's dtype, the
   // output row of each received token, in the dispatch's x order (it may be the handle's x).
   // Writes out [tokens][hidden] in the shape's dtype: per token the sum over its experts of the
