@@ -34,6 +34,9 @@ measure_symmesh() {  # name transport [symmeshd flags...]
     "$bin/symmesh" submit transport --op put-signal-lat --bytes 8 --iters 200 --json |
       json_field p50_us
   done | median)
+  result[$name,sig]=$(for _ in $(seq "$runs"); do
+    "$bin/symmesh" submit transport --op signal-lat --iters 200 --json | json_field p50_us
+  done | median)
   deploy/local-cluster.sh down --dir "$SYMMESH_CLUSTER_DIR"
 }
 
@@ -91,11 +94,15 @@ for size in "${sizes[@]}"; do
     "$(ratio "${result[verbs,bw,$size]}" "${result[tcp,bw,$size]}")"
 done
 echo
-echo "8-byte put_signal latency, one way, us (perftest: ib_write_lat t_typical)"
-printf "| %9s | %9s | %13s | %9s | %10s | %9s |\n" tcp verbs "verbs+thread" perftest \
+echo "latency, one way, us (perftest: ib_write_lat t_typical, one 8-byte write per hop)"
+echo "put_signal: 8 bytes of data, then the signal (two writes); signal: the 8-byte word alone"
+printf "| %-10s | %9s | %9s | %13s | %9s | %10s | %9s |\n" op tcp verbs "verbs+thread" perftest \
   "verbs/perf" "verbs/tcp"
-printf "|%s|\n" "-----------|-----------|---------------|-----------|------------|-----------"
-printf "| %9.1f | %9.1f | %13.1f | %9.1f | %10s | %9s |\n" "${result[tcp,lat]}" \
-  "${result[verbs,lat]}" "${result[thread,lat]}" "${result[perftest,lat]}" \
-  "$(ratio "${result[verbs,lat]}" "${result[perftest,lat]}")" \
-  "$(ratio "${result[verbs,lat]}" "${result[tcp,lat]}")"
+printf "|%s|\n" "------------|-----------|-----------|---------------|-----------|------------|-----------"
+for op in lat sig; do
+  printf "| %-10s | %9.1f | %9.1f | %13.1f | %9.1f | %10s | %9s |\n" \
+    "$([[ $op == lat ]] && echo put_signal || echo signal)" "${result[tcp,$op]}" \
+    "${result[verbs,$op]}" "${result[thread,$op]}" "${result[perftest,lat]}" \
+    "$(ratio "${result[verbs,$op]}" "${result[perftest,lat]}")" \
+    "$(ratio "${result[verbs,$op]}" "${result[tcp,$op]}")"
+done

@@ -170,11 +170,11 @@ uint64_t Pe::signal_fetch(const uint64_t* signal) const {
 }
 
 uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value) {
-  return signal_wait_until(signal, cmp, value, deadline());
+  return signal_wait_until(signal, cmp, value, node_.wait_timeout());
 }
 
-uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value, Deadline deadline,
-                               const std::string& what) {
+uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value,
+                               WaitDeadline deadline, std::string_view what) {
   uint64_t seen = 0;
   wait_until(
       node_.doorbell(), deadline,
@@ -184,9 +184,9 @@ uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value, 
       },
       [&] {
         const auto offset = reinterpret_cast<const std::byte*>(signal) - node_.segment().base;
-        return "PE " + std::to_string(my_pe_) + ": " + what + ": signal at segment offset " +
-               std::to_string(offset) + " expected " + cmp_name(cmp) + " " + std::to_string(value) +
-               ", saw " + std::to_string(seen);
+        return "PE " + std::to_string(my_pe_) + ": " + std::string(what) +
+               ": signal at segment offset " + std::to_string(offset) + " expected " +
+               cmp_name(cmp) + " " + std::to_string(value) + ", saw " + std::to_string(seen);
       },
       node_.wait_policy());
   return seen;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "runtime/layout.h"
 #include "runtime/node.h"
@@ -61,8 +62,8 @@ class Pe {
   void signal_add(uint64_t* signal, uint64_t value, int pe);
   // Waits until the local word `signal` compares true against `value`; returns what it saw.
   uint64_t signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value);
-  uint64_t signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value, Deadline deadline,
-                             const std::string& what = "signal_wait_until");
+  uint64_t signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value, WaitDeadline deadline,
+                             std::string_view what = "signal_wait_until");
   uint64_t signal_fetch(const uint64_t* signal) const;
   void fence();
   void quiet();

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -69,6 +70,44 @@ struct WaitPolicy {
   bool abortable = true;
 };
 
+// Yields the CPU between checks of ready() for about `yield_for`; true once ready() was.
+// The clock is read once per kYieldsPerClockRead checks, not at each: where the clock source
+// is not the TSC (an emulated HPET in a virtual machine) a read is a system call of
+// microseconds, and a waiter reading it at every check also notices the change that much later.
+inline constexpr int kYieldsPerClockRead = 8;
+template <class Ready>
+bool yield_until(Ready&& ready, std::chrono::microseconds yield_for) {
+  if (yield_for.count() <= 0) return false;
+  for (std::optional<Deadline> until;;) {
+    for (int i = 0; i < kYieldsPerClockRead; ++i) {
+      if (ready()) return true;
+      std::this_thread::yield();
+    }
+    const auto now = Clock::now();
+    if (!until) {
+      until = now + yield_for;
+    } else if (now >= *until) {
+      return false;
+    }
+  }
+}
+
+// A deadline, or a timeout whose deadline is fixed when a wait first needs it (when it
+// parks), so a wait that ends while spinning or yielding reads no clock for it.
+class WaitDeadline {
+ public:
+  WaitDeadline(Deadline at) : at_(at) {}  // NOLINT: a Deadline is a WaitDeadline
+  WaitDeadline(std::chrono::milliseconds timeout) : timeout_(timeout) {}  // NOLINT: so is a timeout
+  Deadline get() {
+    if (!at_) at_ = Clock::now() + timeout_;
+    return *at_;
+  }
+
+ private:
+  std::optional<Deadline> at_;
+  std::chrono::milliseconds timeout_{0};
+};
+
 // Waits until `word` no longer holds `seen`, between processes, with the wait policy's spin
 // and yield, then sleeps on the shared futex in slices of `slice`, calling `check()` before
 // each sleep (it throws to give up: a dead peer, an abort, a deadline).
@@ -80,10 +119,8 @@ void wait_for_change(const std::atomic<uint32_t>& word, uint32_t seen, Check&& c
     if (word.load(std::memory_order_acquire) != seen) return;
     cpu_relax();
   }
-  for (const auto until = Clock::now() + policy.yield_for; Clock::now() < until;) {
-    if (word.load(std::memory_order_acquire) != seen) return;
-    std::this_thread::yield();
-  }
+  if (yield_until([&] { return word.load(std::memory_order_acquire) != seen; }, policy.yield_for))
+    return;
   while (word.load(std::memory_order_acquire) == seen) {
     check();
     wait_shared(word, seen, slice);
@@ -93,25 +130,23 @@ void wait_for_change(const std::atomic<uint32_t>& word, uint32_t seen, Check&& c
 // Returns when ready() is true. Throws TimeoutError (with describe()) at the deadline and
 // AbortedError when the doorbell is aborted.
 template <class Ready, class Describe>
-void wait_until(Doorbell& bell, Deadline deadline, Ready&& ready, Describe&& describe,
+void wait_until(Doorbell& bell, WaitDeadline deadline, Ready&& ready, Describe&& describe,
                 const WaitPolicy& policy = WaitPolicy{}) {
   for (int i = 0; i < policy.spins; ++i) {
     if (ready()) return;
     cpu_relax();
   }
   const trace::Scope waited("wait", "wait");  // only waits that outlast the spin
-  for (const auto yield_until = Clock::now() + policy.yield_for; Clock::now() < yield_until;) {
-    if (ready()) return;
-    std::this_thread::yield();
-  }
+  if (yield_until(ready, policy.yield_for)) return;
   for (;;) {
     const uint32_t seen = bell.sequence();
     if (ready()) return;
     if (policy.abortable && bell.aborted())
       throw AbortedError(describe() + ": aborted: " + bell.abort_reason());
     const auto now = Clock::now();
-    if (now >= deadline) throw TimeoutError(describe() + ": deadline passed");
-    bell.park(seen, std::min<std::chrono::nanoseconds>(deadline - now, policy.max_park));
+    const Deadline at = deadline.get();
+    if (now >= at) throw TimeoutError(describe() + ": deadline passed");
+    bell.park(seen, std::min<std::chrono::nanoseconds>(at - now, policy.max_park));
   }
 }
 

@@ -1,4 +1,4 @@
-// symmesh submit transport: put bandwidth or put_signal latency between two nodes.
+// symmesh submit transport: put bandwidth, put_signal or signal latency between two nodes.
 #include <cstdio>
 
 #include "client/submit/submit_kind.h"
@@ -8,14 +8,14 @@ namespace symmesh {
 
 SubmitKind transport_kind() {
   return {.name = "transport",
-          .help = "put bandwidth or put_signal latency between PE 0 and node 1's first PE",
+          .help = "put bandwidth, put_signal or signal latency between PE 0 and node 1's first PE",
           .message = "transport",
           .options =
               {
                   {.flag = "--op", .field = "op", .help = "what to measure", .required = true},
                   {.flag = "--bytes",
                    .field = "bytes",
-                   .help = "bytes per put (KiB, MiB suffixes)",
+                   .help = "bytes per put (KiB, MiB suffixes; signal-lat: 8, the signal word)",
                    .fallback = "8",
                    .size = true},
                   {.flag = "--window",

@@ -46,18 +46,24 @@ PeJobOutcome run_transport(Pe& pe, const wire::TransportJob& job) {
         progress::step();
       }
     }
-  } else {  // put-signal-lat: the signal value is the round number, so no reset is needed
+  } else {  // a ping-pong: the signal value is the round number, so no reset is needed
+    // signal-lat writes the signal word alone: one remote write per hop, as ib_write_lat's.
+    const size_t data_bytes = job.op() == wire::TRANSPORT_OP_SIGNAL_LAT ? 0 : bytes;
     const int total = kWarmup + int(job.iters());
+    // One clock read per round: a round starts where the last ended (a read can cost
+    // microseconds where the clock source is not the TSC).
+    auto start = Clock::now();
     for (int round = 1; round <= total && (sender || receiver); ++round) {
-      const auto start = Clock::now();
       if (sender) {
-        pe.put_signal(buffer, local.data(), bytes, signal, round, SignalOp::kSet, partner);
+        pe.put_signal(buffer, local.data(), data_bytes, signal, round, SignalOp::kSet, partner);
         pe.signal_wait_until(signal, Cmp::kGe, uint64_t(round));
       } else {
         pe.signal_wait_until(signal, Cmp::kGe, uint64_t(round));
-        pe.put_signal(buffer, local.data(), bytes, signal, round, SignalOp::kSet, 0);
+        pe.put_signal(buffer, local.data(), data_bytes, signal, round, SignalOp::kSet, 0);
       }
-      const double half_trip = std::chrono::duration<double>(Clock::now() - start).count() / 2;
+      const auto end = Clock::now();
+      const double half_trip = std::chrono::duration<double>(end - start).count() / 2;
+      start = end;
       if (sender && round > kWarmup) {
         outcome.iteration_s[round - kWarmup - 1] = half_trip;
         progress::step();
@@ -81,6 +87,11 @@ class TransportJobKind : public JobKind {
     if (shape.n_pes() < 2) throw InvalidArgument("a transport job needs 2 PEs; the cluster has 1");
     if (job.bytes() < 1 || job.bytes() > (uint64_t{1} << 30)) {
       throw InvalidArgument("--bytes " + std::to_string(job.bytes()) + " is outside 1..1GiB");
+    }
+    if (job.op() == wire::TRANSPORT_OP_SIGNAL_LAT && job.bytes() != 8) {
+      throw InvalidArgument("--bytes " + std::to_string(job.bytes()) +
+                            ": signal-lat writes the 8-byte signal word alone; leave --bytes "
+                            "at 8 (put-signal-lat sends data of any size before it)");
     }
     if (job.window() > 4096) {
       throw InvalidArgument("--window " + std::to_string(job.window()) + " is outside 1..4096");

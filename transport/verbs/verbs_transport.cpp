@@ -47,7 +47,9 @@ template <class Done>
 void spin_until(Done&& done, Deadline deadline, const std::function<std::string()>& describe) {
   for (int spins = 0; !done(); ++spins) {
     if (spins >= kSpinsBeforeYield) {
-      if (Clock::now() >= deadline) throw TimeoutError(describe());
+      // The clock only every few yields (see yield_until in transport/wait.h).
+      if (spins % kYieldsPerClockRead == 0 && Clock::now() >= deadline)
+        throw TimeoutError(describe());
       std::this_thread::yield();
     }
   }
@@ -252,63 +254,86 @@ void VerbsTransport::settle(PeState& pe, int node, Deadline deadline) {
 }
 
 uint64_t VerbsTransport::post(PeState& pe, int peer, Request request) {
+  return post(pe, peer, std::span<Request>(&request, 1));
+}
+
+uint64_t VerbsTransport::post(PeState& pe, int peer, std::span<Request> requests) {
   QpState& qp = pe.qps[peer];
-  const Deadline deadline = deadline_after(options_.op_timeout);
-  if (qp.posted - qp.completed >= options_.send_depth - 1) {
+  const uint64_t count = requests.size();
+  if (count == 0 || count > kMaxChain) throw std::logic_error("verbs: a chain of 1..2 requests");
+  if (qp.posted - qp.completed + count > options_.send_depth - 1) {
     // Full: the interval guarantees a signaled request among the outstanding ones.
     spin_until(
         [&] {
           poll(pe);
           check_peer(peer);
-          return qp.posted - qp.completed < options_.send_depth - 1;
+          return qp.posted - qp.completed + count <= options_.send_depth - 1;
         },
-        deadline,
+        deadline_after(options_.op_timeout),
         [&] {
           return "verbs: send queue to node " + std::to_string(peer) + " (QP " +
                  std::to_string(qp.qp->qpn()) + ") stayed full for " +
                  std::to_string(options_.op_timeout.count()) + " ms";
         });
   }
-  const uint64_t seq = qp.posted;
-  const bool signaled = request.signaled || qp.unsignaled + 1 >= options_.signal_interval;
-  ibv_sge sge{};
-  sge.addr = reinterpret_cast<uint64_t>(request.local);
-  sge.length = request.length;
-  sge.lkey = pe.bounce->lkey();
-  ibv_send_wr wr{};
-  wr.wr_id = work_id(peer, seq);
-  wr.opcode = request.opcode;
-  wr.sg_list = &sge;
-  wr.num_sge = request.length > 0 || request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? 1 : 0;
-  wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (request.inline_data ? IBV_SEND_INLINE : 0);
+  // One linked list of work requests, so one doorbell (on soft-RoCE one system call, one run
+  // of the kernel's requester) carries them all.
+  std::array<ibv_sge, kMaxChain> sges{};
+  std::array<ibv_send_wr, kMaxChain> wrs{};
+  std::array<bool, kMaxChain> signaled{};
   const Remote& remote = remotes_[peer];
-  if (request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-    wr.wr.atomic.remote_addr = remote.addr + request.remote_offset;
-    wr.wr.atomic.rkey = remote.rkey;
-    wr.wr.atomic.compare_add = request.add;
-  } else {
-    wr.wr.rdma.remote_addr = remote.addr + request.remote_offset;
-    wr.wr.rdma.rkey = remote.rkey;
+  uint32_t unsignaled = qp.unsignaled;
+  for (size_t i = 0; i < count; ++i) {
+    const Request& request = requests[i];
+    signaled[i] = request.signaled || unsignaled + 1 >= options_.signal_interval;
+    unsignaled = signaled[i] ? 0 : unsignaled + 1;
+    ibv_sge& sge = sges[i];
+    sge.addr = reinterpret_cast<uint64_t>(request.local);
+    sge.length = request.length;
+    sge.lkey = pe.bounce->lkey();
+    ibv_send_wr& wr = wrs[i];
+    wr.wr_id = work_id(peer, qp.posted + i);
+    wr.next = i + 1 < count ? &wrs[i + 1] : nullptr;
+    wr.opcode = request.opcode;
+    wr.sg_list = &sge;
+    wr.num_sge = request.length > 0 || request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? 1 : 0;
+    wr.send_flags =
+        (signaled[i] ? IBV_SEND_SIGNALED : 0) | (request.inline_data ? IBV_SEND_INLINE : 0);
+    if (request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      wr.wr.atomic.remote_addr = remote.addr + request.remote_offset;
+      wr.wr.atomic.rkey = remote.rkey;
+      wr.wr.atomic.compare_add = request.add;
+    } else {
+      wr.wr.rdma.remote_addr = remote.addr + request.remote_offset;
+      wr.wr.rdma.rkey = remote.rkey;
+    }
+    if (request.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htonl(uint32_t(node_));
   }
-  if (request.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htonl(uint32_t(node_));
   ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp.qp->get(), &wr, &bad); rc != 0) {
+  const int rc = ibv_post_send(qp.qp->get(), wrs.data(), &bad);
+  // The requests before the one refused were posted: they are accounted for (quiet waits
+  // for them) before the error is thrown.
+  const size_t accepted = rc == 0 ? count : size_t(bad - wrs.data());
+  for (size_t i = 0; i < accepted; ++i) {
+    const Request& request = requests[i];
+    const uint64_t seq = qp.posted++;
+    qp.opcodes[seq % qp.opcodes.size()] = request.opcode;
+    if (request.opcode == IBV_WR_RDMA_READ || request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      qp.unordered_upto = seq + 1;
+    }
+    if (signaled[i]) {
+      qp.signaled_upto = seq + 1;
+      qp.unsignaled = 0;
+    } else {
+      ++qp.unsignaled;
+    }
+    if (request.ring_end) pe.staged.push_back(Staged{peer, seq, *request.ring_end});
+  }
+  if (rc != 0) {
     throw PeerError("verbs: posting to node " + std::to_string(peer) + " (QP " +
                     std::to_string(qp.qp->qpn()) + ") failed: " + std::strerror(rc));
   }
-  qp.posted = seq + 1;
-  qp.opcodes[seq % qp.opcodes.size()] = request.opcode;
-  if (request.opcode == IBV_WR_RDMA_READ || request.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-    qp.unordered_upto = seq + 1;
-  }
-  if (signaled) {
-    qp.signaled_upto = seq + 1;
-    qp.unsignaled = 0;
-  } else {
-    ++qp.unsignaled;
-  }
-  if (request.ring_end) pe.staged.push_back(Staged{peer, seq, *request.ring_end});
-  return seq;
+  return qp.posted - 1;
 }
 
 int VerbsTransport::poll(PeState& pe) {
@@ -434,22 +459,31 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
   if (signal) check_access(pe, node, signal->offset, 8, true);
   traffic_.sent(node, length);
   std::lock_guard lock(pe.mutex);
+  const bool set_signal = signal && signal->op == SignalOp::kSet;
+  // A SET signal is posted in one chain with the last piece of data (one doorbell).
+  std::array<Request, 2> chain{Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0),
+                               Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0)};
+  size_t chained = 0;
   const auto* bytes = static_cast<const std::byte*>(data);
   for (size_t done = 0; done < length;) {
     const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
     Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
     attach(pe, node, request, bytes + done);
-    post(pe, node, request);
     done += n;
+    if (set_signal && done == length) {
+      chain[chained++] = request;
+    } else {
+      post(pe, node, request);
+    }
   }
-  if (!signal) return;
-  if (signal->op == SignalOp::kSet) {
+  if (set_signal) {
     const bool wake = wants_notify(pe.qps[node]);
-    Request request(wake ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, signal->offset, nullptr,
-                    8);
+    Request& request = chain[chained++];
+    request =
+        Request(wake ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, signal->offset, nullptr, 8);
     attach(pe, node, request, &signal->value);
-    post(pe, node, request);
-  } else {
+    post(pe, node, std::span<Request>(chain.data(), chained));
+  } else if (signal) {
     post_fetch_add(pe, node, signal->offset, signal->value, false);
   }
 }

@@ -16,7 +16,8 @@
 // writes the data, then the signal on the same queue pair: SET as an 8-byte RDMA WRITE, ADD
 // as a fetch-add. No fence is needed for that: an RC responder executes writes and atomics
 // in the order posted (only a write after a read or atomic may pass it, and fence() waits
-// those out).
+// those out). A SET signal is posted in one chain with the last piece of the data, so one
+// doorbell (on soft-RoCE one system call) carries both.
 //
 // Waking the target: nothing tells a CPU that RDMA wrote. A SET signal is sent as
 // WRITE_WITH_IMM, and an ADD or atomic is followed by a zero-length WRITE_WITH_IMM, at most
@@ -31,11 +32,13 @@
 // only counted.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -130,6 +133,7 @@ class VerbsTransport final : public RdmaTransport {
     std::optional<uint64_t> ring_end;
   };
 
+  static constexpr size_t kMaxChain = 2;
   static Request completion_marker();
   void connect_loop(PeState& pe, const QpLimits& limits);
   int local_rank_of(int src_pe) const;
@@ -146,6 +150,9 @@ class VerbsTransport final : public RdmaTransport {
   // With pe.mutex held, for a peer that is down: when pe's queue pair to it is in the error
   // state, polls until its requests have all completed, so the reason kept is the cause.
   void settle(PeState& pe, int node, Deadline deadline);
+  // Posts `requests` (at most kMaxChain) as one chain of work requests, so one doorbell
+  // carries them; returns the last one's sequence number.
+  uint64_t post(PeState& pe, int peer, std::span<Request> requests);
   uint64_t post(PeState& pe, int peer, Request request);
   // Drains up to one batch of `pe`'s send completions; returns how many there were.
   int poll(PeState& pe);

@@ -1,0 +1,65 @@
+// The wait primitives of transport/wait.h: a timeout given instead of a deadline is fixed when
+// the wait first parks, and still ends the wait with a timeout error naming it; a deadline
+// already passed ends it at the first park; a ready condition ends it without a deadline.
+#include "transport/wait.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace symmesh {
+namespace {
+
+TEST(WaitDeadline, ATimeoutIsFixedWhenFirstNeededAndThenKept) {
+  WaitDeadline deadline(std::chrono::milliseconds(500));
+  const auto before = Clock::now();
+  const Deadline fixed = deadline.get();
+  EXPECT_GE(fixed, before + std::chrono::milliseconds(500));
+  EXPECT_LE(fixed, Clock::now() + std::chrono::milliseconds(500));
+  EXPECT_EQ(deadline.get(), fixed) << "a second read moves nothing";
+  const Deadline at = Clock::now() + std::chrono::seconds(3);
+  EXPECT_EQ(WaitDeadline(at).get(), at);
+}
+
+TEST(WaitUntil, ATimeoutEndsTheWaitNamingIt) {
+  Doorbell bell;
+  WaitPolicy policy;
+  policy.yield_for = std::chrono::microseconds(100);
+  const auto start = Clock::now();
+  try {
+    wait_until(
+        bell, std::chrono::milliseconds(50), [] { return false; },
+        [] { return std::string("the test's word"); }, policy);
+    FAIL() << "the wait never timed out";
+  } catch (const TimeoutError& e) {
+    EXPECT_STREQ(e.what(), "the test's word: deadline passed");
+  }
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(50));
+}
+
+TEST(WaitUntil, APassedDeadlineEndsTheWaitAndAReadyOneNeedsNone) {
+  Doorbell bell;
+  EXPECT_THROW(wait_until(
+                   bell, Clock::now() - std::chrono::seconds(1), [] { return false; },
+                   [] { return std::string("late"); }),
+               TimeoutError);
+  int checks = 0;
+  wait_until(
+      bell, Clock::now() - std::chrono::seconds(1), [&] { return ++checks == 100; },
+      [] { return std::string("never"); });
+  EXPECT_EQ(checks, 100) << "ready after the spin, while yielding: no deadline was read";
+}
+
+TEST(YieldUntil, ReturnsTrueOnceReadyAndFalseWhenItsTimeIsUp) {
+  int checks = 0;
+  EXPECT_TRUE(yield_until([&] { return ++checks == 3; }, std::chrono::milliseconds(1)));
+  EXPECT_EQ(checks, 3);
+  const auto start = Clock::now();
+  EXPECT_FALSE(yield_until([] { return false; }, std::chrono::microseconds(200)));
+  EXPECT_GE(Clock::now() - start, std::chrono::microseconds(200));
+  EXPECT_FALSE(yield_until([] { return true; }, std::chrono::microseconds(0)))
+      << "no time to yield: nothing is checked";
+}
+
+}  // namespace
+}  // namespace symmesh
