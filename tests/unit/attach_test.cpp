@@ -81,8 +81,13 @@ TEST_F(Attached, AnOldProtocolIsRefusedNamingBothVersions) {
 
 TEST_F(Attached, AProcessThatLeavesWithoutDetachingEndsTheSessionNamingItAndFreesItsPe) {
   auto pes = start_session();
-  auto survivor = std::async(std::launch::async, [this]() -> std::string {
+  // The survivor attaches before the other process dies: a process attaching after its
+  // session ended would wait for the next session, not be told about this one.
+  std::promise<void> survivor_attached;
+  auto attached = survivor_attached.get_future();
+  auto survivor = std::async(std::launch::async, [this, &survivor_attached]() -> std::string {
     auto session = attach(1);
+    survivor_attached.set_value();
     try {
       session->barrier();  // its partner never comes: the session ends under it
       return "the barrier passed";
@@ -90,6 +95,7 @@ TEST_F(Attached, AProcessThatLeavesWithoutDetachingEndsTheSessionNamingItAndFree
       return e.what();
     }
   });
+  ASSERT_EQ(attached.wait_for(kTimeout), std::future_status::ready);
   {
     // A process that dies: attached, then its connection closes with no detach.
     auto connection = BlockingChannel::connect(LocalPath{server_.path()}, deadline_after(kTimeout));
