@@ -70,7 +70,8 @@ struct WaitPolicy {
   bool abortable = true;
 };
 
-// Yields the CPU between checks of ready() for about `yield_for`; true once ready() was.
+// Yields the CPU between checks of ready() for about `yield_for` (at least 16 checks when it
+// is not zero); true once ready() was.
 // The clock is read once per kYieldsPerClockRead checks, not at each: where the clock source
 // is not the TSC (an emulated HPET in a virtual machine) a read is a system call of
 // microseconds, and a waiter reading it at every check also notices the change that much later.
@@ -143,8 +144,8 @@ void wait_until(Doorbell& bell, WaitDeadline deadline, Ready&& ready, Describe&&
     if (ready()) return;
     if (policy.abortable && bell.aborted())
       throw AbortedError(describe() + ": aborted: " + bell.abort_reason());
-    const auto now = Clock::now();
     const Deadline at = deadline.get();
+    const auto now = Clock::now();
     if (now >= at) throw TimeoutError(describe() + ": deadline passed");
     bell.park(seen, std::min<std::chrono::nanoseconds>(at - now, policy.max_park));
   }

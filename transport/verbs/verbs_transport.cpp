@@ -76,10 +76,13 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
       device_(std::make_unique<VerbsDevice>(options_.device)),
       segment_mr_(register_segment(*device_, segment)),
       remotes_(nodes) {
+  // A chain of kMaxChain requests must fit beside signal_interval - 1 unsignaled ones, or a
+  // full queue could hold no signaled request whose completion frees it.
   if (options_.bounce_bytes < 4096 || options_.signal_interval == 0 ||
-      options_.signal_interval >= options_.send_depth) {
+      options_.signal_interval + kMaxChain > options_.send_depth) {
     throw InvalidArgument(
-        "verbs: bounce ring must be at least 4 KiB and the signal interval in 1..send depth-1");
+        "verbs: bounce ring must be at least 4 KiB and the signal interval in 1..send depth-" +
+        std::to_string(kMaxChain));
   }
   channel_ = ibv_create_comp_channel(device_->context());
   const int peers = nodes + 1;  // the other nodes, and this node's own loop (two QPs)
@@ -260,7 +263,8 @@ uint64_t VerbsTransport::post(PeState& pe, int peer, Request request) {
 uint64_t VerbsTransport::post(PeState& pe, int peer, std::span<Request> requests) {
   QpState& qp = pe.qps[peer];
   const uint64_t count = requests.size();
-  if (count == 0 || count > kMaxChain) throw std::logic_error("verbs: a chain of 1..2 requests");
+  if (count == 0 || count > kMaxChain)
+    throw std::logic_error("verbs: a chain is 1..kMaxChain long");
   if (qp.posted - qp.completed + count > options_.send_depth - 1) {
     // Full: the interval guarantees a signaled request among the outstanding ones.
     spin_until(
@@ -312,8 +316,12 @@ uint64_t VerbsTransport::post(PeState& pe, int peer, std::span<Request> requests
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(qp.qp->get(), wrs.data(), &bad);
   // The requests before the one refused were posted: they are accounted for (quiet waits
-  // for them) before the error is thrown.
-  const size_t accepted = rc == 0 ? count : size_t(bad - wrs.data());
+  // for them) before the error is thrown. A provider that names none (bad outside the chain)
+  // may have queued them all: they are counted, so they complete or flush before a quiet ends.
+  size_t accepted = count;
+  for (size_t i = 0; rc != 0 && i < count; ++i) {
+    if (bad == &wrs[i]) accepted = i;
+  }
   for (size_t i = 0; i < accepted; ++i) {
     const Request& request = requests[i];
     const uint64_t seq = qp.posted++;
@@ -461,8 +469,8 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
   std::lock_guard lock(pe.mutex);
   const bool set_signal = signal && signal->op == SignalOp::kSet;
   // A SET signal is posted in one chain with the last piece of data (one doorbell).
-  std::array<Request, 2> chain{Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0),
-                               Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0)};
+  std::array<Request, kMaxChain> chain{Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0),
+                                       Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0)};
   size_t chained = 0;
   const auto* bytes = static_cast<const std::byte*>(data);
   for (size_t done = 0; done < length;) {

@@ -17,7 +17,8 @@
 // as a fetch-add. No fence is needed for that: an RC responder executes writes and atomics
 // in the order posted (only a write after a read or atomic may pass it, and fence() waits
 // those out). A SET signal is posted in one chain with the last piece of the data, so one
-// doorbell (on soft-RoCE one system call) carries both.
+// doorbell (on soft-RoCE one system call) carries both; a put that throws (a full queue or
+// bounce ring past its deadline, a failed post) may so have sent none of its last piece.
 //
 // Waking the target: nothing tells a CPU that RDMA wrote. A SET signal is sent as
 // WRITE_WITH_IMM, and an ADD or atomic is followed by a zero-length WRITE_WITH_IMM, at most
