@@ -46,7 +46,8 @@ Node::Node(const NodeConfig& config)
       segment_(slice_bytes_ * config.ranks_per_node,
                "symmesh-node" + std::to_string(config.node_rank)),
       shm_(segment_.view(), doorbell_, config.node_rank),
-      transports_(config.nodes, nullptr) {
+      transports_(config.nodes, nullptr),
+      loans_(config.ranks_per_node) {
   transports_[config.node_rank] = &shm_;
   for (int i = 0; i < config.ranks_per_node; ++i) {
     allocators_.push_back(std::make_unique<HeapAllocator>(kReservedBytes, slice_bytes_));

@@ -9,6 +9,7 @@
 
 #include "runtime/barrier_options.h"
 #include "runtime/heap_allocator.h"
+#include "runtime/local_loans.h"
 #include "runtime/segment.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/wait.h"
@@ -41,6 +42,8 @@ class Node {
   const SharedSegment& shared_segment() const { return segment_; }
   Doorbell& doorbell() { return doorbell_; }
   HeapAllocator& allocator(int local_rank) { return *allocators_.at(local_rank); }
+  // Private memory this node's PEs lend each other for one call.
+  LocalLoans& loans() { return loans_; }
   std::chrono::milliseconds wait_timeout() const { return config_.wait_timeout; }
   // How this node's PEs wait (spin, yield, park). A node that reaches a peer over verbs
   // yields longer before parking: RDMA lands with no CPU at the target, and waking a
@@ -73,6 +76,7 @@ class Node {
   std::vector<Transport*> transports_;
   WaitPolicy wait_policy_;
   std::vector<std::unique_ptr<HeapAllocator>> allocators_;
+  LocalLoans loans_;
 };
 
 }  // namespace symmesh

@@ -62,16 +62,21 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   check_handle_room();
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
-  const std::byte* x = staging.range(in.x, in.idx - in.x, "dispatch's x");
+  // The tokens are copied out first: the received rows go straight into the staging area, over
+  // them, while they are still being read (and growing the area may move it).
+  const size_t x_bytes = in.idx - in.x;
+  tokens_.resize(x_bytes);
+  if (x_bytes > 0)
+    std::memcpy(tokens_.data(), staging.range(in.x, x_bytes, "dispatch's x"), x_bytes);
   const Routing routing = staged_routing(o, in, staging);
 
-  // The received rows go straight into the staging area, over the input tokens, read by then.
   attach::TokenBlock out{};
-  DispatchResult result = symmesh::dispatch(pe_, o, x, routing, {}, [&](int64_t received) {
-    out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
-    staging.grow(out.end, "dispatch's received tokens");
-    return staging.range(out.x, out.idx - out.x, "recv_x");
-  });
+  DispatchResult result =
+      symmesh::dispatch(pe_, o, tokens_.data(), routing, {}, [&](int64_t received) {
+        out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
+        staging.grow(out.end, "dispatch's received tokens");
+        return staging.range(out.x, out.idx - out.x, "recv_x");
+      });
   const uint64_t received = uint64_t(result.received);
   // Expert ids become this PE's local expert index (DeepEP's recv_topk_idx), -1 elsewhere.
   const int32_t first_expert = pe_.my_pe() * experts_per_pe(o, pe_.n_pes());

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "api/request_ring.h"
 #include "api/staging_area.h"
@@ -69,6 +70,7 @@ class SessionMoe {
   };
   std::map<uint64_t, LowLatencyKept> low_latency_handles_;
   uint64_t next_handle_ = 1;
+  std::vector<std::byte> tokens_;  // a dispatch's input tokens, kept for the next call's
 };
 
 }  // namespace symmesh

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <optional>
+#include <span>
 
 #include "common/trace.h"
 #include "ops/pe_stats.h"
@@ -10,11 +12,13 @@
 #include "ops/roles/roles.h"
 #include "ops/roles/workspace.h"
 #include "runtime/barrier.h"
+#include "runtime/loan_scope.h"
 
 namespace symmesh {
 namespace {
 
-// A token on the wire: x, its expert ids and weights, and where it came from.
+// A token on the wire: x, then its expert ids, weights and where it came from (the meta part).
+// A receiver's region holds only meta parts: the rows go straight into its result.
 struct RecordFormat {
   size_t x_bytes;  // hidden x the element's size
   int topk;
@@ -22,6 +26,8 @@ struct RecordFormat {
   size_t weights_at() const { return ids_at() + size_t(topk) * 4; }
   size_t source_at() const { return weights_at() + size_t(topk) * 4; }
   size_t bytes() const { return (source_at() + 8 + 15) / 16 * 16; }
+  size_t meta_bytes() const { return size_t(topk) * 8 + 8; }
+  size_t meta_stride() const { return (meta_bytes() + 15) / 16 * 16; }
 };
 
 // An exclusive prefix over [rows][columns] in row-major order: out[r][c] = the sum of every
@@ -42,7 +48,7 @@ std::vector<int64_t> prefix_rows(const uint64_t* counts, int rows, int columns) 
 class Dispatcher {
  public:
   Dispatcher(Pe& pe, const MoeOptions& o, const std::byte* x, const Routing& routing,
-             DispatchResult reuse, const PlaceReceivedX& place_x)
+             DispatchResult reuse, const PlaceDispatchRows& place_x)
       : pe_(pe),
         o_(o),
         x_(x),
@@ -70,7 +76,7 @@ class Dispatcher {
     CommPort port(pe_);
     result_.handle.rdma_slot.assign(size_t(tokens_) * nodes_, -1);
     result_.handle.nvl_slot.assign(size_t(forwarded_) * ranks_, -1);
-    run_roles(
+    run_roles(  // writes into the node peers' rows: they wait for it if this throws
         pe_, 0, {}, channels_,
         [&](int channel) {
           {
@@ -81,9 +87,11 @@ class Dispatcher {
           forward(port, channel);
         },
         [](int channel) { return "channel " + std::to_string(channel); });
+    loan_->done_writing();
     const trace::Scope span("receive", "role");
     receive();
-    barrier_all(pe_);  // no PE frees a region a forwarder may still write
+    barrier_all(pe_);  // no PE frees a region or its rows while a forwarder may still write
+    loan_->complete();
     release();
     if (placing_failed_) std::rethrow_exception(placing_failed_);  // after the collective's end
     return std::move(result_);
@@ -175,28 +183,57 @@ class Dispatcher {
                          "dispatch forwarder region (records x record bytes)", kMoeShrink));
     forward_tail_ = static_cast<uint64_t*>(symmetric_zeroed(
         pe_, size_t(nodes_) * channels_ * 8, "dispatch forwarder tails", kMoeShrink));
-    recv_region_ = static_cast<std::byte*>(
-        symmetric_region(pe_, most_received_ * bytes,
-                         "dispatch receive region (tokens x record bytes)", kMoeShrink));
+    recv_region_ = static_cast<std::byte*>(symmetric_region(
+        pe_, most_received_ * format_.meta_stride(),
+        "dispatch receive region (tokens x expert ids, weights and source)", kMoeShrink));
     recv_tail_ = static_cast<uint64_t*>(
         symmetric_zeroed(pe_, size_t(n_) * channels_ * 8, "dispatch receive tails", kMoeShrink));
-    barrier_all(pe_);  // every region exists and is zero, every PE has all its counts
-    // The receive prefix of every PE on this node, read where it lives.
+    loan_.emplace(pe_, std::span(place_rows(), size_t(received_) * format_.x_bytes));
+    barrier_all(pe_);  // every region exists and is zero, every PE has its counts and rows
+    // The receive prefix and rows of every PE on this node.
     local_prefix_.resize(ranks_);
+    local_rows_.resize(ranks_);
     for (int j = 0; j < ranks_; ++j) {
+      local_rows_[j] = pe_.node().loans().lent(j);
       const auto* counts = static_cast<const uint64_t*>(pe_.ptr(notify_pe_, my_node_ * ranks_ + j));
       local_prefix_[j] = prefix_rows(counts, n_, channels_);
     }
   }
 
-  void encode(int64_t token, std::byte* record) const {
-    std::memcpy(record, x_ + size_t(token) * format_.x_bytes, format_.x_bytes);
-    std::memcpy(record + format_.ids_at(), &routing_.experts[size_t(token) * o_.topk],
-                size_t(o_.topk) * 4);
-    std::memcpy(record + format_.weights_at(), &routing_.weights[size_t(token) * o_.topk],
+  // Room for this PE's received rows, where its node peers write them: the caller's, or the
+  // result's storage.
+  std::byte* place_rows() {
+    const size_t bytes = size_t(received_) * format_.x_bytes;
+    if (!place_x_) {
+      result_.x.resize(bytes);
+      return result_.x.data();
+    }
+    result_.x.clear();
+    try {
+      std::byte* rows = place_x_(received_);
+      if (rows == nullptr && bytes > 0) {
+        throw InvalidArgument("dispatch: no room was placed for " + std::to_string(received_) +
+                              " received rows");
+      }
+      return rows;
+    } catch (...) {  // rethrown once this PE has done its part of the collective
+      placing_failed_ = std::current_exception();
+      unplaced_.resize(bytes);
+      return unplaced_.data();
+    }
+  }
+
+  void encode_meta(int64_t token, std::byte* meta) const {
+    std::memcpy(meta, &routing_.experts[size_t(token) * o_.topk], size_t(o_.topk) * 4);
+    std::memcpy(meta + size_t(o_.topk) * 4, &routing_.weights[size_t(token) * o_.topk],
                 size_t(o_.topk) * 4);
     const int32_t source[2] = {me_, int32_t(token)};
-    std::memcpy(record + format_.source_at(), source, 8);
+    std::memcpy(meta + size_t(o_.topk) * 8, source, 8);
+  }
+  const std::byte* token_x(int64_t token) const { return x_ + size_t(token) * format_.x_bytes; }
+  void encode(int64_t token, std::byte* record) const {
+    std::memcpy(record, token_x(token), format_.x_bytes);
+    encode_meta(token, record + format_.ids_at());
   }
 
   // [begin, end) of `source`'s tokens in `channel` among local PE j's received ones.
@@ -212,19 +249,22 @@ class Dispatcher {
   }
 
   // Record `record` of this node's forwarder order, from PE `source` in `channel`, into local
-  // PE j at its next place there (`written` counts its earlier ones); `write` puts the bytes.
+  // PE j at its next place there (`written` counts its earlier ones): `write(row, meta)` puts
+  // the token's x in PE j's rows and the rest in its region.
   template <typename Write>
   void deliver(int64_t record, int source, int channel, int j, int64_t& written,
                const Write& write) {
     const int64_t* span = counted(source, channel, j);
     const int64_t at = span[0] + written++;
     // Its records name PE j more often than its counts said, or the counts (in the shared
-    // heap, which attached processes map) changed since the regions were sized.
-    if (at >= span[1] || at < 0 || at >= most_received_) {
+    // heap, which attached processes map) changed since the regions and rows were sized.
+    if (at >= span[1] || at < 0 || at >= most_received_ ||
+        uint64_t(at) >= local_rows_[j].size() / format_.x_bytes) {
       miscounted(source, channel, j, "at least " + std::to_string(written));
     }
-    write(static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
-          size_t(at) * format_.bytes());
+    write(local_rows_[j].data() + size_t(at) * format_.x_bytes,
+          static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
+              size_t(at) * format_.meta_stride());
     result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
   }
   // Tells each local PE how many of `source`'s records in `channel` were delivered to it: once
@@ -288,7 +328,10 @@ class Dispatcher {
       result_.handle.rdma_slot[size_t(t) * nodes_ + my_node_] = record;
       for (int j = 0; j < ranks_; ++j) {
         if (!layout_.goes_to_pe(t, my_node_ * ranks_ + j)) continue;
-        deliver(record, me_, channel, j, written[j], [&](std::byte* to) { encode(t, to); });
+        deliver(record, me_, channel, j, written[j], [&](std::byte* row, std::byte* meta) {
+          std::memcpy(row, token_x(t), format_.x_bytes);
+          encode_meta(t, meta);
+        });
       }
     }
     publish(port, me_, channel, written);
@@ -326,8 +369,10 @@ class Dispatcher {
         }
         for (int j = 0; j < ranks_; ++j) {
           if (!to[j]) continue;
-          deliver(base + i, source, channel, j, written[j],
-                  [&](std::byte* at) { std::memcpy(at, record, bytes); });
+          deliver(base + i, source, channel, j, written[j], [&](std::byte* row, std::byte* meta) {
+            std::memcpy(row, record, format_.x_bytes);
+            std::memcpy(meta, record + format_.ids_at(), format_.meta_bytes());
+          });
         }
       }
       publish(port, source, channel, written);
@@ -346,35 +391,20 @@ class Dispatcher {
     }
     DispatchResult& r = result_;
     r.received = received_;
-    std::byte* x = nullptr;
-    if (place_x_) {
-      r.x.clear();
-      try {
-        x = place_x_(received_);
-      } catch (...) {  // thrown once this PE has done its part of the collective
-        placing_failed_ = std::current_exception();
-        return;
-      }
-    } else {
-      r.x.resize(size_t(received_) * format_.x_bytes);
-      x = r.x.data();
-    }
     r.topk_idx.resize(size_t(received_) * o_.topk);
     r.topk_weights.resize(size_t(received_) * o_.topk);
     r.sources.resize(received_);
-    const size_t bytes = format_.bytes();
     for (int64_t i = 0; i < received_; ++i) {
-      const std::byte* record = recv_region_ + size_t(i) * bytes;
-      std::memcpy(x + size_t(i) * format_.x_bytes, record, format_.x_bytes);
-      std::memcpy(&r.topk_idx[size_t(i) * o_.topk], record + format_.ids_at(), size_t(o_.topk) * 4);
-      std::memcpy(&r.topk_weights[size_t(i) * o_.topk], record + format_.weights_at(),
+      const std::byte* meta = recv_region_ + size_t(i) * format_.meta_stride();
+      std::memcpy(&r.topk_idx[size_t(i) * o_.topk], meta, size_t(o_.topk) * 4);
+      std::memcpy(&r.topk_weights[size_t(i) * o_.topk], meta + size_t(o_.topk) * 4,
                   size_t(o_.topk) * 4);
       for (int k = 0; k < o_.topk; ++k) {
         int32_t& id = r.topk_idx[size_t(i) * o_.topk + k];
         if (id >= 0 && expert_pe(o_, n_, id) != me_) id = -1;
       }
       int32_t source[2];
-      std::memcpy(source, record + format_.source_at(), 8);
+      std::memcpy(source, meta + size_t(o_.topk) * 8, 8);
       r.sources[i] = ReceivedToken{source[0], source[1]};
     }
   }
@@ -397,8 +427,9 @@ class Dispatcher {
   const int n_, nodes_, ranks_, me_, my_node_, local_, channels_;
   const RecordFormat format_;
   const DispatchLayout layout_;
-  const PlaceReceivedX& place_x_;
-  DispatchResult result_;  // built in the storage of the caller's earlier result
+  const PlaceDispatchRows& place_x_;
+  DispatchResult result_;            // built in the storage of the caller's earlier result
+  std::vector<std::byte> unplaced_;  // the rows' room when the caller could not place them
   std::exception_ptr placing_failed_;
   int64_t received_ = 0, forwarded_ = 0;
   int64_t most_received_ = 0;  // the receive region's records, on every PE
@@ -407,15 +438,18 @@ class Dispatcher {
   uint64_t* notify_node_ = nullptr;      // [source node][destination node][channel] + counter
   std::byte* forward_region_ = nullptr;  // records from the PEs of this local rank elsewhere
   uint64_t* forward_tail_ = nullptr;     // [source node][channel]: records landed
-  std::byte* recv_region_ = nullptr;     // this PE's received tokens, as records
+  std::byte* recv_region_ = nullptr;     // this PE's received tokens' meta parts
   uint64_t* recv_tail_ = nullptr;        // [source PE][channel]: tokens written here
   std::vector<std::vector<int64_t>> local_prefix_;  // per PE of this node: its recv_prefix
+  std::vector<std::span<std::byte>> local_rows_;    // per PE of this node: its rows' room
+  // Last: destroyed first, so a failed call's lent rows outlive every node peer's writes.
+  std::optional<LoanScope> loan_;
 };
 
 }  // namespace
 
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing,
-                        DispatchResult reuse, const PlaceReceivedX& place_x) {
+                        DispatchResult reuse, const PlaceDispatchRows& place_x) {
   validate(options, pe.node().nodes(), pe.node().ranks_per_node());
   if (routing.topk != options.topk) {
     throw InvalidArgument("dispatch: PE " + std::to_string(pe.my_pe()) + " has a routing of topk " +

@@ -14,22 +14,25 @@
 //  3. Forward (the same threads): each record from another node, as its tail says it landed,
 //     into every destination PE of this node at its place: received tokens are ordered by
 //     source PE, then token.
-//  4. Receive: this PE's records, once all have landed, into the result's arrays (x where the
-//     caller places it).
+//  4. Receive: once every record has landed, this PE's expert ids, weights and sources into the
+//     result's arrays. The rows are already in place: a node's PEs are threads of one daemon,
+//     and each lends its peers the room for its received rows (its result's, or where the caller
+//     places them) for the call, so steps 2 and 3 write a token's x straight there and only the
+//     rest of the record into the receiver's region.
 // The handle keeps what combine needs to walk the same paths backwards: the receive prefix
 // matrix (per source PE and channel), each token's record index in each node's forwarder
 // order, and where each forwarded record went in each receiver's arrays. A forwarder's region
 // holds only the records from other nodes; its own node's keep their place in the order.
 //
 // Cost per PE: for each token, one record per other destination node over the network (none
-// more for more experts there), one shared-memory copy per destination PE, and the receiver's
-// copy out of its region.
+// more for more experts there) and one copy per destination PE on the destination node,
+// straight into that PE's rows.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
-#include "ops/moe/received_rows.h"
 #include "ops/moe/reference.h"
 #include "runtime/pe.h"
 
@@ -59,10 +62,16 @@ struct DispatchResult {
   DispatchHandle handle;
 };
 
+// Where a dispatch puts the rows it receives when its caller says: called once, on the calling
+// thread, with their count (maybe 0: then the pointer is not used), once the counts are known
+// and before any row is written; returns room for received x hidden elements of the dispatch's
+// type, which must not overlap the tokens, must stay valid until dispatch returns or throws, and
+// must not wait for other PEs.
+using PlaceDispatchRows = std::function<std::byte*(int64_t received)>;
+
 // Collective over all PEs; each passes its own tokens, x: [tokens][hidden] in options.x_dtype
 // (the routing says how many: PEs may hold different numbers, or none; options.tokens is not
-// used). With `place_x`, the received rows go where it says (called before the call's closing
-// barrier; not called when the receive itself failed) and the result's x stays empty.
+// used). With `place_x`, the received rows go where it says and the result's x stays empty.
 // `reuse`, an earlier call's result, lends its arrays' storage, so a caller dispatching
 // again and again does not reallocate (nor the kernel fault in) the result's rows; the call's
 // symmetric regions and small bookkeeping are still made per call. Throws InvalidArgument for
@@ -71,7 +80,7 @@ struct DispatchResult {
 // peer does not come by the deadline, and whatever place_x threw (once the PE has done its part
 // of the collective).
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing,
-                        DispatchResult reuse = {}, const PlaceReceivedX& place_x = {});
+                        DispatchResult reuse = {}, const PlaceDispatchRows& place_x = {});
 // The same with bf16 tokens, their count checked against the routing's.
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const std::vector<uint16_t>& x,
                         const Routing& routing, DispatchResult reuse = {});

@@ -1,6 +1,6 @@
-// Where a MoE dispatch (normal or low-latency) puts the rows it received when its caller says:
-// a session puts them straight into the process's staging area, not into the dispatch's own
-// storage and then there.
+// Where a low-latency MoE dispatch puts the rows it received when its caller says: a session
+// puts them straight into the process's staging area, not into the dispatch's own storage and
+// then there.
 #pragma once
 
 #include <cstddef>
