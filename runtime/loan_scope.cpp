@@ -6,26 +6,40 @@
 
 namespace symmesh {
 
-LoanScope::LoanScope(Pe& pe, std::span<std::byte> memory) : pe_(pe) {
-  pe_.node().loans().lend(pe_.local_rank(), memory);
+LoanScope::LoanScope(Pe& pe, std::span<std::byte> memory, bool discard) : pe_(pe) {
+  pe_.node().loans().lend(pe_.local_rank(), memory, discard);
 }
 
-void LoanScope::done_writing() {
-  if (!writing_) return;
-  writing_ = false;
-  pe_.node().loans().done_writing(pe_.node().doorbell());
+const std::vector<LocalLoans::Borrowed>& LoanScope::borrow_all() {
+  for (int j = int(borrowed_.size()); j < pe_.node().ranks_per_node(); ++j) {
+    borrowed_.push_back(pe_.node().loans().borrow(j));
+  }
+  return borrowed_;
+}
+
+void LoanScope::done_using() {
+  for (size_t j = 0; j < borrowed_.size(); ++j) {
+    pe_.node().loans().give_back(int(j), pe_.node().doorbell());
+  }
+  borrowed_.clear();
 }
 
 LoanScope::~LoanScope() {
-  done_writing();
-  if (complete_) return;
-  // Twice the wait timeout: a writer's wait, then a put it had started (bounded the same way).
-  const auto grace = 2 * pe_.node().wait_timeout() + std::chrono::seconds(10);
-  if (pe_.node().loans().wait_until_no_writer(pe_.node().doorbell(), deadline_after(grace))) return;
+  done_using();
+  Node& node = pe_.node();
+  if (!complete_) {
+    node.doorbell().abort("PE " + std::to_string(pe_.my_pe()) +
+                          " left a call early while its node peers could use its memory");
+  }
+  // Twice the wait timeout: a borrower's wait, then a put it had started (the daemon gives its
+  // transports the same timeout).
+  const auto grace = 2 * node.wait_timeout() + std::chrono::seconds(10);
+  if (node.loans().end(pe_.local_rank(), node.doorbell(), deadline_after(grace))) return;
   spdlog::critical(
-      "PE {}: a PE of this node still writes into memory this PE lent it {} ms after the call "
-      "failed; stopping rather than let it write into freed memory",
+      "PE {}: a PE of this node still uses memory this PE lent it {} ms after the call ended; "
+      "stopping rather than let it use freed memory",
       pe_.my_pe(), std::chrono::duration_cast<std::chrono::milliseconds>(grace).count());
+  spdlog::default_logger()->flush();
   std::abort();
 }
 

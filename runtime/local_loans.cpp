@@ -7,38 +7,71 @@ namespace symmesh {
 LocalLoans::LocalLoans(int ranks_per_node)
     : ranks_(ranks_per_node), loans_(std::make_unique<Loan[]>(size_t(ranks_per_node))) {}
 
-void LocalLoans::lend(int local_rank, std::span<std::byte> memory) {
+LocalLoans::Loan& LocalLoans::loan(int local_rank) const {
   if (local_rank < 0 || local_rank >= ranks_) {
-    throw InvalidArgument("local rank " + std::to_string(local_rank) +
-                          " lends memory; allowed 0.." + std::to_string(ranks_ - 1));
+    throw InvalidArgument("local rank " + std::to_string(local_rank) + " has no loan; allowed 0.." +
+                          std::to_string(ranks_ - 1));
   }
-  Loan& loan = loans_[size_t(local_rank)];
-  loan.data.store(memory.data(), std::memory_order_release);
-  loan.bytes.store(memory.size(), std::memory_order_release);
-  writers_.fetch_add(1, std::memory_order_acq_rel);
+  return loans_[size_t(local_rank)];
 }
 
-std::span<std::byte> LocalLoans::lent(int local_rank) const {
-  const Loan& loan = loans_[size_t(local_rank)];
-  return {loan.data.load(std::memory_order_acquire), loan.bytes.load(std::memory_order_acquire)};
+void LocalLoans::lend(int local_rank, std::span<std::byte> memory, bool discard) {
+  Loan& l = loan(local_rank);
+  const std::lock_guard lock(l.mutex);
+  if (l.open || l.borrowers != 0) {
+    throw Error("local rank " + std::to_string(local_rank) +
+                " lends again before its last loan ended");
+  }
+  l.memory = memory;
+  l.discard = discard;
+  l.open = true;
 }
 
-void LocalLoans::done_writing(Doorbell& bell) {
-  writers_.fetch_sub(1, std::memory_order_acq_rel);
+LocalLoans::Borrowed LocalLoans::borrow(int local_rank) {
+  Loan& l = loan(local_rank);
+  const std::lock_guard lock(l.mutex);
+  if (!l.open) {
+    throw PeerError("local rank " + std::to_string(local_rank) +
+                    " has lent nothing for this call (it has not come to it, or has left it): a "
+                    "barrier before it was passed early");
+  }
+  ++l.borrowers;
+  return {l.memory, l.discard};
+}
+
+void LocalLoans::give_back(int local_rank, Doorbell& bell) {
+  Loan& l = loan(local_rank);
+  {
+    const std::lock_guard lock(l.mutex);
+    --l.borrowers;
+  }
   bell.ring();
 }
 
-bool LocalLoans::wait_until_no_writer(Doorbell& bell, Deadline deadline) const {
+int LocalLoans::borrowers(int local_rank) const {
+  const Loan& l = loan(local_rank);
+  const std::lock_guard lock(l.mutex);
+  return l.borrowers;
+}
+
+bool LocalLoans::end(int local_rank, Doorbell& bell, Deadline deadline) {
+  Loan& l = loan(local_rank);
+  {
+    const std::lock_guard lock(l.mutex);
+    l.open = false;
+  }
   WaitPolicy policy;
-  policy.abortable = false;  // the failure that ended the call has usually aborted the node
+  policy.abortable = false;  // a failed call aborts the node first
   try {
     wait_until(
-        bell, deadline, [&] { return writers() == 0; }, [] { return std::string("node writers"); },
-        policy);
-    return true;
+        bell, deadline, [&] { return borrowers(local_rank) == 0; },
+        [] { return std::string("the borrowers of a loan"); }, policy);
   } catch (const TimeoutError&) {
     return false;
   }
+  const std::lock_guard lock(l.mutex);
+  l.memory = {};
+  return true;
 }
 
 }  // namespace symmesh

@@ -1,18 +1,20 @@
 // Private memory the PEs of one node lend each other for one collective call. A node's PEs are
 // threads of one daemon, so a PE can write straight into a peer's own arrays (the rows a
-// dispatch delivers) instead of into the symmetric heap, to be copied out from there. The
-// addresses stay in this process: they never go through the symmetric heap, which attached
-// processes map and could rewrite.
+// dispatch delivers) or read a peer's (the partials a combine forwards) instead of going through
+// the symmetric heap with a copy at each end. The addresses stay in this process: they never go
+// through the symmetric heap, which attached processes map and could rewrite.
 //
-// A call: each PE lends its memory (maybe none), which also counts it as a writer, before a
-// barrier; after the barrier it reads what its peers lent and writes only inside it; it stops
-// being a writer when its writes are done. A PE whose call ends early (it failed) waits until no
-// PE of the node is a writer before its memory may go: a peer's write may still be under way.
+// A call: each PE lends its memory (maybe none) before a barrier; after the barrier each borrows
+// what its peers lent, uses it (only inside it) and gives it back. A lender ends its loan before
+// its memory may go: from then on nobody can borrow it, and the end waits until every borrower
+// gave it back. That lifetime rests on this process's own bookkeeping alone, not on the
+// barriers: a barrier whose words in the shared heap were rewritten cannot make a PE use a
+// peer's memory after the peer let it go.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <span>
 
 #include "transport/wait.h"
@@ -23,25 +25,33 @@ class LocalLoans {
  public:
   explicit LocalLoans(int ranks_per_node);
 
-  // `local_rank`'s memory for the call, seen by its peers after the next barrier; counts the PE
-  // as a writer.
-  void lend(int local_rank, std::span<std::byte> memory);
-  // What `local_rank` lent for the call.
-  std::span<std::byte> lent(int local_rank) const;
-  // One writer's writes are done; rings `bell` for a PE waiting on them.
-  void done_writing(Doorbell& bell);
-  // Waits, through an abort, until no PE of the node is a writer; false when `deadline` passed.
-  bool wait_until_no_writer(Doorbell& bell, Deadline deadline) const;
-  int writers() const { return writers_.load(std::memory_order_acquire); }
+  struct Borrowed {
+    std::span<std::byte> memory;
+    bool discard = false;  // the lender has no room for what it lent for: write nothing there
+  };
+
+  // `local_rank`'s memory for the call (its previous loan must have ended).
+  void lend(int local_rank, std::span<std::byte> memory, bool discard = false);
+  // What `local_rank` lent, in use until give_back(); PeerError when it has no loan open (it
+  // has not lent for this call yet, or its call already ended).
+  Borrowed borrow(int local_rank);
+  void give_back(int local_rank, Doorbell& bell);
+  // Ends `local_rank`'s loan: nobody borrows it any more; waits, through an abort, until every
+  // borrower gave it back. False when `deadline` passed first.
+  bool end(int local_rank, Doorbell& bell, Deadline deadline);
+  int borrowers(int local_rank) const;
 
  private:
   struct Loan {
-    std::atomic<std::byte*> data{nullptr};
-    std::atomic<size_t> bytes{0};
+    mutable std::mutex mutex;
+    std::span<std::byte> memory;
+    bool discard = false;
+    bool open = false;
+    int borrowers = 0;
   };
+  Loan& loan(int local_rank) const;
   int ranks_;
   std::unique_ptr<Loan[]> loans_;
-  alignas(64) std::atomic<int> writers_{0};
 };
 
 }  // namespace symmesh

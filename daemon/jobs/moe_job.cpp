@@ -28,7 +28,6 @@ MoeJob moe_job(const wire::MoeJob& w) {
   if (w.channels()) o.channels = int(w.channels());
   if (w.algo()) o.algo = parse_moe_algo(wire::enum_text(w.algo()));
   if (w.chunk_tokens()) o.chunk_tokens = w.chunk_tokens();
-  if (w.nvl_ring_tokens()) o.nvl_ring_tokens = w.nvl_ring_tokens();
   if (w.rdma_ring_tokens()) o.rdma_ring_tokens = w.rdma_ring_tokens();
   job.inputs.seed = w.seed() ? w.seed() : 1;
   job.inputs.dir = w.inputs();

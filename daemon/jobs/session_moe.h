@@ -70,7 +70,8 @@ class SessionMoe {
   };
   std::map<uint64_t, LowLatencyKept> low_latency_handles_;
   uint64_t next_handle_ = 1;
-  std::vector<std::byte> tokens_;  // a dispatch's input tokens, kept for the next call's
+  // A dispatch's input tokens, copied out of the staging area; kept to hold the next call's.
+  std::vector<std::byte> tokens_;
 };
 
 }  // namespace symmesh

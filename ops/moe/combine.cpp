@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
+#include <span>
 
 #include "common/trace.h"
 #include "ops/roles/comm_port.h"
 #include "ops/roles/roles.h"
 #include "ops/roles/workspace.h"
 #include "runtime/barrier.h"
+#include "runtime/loan_scope.h"
 
 namespace symmesh {
 namespace {
@@ -63,13 +66,15 @@ class Combiner {
 
   CombineResult run() {
     CommPort port(pe_);
-    barrier_all(pe_);  // every region is allocated and zero
+    barrier_all(pe_);  // every region is allocated and zero, every PE's rows are lent
     const double start = now_seconds();
     communicate(port);
+    if (loan_) loan_->done_using();
     result_.seconds = now_seconds() - start;
     result_.inter_node_bytes = inter_bytes_.load();
     result_.intra_node_bytes = intra_bytes_.load();
-    barrier_all(pe_);  // no PE frees a region a peer may still write
+    barrier_all(pe_);  // no PE frees a region or its rows while a peer may still use them
+    if (loan_) loan_->complete();
     return std::move(result_);
   }
 
@@ -105,9 +110,11 @@ class Combiner {
   std::atomic<int64_t> inter_bytes_{0};  // channel threads add concurrently
   std::atomic<int64_t> intra_bytes_{0};
   std::vector<void*> allocations_;
+  LoanScope* loan_ = nullptr;  // a derived combiner's: used up after communicate(), then complete
 };
 
-// DeepEP's hierarchical combine pipeline: NVL senders, forwarders, receivers, per channel.
+// DeepEP's hierarchical combine pipeline, per channel: forwarders (reading the node's partials
+// where its PEs' experts wrote them), receivers.
 class HierCombiner final : public Combiner {
  public:
   HierCombiner(Pe& pe, const MoeOptions& o, const DispatchResult& d, const Routing& routing,
@@ -130,40 +137,32 @@ class HierCombiner final : public Combiner {
       }
       expert_out_ = owned_rows_.data();
     }
-    const size_t nvl_slots = size_t(channels_) * ranks_ * o.nvl_ring_tokens;
     const size_t rdma_slots = size_t(channels_) * nodes_ * o.rdma_ring_tokens;
-    nvl_ring_ = static_cast<std::byte*>(zeroed(
-        nvl_slots * partial_bytes_, "combine NVL rings (channels x ranks x nvl_ring_tokens)"));
-    nvl_tail_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * ranks_ * 8, "NVL tails"));
-    nvl_head_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * ranks_ * 8, "NVL heads"));
     rdma_ring_ = static_cast<std::byte*>(zeroed(
         rdma_slots * partial_bytes_, "combine RDMA rings (channels x nodes x rdma_ring_tokens)"));
     rdma_tail_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * nodes_ * 8, "RDMA tails"));
     rdma_head_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * nodes_ * 8, "RDMA heads"));
+    // The node's forwarders read this PE's rows where they are (run() opens with a barrier).
+    loan_ = &lent_.emplace(
+        pe_, std::span(const_cast<std::byte*>(expert_out_), size_t(d.received) * partial_bytes_));
   }
   ~HierCombiner() override { release(); }
 
  private:
   void communicate(CommPort& port) override {
-    static const char* const kRoles[] = {"send", "forward", "receive"};
+    for (const LocalLoans::Borrowed& rows : lent_->borrow_all()) local_rows_.push_back(rows.memory);
+    static const char* const kRoles[] = {"forward", "receive"};
     run_roles(
-        pe_, 0, {}, 3 * channels_,
+        pe_, 0, {}, 2 * channels_,
         [&](int role) {
-          const int channel = role / 3;
-          const trace::Scope span(kRoles[role % 3], "role");
-          if (role % 3 == 0) send(port, channel);
-          if (role % 3 == 1) forward(port, channel);
-          if (role % 3 == 2) receive(port, channel);
+          const int channel = role / 2;
+          const trace::Scope span(kRoles[role % 2], "role");
+          if (role % 2 == 0) forward(port, channel);
+          if (role % 2 == 1) receive(port, channel);
         },
-        [](int role) { return std::string(kRoles[role % 3]) + " ch" + std::to_string(role / 3); });
+        [](int role) { return std::string(kRoles[role % 2]) + " ch" + std::to_string(role / 2); });
   }
 
-  // Ring (channel, sender j) in forwarder memory: slot s.
-  std::byte* nvl_slot(int channel, int sender, uint64_t position) const {
-    return nvl_ring_ + ((size_t(channel) * ranks_ + sender) * o_.nvl_ring_tokens +
-                        position % o_.nvl_ring_tokens) *
-                           partial_bytes_;
-  }
   std::byte* rdma_slot(int channel, int node, uint64_t position) const {
     return rdma_ring_ + ((size_t(channel) * nodes_ + node) * o_.rdma_ring_tokens +
                          position % o_.rdma_ring_tokens) *
@@ -173,82 +172,25 @@ class HierCombiner final : public Combiner {
     return &d_.handle.recv_prefix[size_t(source) * (channels_ + 1)];
   }
 
-  // NVL sender: this PE's partial of every received token, to the forwarder it came through
-  // (when that is this PE, its forwarder reads the partial where it is, with no ring).
-  void send(CommPort& port, int channel) {
-    std::vector<std::vector<int64_t>> items(ranks_);  // per forwarder: received token indices
-    for (int l = 0; l < ranks_; ++l) {
-      if (l == local_) continue;
-      for (int a = 0; a < nodes_; ++a) {
-        const int64_t* prefix = recv_prefix(a * ranks_ + l);
-        for (int64_t i = prefix[channel]; i < prefix[channel + 1]; ++i) items[l].push_back(i);
-      }
+  // Local PE j's partial of the token it received at `index`, where j's experts wrote it.
+  const std::byte* local_partial(int j, int64_t index) const {
+    // The handle says where this PE's dispatch put the token in PE j's rows; j's rows are
+    // shorter when the PEs combine different dispatches (or rows of another width).
+    if (index < 0 || uint64_t(index) >= local_rows_[j].size() / partial_bytes_) {
+      throw InvalidArgument("combine: this PE's dispatch handle puts a token at row " +
+                            std::to_string(index) + " of local PE " +
+                            std::to_string(my_node_ * ranks_ + j) + ", whose expert rows hold " +
+                            std::to_string(local_rows_[j].size() / partial_bytes_) +
+                            ": every PE must combine the same dispatch, rows of the same width");
     }
-    std::vector<uint64_t> sent(ranks_, 0);
-    auto room = [&](int l) {  // what ring (channel, me -> l) can take now, and what it must
-      const uint64_t head = pe_.signal_fetch(nvl_head_ + size_t(channel) * ranks_ + l);
-      const int64_t left = int64_t(items[l].size() - sent[l]);
-      const int64_t free = o_.nvl_ring_tokens - int64_t(sent[l] - head);
-      return std::pair{std::min(free, left), std::min<int64_t>(o_.chunk_tokens, left)};
-    };
-    for (;;) {
-      bool done = true, progress = false;
-      for (int l = 0; l < ranks_; ++l) {
-        if (sent[l] == items[l].size()) continue;
-        done = false;
-        const auto [free, need] = room(l);
-        if (free < need) continue;
-        const int forwarder = my_node_ * ranks_ + l;
-        for (int64_t q = 0; q < need; ++q) {
-          auto* slot =
-              static_cast<std::byte*>(pe_.ptr(nvl_slot(channel, local_, sent[l] + q), forwarder));
-          std::memcpy(slot, &expert_out_[size_t(items[l][sent[l] + q]) * partial_bytes_],
-                      partial_bytes_);
-        }
-        sent[l] += uint64_t(need);
-        port.signal_add(nvl_tail_ + size_t(channel) * ranks_ + local_, uint64_t(need), forwarder);
-        if (forwarder != me_) intra_bytes_ += need * int64_t(partial_bytes_);
-        progress = true;
-      }
-      if (done) return;
-      if (progress) continue;
-      wait(
-          [&] {
-            for (int l = 0; l < ranks_; ++l) {
-              if (sent[l] == items[l].size()) continue;
-              const auto [free, need] = room(l);
-              if (free >= need) return true;
-            }
-            return false;
-          },
-          [&] {
-            std::string rings;
-            for (int l = 0; l < ranks_; ++l) {
-              rings += " ring to local rank " + std::to_string(l) + ": tail " +
-                       std::to_string(sent[l]) + ", head " +
-                       std::to_string(pe_.signal_fetch(nvl_head_ + size_t(channel) * ranks_ + l)) +
-                       ", " + std::to_string(items[l].size() - sent[l]) + " to send;";
-            }
-            return "NVL sender, channel " + std::to_string(channel) + ", capacity " +
-                   std::to_string(o_.nvl_ring_tokens) + ":" + rings;
-          });
-    }
+    return local_rows_[j].data() + size_t(index) * partial_bytes_;
   }
 
   // Forwarder: per record it forwarded, the local partials summed, to the token's home PE.
   void forward(CommPort& port, int channel) {
-    std::vector<uint64_t> consumed(ranks_, 0), returned(ranks_, 0);
     std::vector<TypedRow> rows;
     std::vector<std::byte> staging(size_t(o_.chunk_tokens) * partial_bytes_);
-    const size_t words = size_t(channel) * ranks_;
-    auto return_heads = [&](bool all) {
-      for (int j = 0; j < ranks_; ++j) {
-        if (consumed[j] == returned[j]) continue;
-        if (!all && consumed[j] - returned[j] < uint64_t(o_.chunk_tokens)) continue;
-        port.signal_set(nvl_head_ + words + local_, consumed[j], my_node_ * ranks_ + j);
-        returned[j] = consumed[j];
-      }
-    };
+    int64_t read_from_peers = 0;
     for (int a = 0; a < nodes_; ++a) {
       const int home = a * ranks_ + local_;
       uint64_t* head = rdma_head_ + size_t(channel) * nodes_ + a;
@@ -260,7 +202,6 @@ class HierCombiner final : public Combiner {
       uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + my_node_;
       auto make_room = [&](int64_t count) {  // until the ring takes `count` records after sent
         if (int64_t(sent - pe_.signal_fetch(head)) + count <= o_.rdma_ring_tokens) return;
-        return_heads(true);
         wait([&] { return int64_t(sent - pe_.signal_fetch(head)) + count <= o_.rdma_ring_tokens; },
              [&] {
                return "forwarder, channel " + std::to_string(channel) + ", RDMA ring to PE " +
@@ -297,28 +238,12 @@ class HierCombiner final : public Combiner {
       };
       const int64_t* prefix = &d_.handle.forward_prefix[size_t(a) * (channels_ + 1)];
       for (int64_t record = prefix[channel]; record < prefix[channel + 1]; ++record) {
-        rows.clear();  // slots are read before their heads go back: consumed moves after the sum
+        rows.clear();
         for (int j = 0; j < ranks_; ++j) {
           const int64_t received = d_.handle.nvl_slot[size_t(record) * ranks_ + j];
           if (received < 0) continue;
-          if (j == local_) {  // this PE's own partial, read in place
-            rows.push_back({&expert_out_[size_t(received) * partial_bytes_], o_.partial_dtype});
-            continue;
-          }
-          const uint64_t* tail = nvl_tail_ + words + j;
-          if (pe_.signal_fetch(tail) <= consumed[j]) {
-            flush();
-            return_heads(true);
-            wait([&] { return pe_.signal_fetch(tail) > consumed[j]; },
-                 [&] {
-                   return "forwarder, channel " + std::to_string(channel) +
-                          ", NVL ring from local rank " + std::to_string(j) + ": head " +
-                          std::to_string(consumed[j]) + ", tail " +
-                          std::to_string(pe_.signal_fetch(tail)) + ", capacity " +
-                          std::to_string(o_.nvl_ring_tokens);
-                 });
-          }
-          rows.push_back({nvl_slot(channel, j, consumed[j]), o_.partial_dtype});
+          rows.push_back({local_partial(j, received), o_.partial_dtype});
+          if (j != local_) read_from_peers += int64_t(partial_bytes_);
         }
         std::byte* target = staging.data() + size_t(staged) * partial_bytes_;
         if (direct) {
@@ -329,15 +254,11 @@ class HierCombiner final : public Combiner {
           target = rdma_slot(channel, my_node_, sent + uint64_t(staged));
         }
         reduce_rows(target, o_.partial_dtype, rows.data(), rows.size(), size_t(o_.hidden));
-        for (int j = 0; j < ranks_; ++j) {
-          if (j != local_) consumed[j] += d_.handle.nvl_slot[size_t(record) * ranks_ + j] >= 0;
-        }
-        return_heads(false);
         if (++staged == o_.chunk_tokens) flush();
       }
       flush();
     }
-    return_heads(true);
+    intra_bytes_ += read_from_peers;
   }
 
   // Receiver: every own token of this channel, the partials of its nodes in node order.
@@ -380,13 +301,13 @@ class HierCombiner final : public Combiner {
   }
 
   std::vector<std::byte> owned_rows_;      // the stand-in experts' rows, or converted ones
-  const std::byte* expert_out_ = nullptr;  // [received][partial bytes]: the senders' input
-  std::byte* nvl_ring_ = nullptr;          // [channel][sender local rank][slot]: in the forwarder
-  uint64_t* nvl_tail_ = nullptr;           // [channel][sender local rank]: written by the sender
-  uint64_t* nvl_head_ = nullptr;           // [channel][forwarder local rank]: written by it
+  const std::byte* expert_out_ = nullptr;  // [received][partial bytes]: lent to the forwarders
   std::byte* rdma_ring_ = nullptr;         // [channel][forwarding node][slot]: in the home PE
   uint64_t* rdma_tail_ = nullptr;          // [channel][forwarding node]: remote atomic adds
   uint64_t* rdma_head_ = nullptr;          // [channel][home node]: written by the home PE
+  std::vector<std::span<std::byte>> local_rows_;  // per PE of this node: its lent rows
+  // Last: destroyed first, so a failed call's lent rows outlive every forwarder's reads.
+  std::optional<LoanScope> lent_;
 };
 
 // The baseline: every expert output straight to its token's home PE.

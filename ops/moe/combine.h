@@ -1,22 +1,19 @@
 // MoE combine (DeepEP's hierarchical combine): brings the expert outputs of every dispatched token
 // back to its home PE and reduces them, walking dispatch's paths backwards with its handle.
 //
-// hier, three roles per channel on every PE, each a thread:
-//  - NVL sender (the expert side): pushes, per received token, this PE's partial (its experts'
-//    outputs, already summed) into the shared-memory ring of the forwarder the token came
-//    through, per (channel, sender) ring in the forwarder's memory. When that forwarder is this
-//    PE, nothing is pushed: the forwarder reads the partial where it is. A sender waits while
-//    capacity - (tail - head) < chunk (or what is left, if less), writes, then publishes the
-//    tail; it serves all its rings without blocking on any one.
-//  - forwarder: for each record it forwarded in dispatch, in the same order, takes the partial
-//    of every local PE that got the token (in local-rank order), adds them in f32, and appends
-//    one partial to the symmetric RDMA ring (per channel, per forwarding node) of the token's
-//    home PE: the data, then the tail bumped with a remote atomic add (put_signal).
+// hier, two roles per channel on every PE, each a thread:
+//  - forwarder: for each record it forwarded in dispatch, in the same order, reads the partial
+//    of every local PE that got the token (its experts' outputs, already summed), in local-rank
+//    order, where that PE's experts wrote it: a node's PEs are threads of one daemon, and each
+//    lends its rows to the node's forwarders for the call (DeepEP's NVL senders copy them into
+//    the forwarder's ring instead). It adds them in f32 and appends one partial to the symmetric
+//    RDMA ring (per channel, per forwarding node) of the token's home PE: the data, then the
+//    tail bumped with a remote atomic add (put_signal).
 //  - receiver: for each own token, in order, adds the partials of every node that held one of
 //    its experts (in node order), the biases, and writes combined_x (in the tokens' type).
-// Heads go back lazily: every chunk consumed, and always before a wait, so a consumer never
-// waits on a producer that waits on it. With chunks at most half a ring (validate()), a
-// producer always finds room for a chunk once the consumer has caught up.
+// Heads go back lazily: every chunk consumed, and always before a wait, so a receiver never
+// waits on a forwarder that waits on it. With chunks at most half a ring (validate()), a
+// forwarder always finds room for a chunk once the receiver has caught up.
 //
 // flat, the baseline: every expert output goes straight to its token's home PE, one slot per
 // (token, expert), and the home PE adds them in topk order.
@@ -33,7 +30,7 @@
 
 namespace symmesh {
 
-// The stand-in experts' outputs for the received tokens, what the NVL senders send: per token
+// The stand-in experts' outputs for the received tokens, what the forwarders read: per token
 // the sum over this PE's experts of it of (weight if topk weighting) * expert_scale * x, in f32,
 // rounded to options.partial_dtype: [received][hidden].
 std::vector<std::byte> expert_outputs(const MoeOptions& options, const DispatchResult& dispatched);
@@ -43,7 +40,7 @@ struct CombineResult {
   std::vector<float> combined_topk_weights;  // [tokens][topk]
   double seconds = 0;                        // this PE: from the opening barrier to its last token
   int64_t inter_node_bytes = 0;              // partials this PE put to PEs on other nodes
-  int64_t intra_node_bytes = 0;              // partials this PE wrote to other PEs of its node
+  int64_t intra_node_bytes = 0;              // partials moved between this PE and its node peers
 };
 
 // What a combine adds up, besides the other PEs' partials.

@@ -87,7 +87,7 @@ class Dispatcher {
           forward(port, channel);
         },
         [](int channel) { return "channel " + std::to_string(channel); });
-    loan_->done_writing();
+    loan_->done_using();
     const trace::Scope span("receive", "role");
     receive();
     barrier_all(pe_);  // no PE frees a region or its rows while a forwarder may still write
@@ -188,20 +188,21 @@ class Dispatcher {
         "dispatch receive region (tokens x expert ids, weights and source)", kMoeShrink));
     recv_tail_ = static_cast<uint64_t*>(
         symmetric_zeroed(pe_, size_t(n_) * channels_ * 8, "dispatch receive tails", kMoeShrink));
-    loan_.emplace(pe_, std::span(place_rows(), size_t(received_) * format_.x_bytes));
+    std::byte* rows = place_rows();
+    loan_.emplace(pe_, std::span(rows, rows ? size_t(received_) * format_.x_bytes : 0),
+                  rows == nullptr);
     barrier_all(pe_);  // every region exists and is zero, every PE has its counts and rows
     // The receive prefix and rows of every PE on this node.
+    local_rows_ = loan_->borrow_all();
     local_prefix_.resize(ranks_);
-    local_rows_.resize(ranks_);
     for (int j = 0; j < ranks_; ++j) {
-      local_rows_[j] = pe_.node().loans().lent(j);
       const auto* counts = static_cast<const uint64_t*>(pe_.ptr(notify_pe_, my_node_ * ranks_ + j));
       local_prefix_[j] = prefix_rows(counts, n_, channels_);
     }
   }
 
   // Room for this PE's received rows, where its node peers write them: the caller's, or the
-  // result's storage.
+  // result's storage; null when the caller could not place them (its peers then write none).
   std::byte* place_rows() {
     const size_t bytes = size_t(received_) * format_.x_bytes;
     if (!place_x_) {
@@ -215,11 +216,11 @@ class Dispatcher {
         throw InvalidArgument("dispatch: no room was placed for " + std::to_string(received_) +
                               " received rows");
       }
-      return rows;
+      static std::byte no_rows;  // room for 0 rows, which is not "discard"
+      return rows ? rows : &no_rows;
     } catch (...) {  // rethrown once this PE has done its part of the collective
       placing_failed_ = std::current_exception();
-      unplaced_.resize(bytes);
-      return unplaced_.data();
+      return nullptr;
     }
   }
 
@@ -250,19 +251,21 @@ class Dispatcher {
 
   // Record `record` of this node's forwarder order, from PE `source` in `channel`, into local
   // PE j at its next place there (`written` counts its earlier ones): `write(row, meta)` puts
-  // the token's x in PE j's rows and the rest in its region.
+  // the token's x in PE j's rows (none when row is null: j could not place them) and the rest
+  // in its region.
   template <typename Write>
   void deliver(int64_t record, int source, int channel, int j, int64_t& written,
                const Write& write) {
     const int64_t* span = counted(source, channel, j);
     const int64_t at = span[0] + written++;
+    const LocalLoans::Borrowed& rows = local_rows_[j];
     // Its records name PE j more often than its counts said, or the counts (in the shared
     // heap, which attached processes map) changed since the regions and rows were sized.
     if (at >= span[1] || at < 0 || at >= most_received_ ||
-        uint64_t(at) >= local_rows_[j].size() / format_.x_bytes) {
+        (!rows.discard && uint64_t(at) >= rows.memory.size() / format_.x_bytes)) {
       miscounted(source, channel, j, "at least " + std::to_string(written));
     }
-    write(local_rows_[j].data() + size_t(at) * format_.x_bytes,
+    write(rows.discard ? nullptr : rows.memory.data() + size_t(at) * format_.x_bytes,
           static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
               size_t(at) * format_.meta_stride());
     result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
@@ -329,7 +332,7 @@ class Dispatcher {
       for (int j = 0; j < ranks_; ++j) {
         if (!layout_.goes_to_pe(t, my_node_ * ranks_ + j)) continue;
         deliver(record, me_, channel, j, written[j], [&](std::byte* row, std::byte* meta) {
-          std::memcpy(row, token_x(t), format_.x_bytes);
+          if (row) std::memcpy(row, token_x(t), format_.x_bytes);
           encode_meta(t, meta);
         });
       }
@@ -370,7 +373,7 @@ class Dispatcher {
         for (int j = 0; j < ranks_; ++j) {
           if (!to[j]) continue;
           deliver(base + i, source, channel, j, written[j], [&](std::byte* row, std::byte* meta) {
-            std::memcpy(row, record, format_.x_bytes);
+            if (row) std::memcpy(row, record, format_.x_bytes);
             std::memcpy(meta, record + format_.ids_at(), format_.meta_bytes());
           });
         }
@@ -379,12 +382,14 @@ class Dispatcher {
     }
   }
 
-  // This PE's received tokens, once every (source, channel) tail reached its count.
+  // This PE's received tokens, once every (source, channel) tail reached its count (as this PE
+  // read it at notify: the counts in the heap may have been rewritten since).
   void receive() {
     for (int s = 0; s < n_; ++s) {
       for (int c = 0; c < channels_; ++c) {
+        const int64_t* from = &result_.handle.recv_prefix[size_t(s) * (channels_ + 1) + c];
         pe_.signal_wait_until(
-            recv_tail_ + size_t(s) * channels_ + c, Cmp::kGe, notify_pe_[size_t(s) * channels_ + c],
+            recv_tail_ + size_t(s) * channels_ + c, Cmp::kGe, uint64_t(from[1] - from[0]),
             pe_.deadline(),
             "dispatch: tokens from PE " + std::to_string(s) + " in channel " + std::to_string(c));
       }
@@ -428,8 +433,7 @@ class Dispatcher {
   const RecordFormat format_;
   const DispatchLayout layout_;
   const PlaceDispatchRows& place_x_;
-  DispatchResult result_;            // built in the storage of the caller's earlier result
-  std::vector<std::byte> unplaced_;  // the rows' room when the caller could not place them
+  DispatchResult result_;  // built in the storage of the caller's earlier result
   std::exception_ptr placing_failed_;
   int64_t received_ = 0, forwarded_ = 0;
   int64_t most_received_ = 0;  // the receive region's records, on every PE
@@ -441,7 +445,7 @@ class Dispatcher {
   std::byte* recv_region_ = nullptr;     // this PE's received tokens' meta parts
   uint64_t* recv_tail_ = nullptr;        // [source PE][channel]: tokens written here
   std::vector<std::vector<int64_t>> local_prefix_;  // per PE of this node: its recv_prefix
-  std::vector<std::span<std::byte>> local_rows_;    // per PE of this node: its rows' room
+  std::vector<LocalLoans::Borrowed> local_rows_;    // per PE of this node: its rows' room
   // Last: destroyed first, so a failed call's lent rows outlive every node peer's writes.
   std::optional<LoanScope> loan_;
 };

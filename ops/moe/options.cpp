@@ -81,16 +81,15 @@ void validate(const MoeOptions& o, int nodes, int ranks_per_node) {
   if (o.algo == MoeAlgo::kLowLatency) validate_low_latency(o);
   check_range("channels", o.channels, 1, 64);
   check_range("chunk_tokens", o.chunk_tokens, 1, 4096);
-  // A sender waits while capacity - (tail - head) < chunk: a chunk above half a ring could
-  // leave the receiver's lazily returned head and the sender's next chunk waiting on each other.
-  for (const auto& [name, ring] : {std::pair{"nvl_ring_tokens", o.nvl_ring_tokens},
-                                   std::pair{"rdma_ring_tokens", o.rdma_ring_tokens}}) {
-    check_range(name, ring, 2, 1 << 20);
-    if (o.chunk_tokens * 2 > ring) {
-      throw InvalidArgument("chunk_tokens = " + std::to_string(o.chunk_tokens) +
-                            " is larger than half of " + name + " = " + std::to_string(ring) +
-                            ": allowed up to " + std::to_string(ring / 2));
-    }
+  // A forwarder waits while capacity - (tail - head) < chunk: a chunk above half a ring could
+  // leave the receiver's lazily returned head and the forwarder's next chunk waiting on each
+  // other.
+  check_range("rdma_ring_tokens", o.rdma_ring_tokens, 2, 1 << 20);
+  if (o.chunk_tokens * 2 > o.rdma_ring_tokens) {
+    throw InvalidArgument(
+        "chunk_tokens = " + std::to_string(o.chunk_tokens) +
+        " is larger than half of rdma_ring_tokens = " + std::to_string(o.rdma_ring_tokens) +
+        ": allowed up to " + std::to_string(o.rdma_ring_tokens / 2));
   }
 }
 

@@ -13,7 +13,7 @@ namespace symmesh {
 
 // What a MoE job can shrink when its buffers do not fit the symmetric heap.
 inline constexpr const char* kMoeShrink =
-    "the job (--tokens, --hidden, --chunk-tokens, --nvl-ring-tokens, --rdma-ring-tokens)";
+    "the job (--tokens, --hidden, --chunk-tokens, --rdma-ring-tokens)";
 
 // none: DeepEP's normal mode (expert outputs summed as they are, weights passed through);
 // topk: each expert output scaled by its f32 gate weight before the first reduction.
@@ -40,11 +40,10 @@ struct MoeOptions {
   int biases = 0;                      // 0, 1 or 2 bias tensors added by the receivers
   DType partial_dtype = DType::kBF16;  // what partial sums travel in: bf16 or f32
   MoeAlgo algo = MoeAlgo::kHier;
-  // Defaults measured with bench/moe.sh on 2 cores: one channel (three threads a PE) beat two,
+  // Defaults measured with bench/moe.sh on 2 cores: one channel (then three threads a PE) beat two,
   // and 16-token chunks beat 4 (fewer tails and heads); rings of 4 chunks.
   int channels = 1;               // threads per PE, each owning a contiguous range of tokens
   int64_t chunk_tokens = 16;      // tokens a sender moves before it publishes a tail
-  int64_t nvl_ring_tokens = 64;   // per (channel, peer) shared-memory ring
   int64_t rdma_ring_tokens = 64;  // per (channel, source node) symmetric RDMA ring
 };
 

@@ -55,7 +55,7 @@ TEST(VerbsDaemons, StatusShowsVerbsAndEveryJobVerifies) {
   }
   CliRun combine = cli(target(cluster) +
                        " submit combine --tokens 24 --hidden 32 --topk 3 --experts 8 --iters 2 "
-                       "--chunk-tokens 2 --nvl-ring-tokens 4 --rdma-ring-tokens 4 --verify --json");
+                       "--chunk-tokens 2 --rdma-ring-tokens 4 --verify --json");
   ASSERT_EQ(combine.exit_code, 0) << combine.out;
   EXPECT_EQ(nlohmann::json::parse(combine.out)["verified"], true) << combine.out;
 }

@@ -23,7 +23,7 @@ TEST(VerbsMoe, DispatchAndBothCombinesVerifyOverRdma) {
   job.options.experts = 8;
   job.options.channels = 2;
   job.options.chunk_tokens = 2;
-  job.options.nvl_ring_tokens = job.options.rdma_ring_tokens = 4;
+  job.options.rdma_ring_tokens = 4;
   job.iters = 2;
   job.verify = true;
   job.op = MoeOp::kDispatch;

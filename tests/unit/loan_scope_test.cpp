@@ -1,12 +1,13 @@
-// Private memory the PEs of one node lend each other for one call: peers see what each lent;
-// a wait for the node's writers outlives an abort and ends at its deadline; a call that ended
-// early waits for its peers' writes before its memory may go, and one that completed does not
-// wait for the next call's writers.
+// Private memory the PEs of one node lend each other for one call: a borrower gets what was
+// lent, and nothing once the loan ended or before it began; ending a loan waits for its
+// borrowers, through an abort, up to a deadline; a call's end (failed or not) waits for its
+// peers' use of its memory, and a failed one aborts the node's waits.
 #include "runtime/loan_scope.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "runtime/barrier.h"
@@ -24,95 +25,138 @@ LocalClusterOptions one_node_of_two() {
   return o;
 }
 
-// Waits for `flag` with a deadline; true once it was set.
+// Waits for `flag` with a deadline, through an abort; true once it was set.
 bool wait_for(Pe& pe, const std::atomic<bool>& flag) {
+  WaitPolicy policy;
+  policy.abortable = false;
   try {
     wait_until(
         pe.node().doorbell(), deadline_after(30s), [&] { return flag.load(); },
-        [] { return std::string("the flag"); });
+        [] { return std::string("the flag"); }, policy);
     return true;
   } catch (const TimeoutError&) {
     return false;
   }
 }
 
-TEST(LocalLoans, PeersSeeWhatEachLentAndEachLenderIsAWriterUntilDone) {
-  LocalLoans loans(2);
-  Doorbell bell;
-  std::vector<std::byte> a(16), b(8);
-  loans.lend(0, a);
-  loans.lend(1, b);
-  EXPECT_EQ(loans.lent(0).data(), a.data());
-  EXPECT_EQ(loans.lent(0).size(), 16u);
-  EXPECT_EQ(loans.lent(1).data(), b.data());
-  EXPECT_EQ(loans.writers(), 2);
-  loans.done_writing(bell);
-  loans.done_writing(bell);
-  EXPECT_EQ(loans.writers(), 0);
-  EXPECT_THROW(loans.lend(2, a), InvalidArgument);
+// Waits until local rank `lender`'s loan has ended (borrowing it fails), with a deadline.
+bool wait_until_ended(Pe& pe, int lender) {
+  LocalLoans& loans = pe.node().loans();
+  for (const Deadline deadline = deadline_after(30s); Clock::now() < deadline;) {
+    try {
+      loans.borrow(lender);
+    } catch (const PeerError&) {
+      return true;
+    }
+    loans.give_back(lender, pe.node().doorbell());
+    std::this_thread::yield();
+  }
+  return false;
 }
 
-TEST(LocalLoans, AWaitForWritersOutlivesAnAbortAndEndsAtItsDeadline) {
+TEST(LocalLoans, ABorrowerGetsWhatWasLentAndNothingOutsideTheLoan) {
+  LocalLoans loans(2);
+  Doorbell bell;
+  std::vector<std::byte> a(16);
+  EXPECT_THROW(loans.borrow(0), PeerError);  // not lent yet
+  loans.lend(0, a);
+  loans.lend(1, {}, /*discard=*/true);
+  const LocalLoans::Borrowed got = loans.borrow(0);
+  EXPECT_EQ(got.memory.data(), a.data());
+  EXPECT_EQ(got.memory.size(), 16u);
+  EXPECT_FALSE(got.discard);
+  EXPECT_TRUE(loans.borrow(1).discard);
+  EXPECT_EQ(loans.borrowers(0), 1);
+  EXPECT_THROW(loans.lend(0, a), Error);  // its loan is still open
+  loans.give_back(0, bell);
+  loans.give_back(1, bell);
+  EXPECT_TRUE(loans.end(0, bell, deadline_after(1s)));
+  EXPECT_THROW(loans.borrow(0), PeerError);  // ended
+  EXPECT_THROW(loans.borrow(2), InvalidArgument);
+}
+
+TEST(LocalLoans, EndingALoanWaitsForItsBorrowersThroughAnAbortUpToItsDeadline) {
   LocalLoans loans(1);
   Doorbell bell;
   loans.lend(0, {});
+  loans.borrow(0);
   bell.abort("a peer failed");
   const Deadline deadline = deadline_after(50ms);
-  EXPECT_FALSE(loans.wait_until_no_writer(bell, deadline));
+  EXPECT_FALSE(loans.end(0, bell, deadline));
   EXPECT_GE(Clock::now(), deadline);  // the abort did not end it
-  loans.done_writing(bell);
-  EXPECT_TRUE(loans.wait_until_no_writer(bell, deadline_after(50ms)));
+  loans.give_back(0, bell);
+  EXPECT_TRUE(loans.end(0, bell, deadline_after(50ms)));
 }
 
-TEST(LoanScope, ACallThatEndedEarlyWaitsForItsPeersWrites) {
+// PE 1 still writes into PE 0's rows once PE 0 has ended its loan: PE 0's end waits for it,
+// whether the call failed (then it aborts the node) or a barrier let PE 0 out early.
+void expect_end_waits_for_the_peers_write(bool complete) {
   LocalCluster cluster(one_node_of_two());
   std::vector<std::byte> lent(8);
-  std::atomic<bool> leaving{false};
-  bool written_before_return = false, peer_saw_leaving = false;
+  std::atomic<bool> borrowed{false};
+  bool written_before_return = false, peer_saw_the_end = false, saw_borrowed = false,
+       aborted = false;
   cluster.run([&](Pe& pe) {
     if (pe.local_rank() == 0) {
       {
         LoanScope scope(pe, lent);
         barrier_all(pe);
-        leaving = true;  // and leaves without complete(), as a throw would
+        scope.borrow_all();
+        scope.done_using();
+        if (complete) scope.complete();
+        saw_borrowed = wait_for(pe, borrowed);
       }
       written_before_return = lent[0] == std::byte{7};
+      aborted = pe.node().doorbell().aborted();
     } else {
       LoanScope scope(pe, {});
       barrier_all(pe);
-      peer_saw_leaving = wait_for(pe, leaving);  // writes only once PE 0 is leaving
-      pe.node().loans().lent(0)[0] = std::byte{7};
-      scope.done_writing();
+      const std::vector<LocalLoans::Borrowed>& rows = scope.borrow_all();
+      borrowed = true;
+      peer_saw_the_end = wait_until_ended(pe, 0);  // writes only once PE 0 ended its loan
+      rows[0].memory[0] = std::byte{7};
+      scope.done_using();
       scope.complete();
     }
   });
-  EXPECT_TRUE(peer_saw_leaving);
+  EXPECT_TRUE(saw_borrowed);
+  EXPECT_TRUE(peer_saw_the_end);
   EXPECT_TRUE(written_before_return);
+  EXPECT_EQ(aborted, !complete);
 }
 
-TEST(LoanScope, ACompletedCallDoesNotWaitForTheNextCallsWriters) {
+TEST(LoanScope, AFailedCallAbortsTheNodeAndWaitsForItsPeersWrites) {
+  expect_end_waits_for_the_peers_write(/*complete=*/false);
+}
+
+TEST(LoanScope, ACallLetOutEarlyByABarrierWaitsForItsPeersWrites) {
+  expect_end_waits_for_the_peers_write(/*complete=*/true);
+}
+
+TEST(LoanScope, APeerThatComesAfterTheCallEndedGetsAnErrorNotTheMemory) {
   LocalCluster cluster(one_node_of_two());
-  std::atomic<bool> returned{false};
-  bool next_call_saw_it = false;
+  std::atomic<bool> ended{false};
+  std::string error;
   cluster.run([&](Pe& pe) {
     std::vector<std::byte> lent(8);
-    {
-      LoanScope scope(pe, lent);
-      barrier_all(pe);
-      scope.done_writing();
-      barrier_all(pe);  // the call's closing barrier
-      scope.complete();
-    }
     if (pe.local_rank() == 0) {
-      returned = true;
+      {
+        LoanScope scope(pe, lent);
+        scope.complete();
+      }
+      ended = true;
       return;
     }
-    LoanScope next(pe, lent);  // a writer until PE 0 is out of its call
-    next_call_saw_it = wait_for(pe, returned);
-    next.done_writing();
-    next.complete();
+    LoanScope scope(pe, lent);
+    if (!wait_for(pe, ended)) return;
+    try {
+      scope.borrow_all();
+    } catch (const PeerError& e) {
+      error = e.what();
+    }
+    scope.complete();
   });
-  EXPECT_TRUE(next_call_saw_it);
+  EXPECT_NE(error.find("local rank 0 has lent nothing for this call"), std::string::npos) << error;
 }
 
 }  // namespace

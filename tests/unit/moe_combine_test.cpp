@@ -83,7 +83,6 @@ MoeOptions small(int experts, int topk) {
   o.experts = experts;
   o.channels = 2;
   o.chunk_tokens = 2;
-  o.nvl_ring_tokens = 4;
   o.rdma_ring_tokens = 4;
   return o;
 }
@@ -120,7 +119,7 @@ TEST(MoeCombine, EmptyPeOneBiasOneChannelAndRingsOfOneChunk) {
   run_combine({2, 2}, o, "uniform", /*empty_pe=*/2);
   o.channels = 1;
   o.chunk_tokens = 1;
-  o.nvl_ring_tokens = o.rdma_ring_tokens = 2;  // a token's partials never all fit at once
+  o.rdma_ring_tokens = 2;  // a channel's partials never all fit at once
   run_combine({2, 2}, o, "skewed");
   o.channels = 5;
   o.experts = 12;
@@ -136,7 +135,7 @@ TEST(MoeCombine, EveryExpertOnOnePeAndTheBenchmarkHidden) {
   o.hidden = 7168;
   o.tokens = 512;
   o.chunk_tokens = 4;
-  o.nvl_ring_tokens = o.rdma_ring_tokens = 16;
+  o.rdma_ring_tokens = 16;
   run_combine({2, 2}, o, "uniform", -1, size_t(192) << 20);
 }
 

@@ -120,7 +120,7 @@ TEST(MoeDispatch, EmptyPeOneChannelManyChannelsAndOneChunkRings) {
   expect_dispatch({2, 2}, o, "skewed");
   o.channels = 7;
   o.chunk_tokens = 1;
-  o.nvl_ring_tokens = o.rdma_ring_tokens = 2;
+  o.rdma_ring_tokens = 2;
   expect_dispatch({2, 2}, o, "uniform");
 }
 

@@ -40,9 +40,9 @@ TEST(MoeOptions, BadFieldsAreNamedWithTheirRange) {
   EXPECT_NE(error_of(options(4, 8, 9, 8), 2, 2).find("topk = 9 is out of range: allowed 1 to 8"),
             std::string::npos);
   MoeOptions o = options(4, 8, 2, 8);
-  o.nvl_ring_tokens = 16;
+  o.rdma_ring_tokens = 16;
   o.chunk_tokens = 9;
-  EXPECT_NE(error_of(o, 2, 2).find("larger than half of nvl_ring_tokens = 16: allowed up to 8"),
+  EXPECT_NE(error_of(o, 2, 2).find("larger than half of rdma_ring_tokens = 16: allowed up to 8"),
             std::string::npos);
   o.chunk_tokens = 8;
   o.partial_dtype = DType::kF16;
