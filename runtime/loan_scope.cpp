@@ -6,13 +6,12 @@
 
 namespace symmesh {
 
-LoanScope::LoanScope(Pe& pe, std::span<std::byte> memory, bool discard) : pe_(pe) {
-  pe_.node().loans().lend(pe_.local_rank(), memory, discard);
-}
+LoanScope::LoanScope(Pe& pe, std::span<std::byte> memory, bool discard)
+    : pe_(pe), number_(pe.node().loans().lend(pe.local_rank(), memory, discard)) {}
 
 const std::vector<LocalLoans::Borrowed>& LoanScope::borrow_all() {
   for (int j = int(borrowed_.size()); j < pe_.node().ranks_per_node(); ++j) {
-    borrowed_.push_back(pe_.node().loans().borrow(j));
+    borrowed_.push_back(pe_.node().loans().borrow(j, number_));
   }
   return borrowed_;
 }
@@ -30,6 +29,10 @@ LoanScope::~LoanScope() {
   if (!complete_) {
     node.doorbell().abort("PE " + std::to_string(pe_.my_pe()) +
                           " left a call early while its node peers could use its memory");
+  } else if (node.loans().borrowers(pe_.local_rank()) != 0) {
+    node.doorbell().abort("PE " + std::to_string(pe_.my_pe()) +
+                          " passed a call's closing barrier while a node peer still used its "
+                          "memory: a barrier was passed early");
   }
   // Twice the wait timeout: a borrower's wait, then a put it had started (the daemon gives its
   // transports the same timeout).

@@ -13,7 +13,8 @@ namespace symmesh {
 // Lends `memory` at construction (before the call's opening barrier); borrow_all() after that
 // barrier; done_using() once this PE is done with its peers' memory; complete() once the call
 // succeeded. Destroyed, it ends the loan, which waits until every borrower gave it back:
-// normally at once, as they did before the closing barrier. A call that did not complete first
+// normally at once, as they did before the closing barrier. A call that did not complete, or
+// whose loan still has borrowers after its closing barrier (a barrier passed early), first
 // aborts the node's waits, so its peers stop soon. Every wait a borrower makes ends within the
 // node's wait timeout, or at once on an abort (a put it is in, within the transport's timeout);
 // a borrower still holding the loan well past that would use freed memory, so the daemon stops
@@ -33,6 +34,7 @@ class LoanScope {
 
  private:
   Pe& pe_;
+  uint64_t number_;  // of this PE's loan, and of the loans it borrows
   std::vector<LocalLoans::Borrowed> borrowed_;
   bool complete_ = false;
 };

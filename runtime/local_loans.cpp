@@ -15,7 +15,7 @@ LocalLoans::Loan& LocalLoans::loan(int local_rank) const {
   return loans_[size_t(local_rank)];
 }
 
-void LocalLoans::lend(int local_rank, std::span<std::byte> memory, bool discard) {
+uint64_t LocalLoans::lend(int local_rank, std::span<std::byte> memory, bool discard) {
   Loan& l = loan(local_rank);
   const std::lock_guard lock(l.mutex);
   if (l.open || l.borrowers != 0) {
@@ -25,15 +25,17 @@ void LocalLoans::lend(int local_rank, std::span<std::byte> memory, bool discard)
   l.memory = memory;
   l.discard = discard;
   l.open = true;
+  return ++l.number;
 }
 
-LocalLoans::Borrowed LocalLoans::borrow(int local_rank) {
+LocalLoans::Borrowed LocalLoans::borrow(int local_rank, uint64_t number) {
   Loan& l = loan(local_rank);
   const std::lock_guard lock(l.mutex);
-  if (!l.open) {
-    throw PeerError("local rank " + std::to_string(local_rank) +
-                    " has lent nothing for this call (it has not come to it, or has left it): a "
-                    "barrier before it was passed early");
+  if (!l.open || l.number != number) {
+    throw PeerError("local rank " + std::to_string(local_rank) + " has not lent for this call " +
+                    "(its loan " + std::to_string(number) + "; it is at loan " +
+                    std::to_string(l.number) + (l.open ? ", open" : ", ended") +
+                    "): a barrier before it was passed early");
   }
   ++l.borrowers;
   return {l.memory, l.discard};
@@ -46,6 +48,14 @@ void LocalLoans::give_back(int local_rank, Doorbell& bell) {
     --l.borrowers;
   }
   bell.ring();
+}
+
+void LocalLoans::reset() {
+  for (int j = 0; j < ranks_; ++j) {
+    Loan& l = loans_[size_t(j)];
+    const std::lock_guard lock(l.mutex);
+    l.number = 0;
+  }
 }
 
 int LocalLoans::borrowers(int local_rank) const {

@@ -83,6 +83,7 @@ void Node::reset_between_jobs() {
     allocators_[local]->reset();
   }
   doorbell_.clear_abort();
+  loans_.reset();
 }
 
 size_t Node::heap_used() const {

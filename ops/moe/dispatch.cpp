@@ -204,10 +204,11 @@ class Dispatcher {
   // Room for this PE's received rows, where its node peers write them: the caller's, or the
   // result's storage; null when the caller could not place them (its peers then write none).
   std::byte* place_rows() {
+    static std::byte no_rows;  // room for 0 rows, which is not "discard"
     const size_t bytes = size_t(received_) * format_.x_bytes;
     if (!place_x_) {
       result_.x.resize(bytes);
-      return result_.x.data();
+      return bytes > 0 ? result_.x.data() : &no_rows;
     }
     result_.x.clear();
     try {
@@ -216,8 +217,7 @@ class Dispatcher {
         throw InvalidArgument("dispatch: no room was placed for " + std::to_string(received_) +
                               " received rows");
       }
-      static std::byte no_rows;  // room for 0 rows, which is not "discard"
-      return rows ? rows : &no_rows;
+      return bytes > 0 ? rows : &no_rows;
     } catch (...) {  // rethrown once this PE has done its part of the collective
       placing_failed_ = std::current_exception();
       return nullptr;
