@@ -185,6 +185,17 @@ class HierCombiner final : public Combiner {
     }
     return local_rows_[j].data() + size_t(index) * partial_bytes_;
   }
+  // The partials of this node's PEs that got forwarder record `record`, in local-rank order;
+  // `read_from_peers` counts the bytes of the other PEs'.
+  void add_local_partials(int64_t record, std::vector<TypedRow>& rows,
+                          int64_t& read_from_peers) const {
+    for (int j = 0; j < ranks_; ++j) {
+      const int64_t received = d_.handle.nvl_slot[size_t(record) * ranks_ + j];
+      if (received < 0) continue;
+      rows.push_back({local_partial(j, received), o_.partial_dtype});
+      if (j != local_) read_from_peers += int64_t(partial_bytes_);
+    }
+  }
 
   // Forwarder: per record it forwarded, the local partials summed, to the token's home PE.
   void forward(CommPort& port, int channel) {
@@ -192,13 +203,11 @@ class HierCombiner final : public Combiner {
     std::vector<std::byte> staging(size_t(o_.chunk_tokens) * partial_bytes_);
     int64_t read_from_peers = 0;
     for (int a = 0; a < nodes_; ++a) {
+      if (a == my_node_) continue;  // this PE's own tokens: its receiver sums them in place
       const int home = a * ranks_ + local_;
       uint64_t* head = rdma_head_ + size_t(channel) * nodes_ + a;
       uint64_t sent = 0;
       int64_t staged = 0;
-      // Records for this PE itself are summed straight into the slots of its own ring; the
-      // others are staged and put a chunk at a time.
-      const bool direct = home == me_;
       uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + my_node_;
       auto make_room = [&](int64_t count) {  // until the ring takes `count` records after sent
         if (int64_t(sent - pe_.signal_fetch(head)) + count <= o_.rdma_ring_tokens) return;
@@ -213,25 +222,21 @@ class HierCombiner final : public Combiner {
       };
       auto flush = [&] {  // the staged records into the home PE's ring, tail after data
         if (staged == 0) return;
-        if (direct) {
-          port.signal_add(tail, uint64_t(staged), home);
-        } else {
-          make_room(staged);
-          for (int64_t done = 0; done < staged;) {  // a wrap splits it in two
-            const uint64_t position = sent + uint64_t(done);
-            const int64_t run = std::min<int64_t>(
-                staged - done, o_.rdma_ring_tokens - int64_t(position % o_.rdma_ring_tokens));
-            const size_t bytes = size_t(run) * partial_bytes_;
-            std::byte* data = staging.data() + size_t(done) * partial_bytes_;
-            if (done + run == staged) {
-              port.put_signal(rdma_slot(channel, my_node_, position), data, bytes, tail,
-                              uint64_t(staged), SignalOp::kAdd, home);
-            } else {
-              port.put(rdma_slot(channel, my_node_, position), data, bytes, home);
-            }
-            if (home / ranks_ != my_node_) inter_bytes_ += int64_t(bytes);
-            done += run;
+        make_room(staged);
+        for (int64_t done = 0; done < staged;) {  // a wrap splits it in two
+          const uint64_t position = sent + uint64_t(done);
+          const int64_t run = std::min<int64_t>(
+              staged - done, o_.rdma_ring_tokens - int64_t(position % o_.rdma_ring_tokens));
+          const size_t bytes = size_t(run) * partial_bytes_;
+          std::byte* data = staging.data() + size_t(done) * partial_bytes_;
+          if (done + run == staged) {
+            port.put_signal(rdma_slot(channel, my_node_, position), data, bytes, tail,
+                            uint64_t(staged), SignalOp::kAdd, home);
+          } else {
+            port.put(rdma_slot(channel, my_node_, position), data, bytes, home);
           }
+          inter_bytes_ += int64_t(bytes);
+          done += run;
         }
         sent += uint64_t(staged);
         staged = 0;
@@ -239,21 +244,9 @@ class HierCombiner final : public Combiner {
       const int64_t* prefix = &d_.handle.forward_prefix[size_t(a) * (channels_ + 1)];
       for (int64_t record = prefix[channel]; record < prefix[channel + 1]; ++record) {
         rows.clear();
-        for (int j = 0; j < ranks_; ++j) {
-          const int64_t received = d_.handle.nvl_slot[size_t(record) * ranks_ + j];
-          if (received < 0) continue;
-          rows.push_back({local_partial(j, received), o_.partial_dtype});
-          if (j != local_) read_from_peers += int64_t(partial_bytes_);
-        }
-        std::byte* target = staging.data() + size_t(staged) * partial_bytes_;
-        if (direct) {
-          if (int64_t(sent - pe_.signal_fetch(head)) + staged >= o_.rdma_ring_tokens) {
-            flush();  // what is written goes to the receiver first, so it can free slots
-            make_room(1);
-          }
-          target = rdma_slot(channel, my_node_, sent + uint64_t(staged));
-        }
-        reduce_rows(target, o_.partial_dtype, rows.data(), rows.size(), size_t(o_.hidden));
+        add_local_partials(record, rows, read_from_peers);
+        reduce_rows(staging.data() + size_t(staged) * partial_bytes_, o_.partial_dtype, rows.data(),
+                    rows.size(), size_t(o_.hidden));
         if (++staged == o_.chunk_tokens) flush();
       }
       flush();
@@ -261,8 +254,10 @@ class HierCombiner final : public Combiner {
     intra_bytes_ += read_from_peers;
   }
 
-  // Receiver: every own token of this channel, the partials of its nodes in node order.
+  // Receiver: every own token of this channel, the partials of its nodes in node order; for its
+  // own node, the node's PEs' partials themselves, in local-rank order, read in place.
   void receive(CommPort& port, int channel) {
+    int64_t read_from_peers = 0;
     std::vector<uint64_t> consumed(nodes_, 0), returned(nodes_, 0);
     std::vector<TypedRow> rows;
     auto return_heads = [&](bool all) {
@@ -278,7 +273,12 @@ class HierCombiner final : public Combiner {
     for (int64_t t = range.begin; t < range.end; ++t) {
       rows.clear();  // as in the forwarder: heads go back once the token is summed
       for (int b = 0; b < nodes_; ++b) {
-        if (d_.handle.rdma_slot[size_t(t) * nodes_ + b] < 0) continue;
+        const int64_t record = d_.handle.rdma_slot[size_t(t) * nodes_ + b];
+        if (record < 0) continue;
+        if (b == my_node_) {
+          add_local_partials(record, rows, read_from_peers);
+          continue;
+        }
         const uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + b;
         if (pe_.signal_fetch(tail) <= consumed[b]) {
           return_heads(true);
@@ -293,18 +293,21 @@ class HierCombiner final : public Combiner {
         rows.push_back({rdma_slot(channel, b, consumed[b]), o_.partial_dtype});
       }
       finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * out_bytes_]);
-      for (int b = 0; b < nodes_; ++b)
-        consumed[b] += d_.handle.rdma_slot[size_t(t) * nodes_ + b] >= 0;
+      for (int b = 0; b < nodes_; ++b) {
+        if (b != my_node_) consumed[b] += d_.handle.rdma_slot[size_t(t) * nodes_ + b] >= 0;
+      }
       return_heads(false);
     }
     return_heads(true);
+    intra_bytes_ += read_from_peers;
   }
 
   std::vector<std::byte> owned_rows_;      // the stand-in experts' rows, or converted ones
   const std::byte* expert_out_ = nullptr;  // [received][partial bytes]: lent to the forwarders
-  std::byte* rdma_ring_ = nullptr;         // [channel][forwarding node][slot]: in the home PE
-  uint64_t* rdma_tail_ = nullptr;          // [channel][forwarding node]: remote atomic adds
-  uint64_t* rdma_head_ = nullptr;          // [channel][home node]: written by the home PE
+  std::byte* rdma_ring_ = nullptr;  // [channel][forwarding node][slot]: in the home PE (its own
+                                    // node's slots unused: its receiver reads those in place)
+  uint64_t* rdma_tail_ = nullptr;   // [channel][forwarding node]: remote atomic adds
+  uint64_t* rdma_head_ = nullptr;   // [channel][home node]: written by the home PE
   std::vector<std::span<std::byte>> local_rows_;  // per PE of this node: its lent rows
   // Last: destroyed first, so a failed call's lent rows outlive every forwarder's reads.
   std::optional<LoanScope> lent_;

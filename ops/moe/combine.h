@@ -2,15 +2,17 @@
 // back to its home PE and reduces them, walking dispatch's paths backwards with its handle.
 //
 // hier, two roles per channel on every PE, each a thread:
-//  - forwarder: for each record it forwarded in dispatch, in the same order, reads the partial
-//    of every local PE that got the token (its experts' outputs, already summed), in local-rank
-//    order, where that PE's experts wrote it: a node's PEs are threads of one daemon, and each
-//    lends its rows to the node's forwarders for the call (DeepEP's NVL senders copy them into
-//    the forwarder's ring instead). It adds them in f32 and appends one partial to the symmetric
-//    RDMA ring (per channel, per forwarding node) of the token's home PE: the data, then the
-//    tail bumped with a remote atomic add (put_signal).
+//  - forwarder: for each record it forwarded in dispatch from another node, in the same order,
+//    reads the partial of every local PE that got the token (its experts' outputs, already
+//    summed), in local-rank order, where that PE's experts wrote it: a node's PEs are threads
+//    of one daemon, and each lends its rows to its node peers for the call (DeepEP's NVL
+//    senders copy them into the forwarder's ring instead). It adds them in f32 and appends one
+//    partial to the symmetric RDMA ring (per channel, per forwarding node) of the token's home
+//    PE: the data, then the tail bumped with a remote atomic add (put_signal).
 //  - receiver: for each own token, in order, adds the partials of every node that held one of
-//    its experts (in node order), the biases, and writes combined_x (in the tokens' type).
+//    its experts, in node order, the biases, and writes combined_x (in the tokens' type). For
+//    its own node it takes the node's PEs' partials themselves, in local-rank order, read in
+//    place: no forwarder sum and no ring for them.
 // Heads go back lazily: every chunk consumed, and always before a wait, so a receiver never
 // waits on a forwarder that waits on it. With chunks at most half a ring (validate()), a
 // forwarder always finds room for a chunk once the receiver has caught up.
@@ -18,8 +20,8 @@
 // flat, the baseline: every expert output goes straight to its token's home PE, one slot per
 // (token, expert), and the home PE adds them in topk order.
 //
-// Partials travel in options.partial_dtype (bf16: rounded at the sender and at the forwarder;
-// f32: only the final rounding). Every sum is taken in a fixed order: bitwise
+// Partials travel in options.partial_dtype (bf16: rounded at the sender and, from another node,
+// at its forwarder; f32: only the final rounding). Every sum is taken in a fixed order: bitwise
 // deterministic.
 #pragma once
 
