@@ -208,5 +208,49 @@ TEST(MoeCombine, AStuckRingFailsNamingPeChannelRingHeadAndTail) {
   });
 }
 
+// A handle whose row index lies past the rows a node peer lent (PEs combining different
+// dispatches) fails the call naming the row and the PE, without reading outside them; the
+// next combine works.
+TEST(MoeCombine, ARowPastWhatANodePeerLentIsRefused) {
+  LocalClusterOptions c;
+  c.ranks_per_node = 2;
+  c.wait_timeout = std::chrono::seconds(60);
+  LocalCluster cluster(c);
+  const MoeOptions o = small(4, 2);
+  std::string refused;
+  EXPECT_THROW(cluster.run([&](Pe& pe) {
+    const Routing routing = routing_for(o, pe.my_pe(), "uniform");
+    const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{9, ""});
+    DispatchResult dispatched = dispatch(pe, o, x, routing);
+    if (pe.my_pe() == 0) {  // the first record that reached PE 1 now names a row it never had
+      bool changed = false;
+      for (size_t r = 0; r < dispatched.handle.nvl_slot.size() / 2 && !changed; ++r) {
+        int64_t& slot = dispatched.handle.nvl_slot[r * 2 + 1];
+        if (slot >= 0) slot = 1 << 20, changed = true;
+      }
+      ASSERT_TRUE(changed) << "no token of PE 0 went to PE 1: change the seed";
+    }
+    try {
+      combine(pe, o, dispatched, routing, CombineInputs{});
+    } catch (const InvalidArgument& e) {
+      refused = e.what();
+      throw;
+    }
+  }),
+               std::exception);
+  EXPECT_NE(refused.find("combine: this PE's dispatch handle puts a token at row 1048576 of "
+                         "local PE 1, whose expert rows hold "),
+            std::string::npos)
+      << refused;
+  std::vector<int> combined(2, 0);
+  cluster.run([&](Pe& pe) {
+    const Routing routing = routing_for(o, pe.my_pe(), "uniform");
+    const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{9, ""});
+    const CombineResult r = combine(pe, o, dispatch(pe, o, x, routing), routing, CombineInputs{});
+    combined[pe.my_pe()] = r.combined_x.size() == size_t(routing.tokens) * o.hidden * 2;
+  });
+  EXPECT_EQ(combined, std::vector<int>(2, 1));
+}
+
 }  // namespace
 }  // namespace symmesh
