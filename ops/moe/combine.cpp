@@ -137,9 +137,13 @@ class HierCombiner final : public Combiner {
       }
       expert_out_ = owned_rows_.data();
     }
-    const size_t rdma_slots = size_t(channels_) * nodes_ * o.rdma_ring_tokens;
-    rdma_ring_ = static_cast<std::byte*>(zeroed(
-        rdma_slots * partial_bytes_, "combine RDMA rings (channels x nodes x rdma_ring_tokens)"));
+    // A ring per other node: a PE sums its own node's partials in place.
+    if (nodes_ > 1) {
+      const size_t rdma_slots = size_t(channels_) * (nodes_ - 1) * o.rdma_ring_tokens;
+      rdma_ring_ = static_cast<std::byte*>(
+          zeroed(rdma_slots * partial_bytes_,
+                 "combine RDMA rings (channels x other nodes x rdma_ring_tokens)"));
+    }
     rdma_tail_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * nodes_ * 8, "RDMA tails"));
     rdma_head_ = static_cast<uint64_t*>(zeroed(size_t(channels_) * nodes_ * 8, "RDMA heads"));
     // The node's forwarders read this PE's rows where they are (run() opens with a barrier).
@@ -163,8 +167,10 @@ class HierCombiner final : public Combiner {
         [](int role) { return std::string(kRoles[role % 2]) + " ch" + std::to_string(role / 2); });
   }
 
-  std::byte* rdma_slot(int channel, int node, uint64_t position) const {
-    return rdma_ring_ + ((size_t(channel) * nodes_ + node) * o_.rdma_ring_tokens +
+  // Slot `position` of the ring, in a PE of node `home`, that node `from` forwards into.
+  std::byte* rdma_slot(int channel, int from, int home, uint64_t position) const {
+    const int ring = from < home ? from : from - 1;  // the home node has no ring of its own
+    return rdma_ring_ + ((size_t(channel) * (nodes_ - 1) + ring) * o_.rdma_ring_tokens +
                          position % o_.rdma_ring_tokens) *
                             partial_bytes_;
   }
@@ -189,6 +195,11 @@ class HierCombiner final : public Combiner {
   // `read_from_peers` counts the bytes of the other PEs'.
   void add_local_partials(int64_t record, std::vector<TypedRow>& rows,
                           int64_t& read_from_peers) const {
+    const size_t records = d_.handle.nvl_slot.size() / size_t(ranks_);
+    if (record < 0 || size_t(record) >= records) {
+      throw InvalidArgument("combine: this PE's dispatch handle names forwarder record " +
+                            std::to_string(record) + "; it holds " + std::to_string(records));
+    }
     for (int j = 0; j < ranks_; ++j) {
       const int64_t received = d_.handle.nvl_slot[size_t(record) * ranks_ + j];
       if (received < 0) continue;
@@ -197,7 +208,8 @@ class HierCombiner final : public Combiner {
     }
   }
 
-  // Forwarder: per record it forwarded, the local partials summed, to the token's home PE.
+  // Forwarder: per record it forwarded from another node, the local partials summed, to the
+  // token's home PE.
   void forward(CommPort& port, int channel) {
     std::vector<TypedRow> rows;
     std::vector<std::byte> staging(size_t(o_.chunk_tokens) * partial_bytes_);
@@ -230,10 +242,10 @@ class HierCombiner final : public Combiner {
           const size_t bytes = size_t(run) * partial_bytes_;
           std::byte* data = staging.data() + size_t(done) * partial_bytes_;
           if (done + run == staged) {
-            port.put_signal(rdma_slot(channel, my_node_, position), data, bytes, tail,
+            port.put_signal(rdma_slot(channel, my_node_, a, position), data, bytes, tail,
                             uint64_t(staged), SignalOp::kAdd, home);
           } else {
-            port.put(rdma_slot(channel, my_node_, position), data, bytes, home);
+            port.put(rdma_slot(channel, my_node_, a, position), data, bytes, home);
           }
           inter_bytes_ += int64_t(bytes);
           done += run;
@@ -290,7 +302,7 @@ class HierCombiner final : public Combiner {
                         std::to_string(o_.rdma_ring_tokens) + ", token " + std::to_string(t);
                });
         }
-        rows.push_back({rdma_slot(channel, b, consumed[b]), o_.partial_dtype});
+        rows.push_back({rdma_slot(channel, b, my_node_, consumed[b]), o_.partial_dtype});
       }
       finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * out_bytes_]);
       for (int b = 0; b < nodes_; ++b) {
@@ -303,11 +315,10 @@ class HierCombiner final : public Combiner {
   }
 
   std::vector<std::byte> owned_rows_;      // the stand-in experts' rows, or converted ones
-  const std::byte* expert_out_ = nullptr;  // [received][partial bytes]: lent to the forwarders
-  std::byte* rdma_ring_ = nullptr;  // [channel][forwarding node][slot]: in the home PE (its own
-                                    // node's slots unused: its receiver reads those in place)
-  uint64_t* rdma_tail_ = nullptr;   // [channel][forwarding node]: remote atomic adds
-  uint64_t* rdma_head_ = nullptr;   // [channel][home node]: written by the home PE
+  const std::byte* expert_out_ = nullptr;  // [received][partial bytes]: lent to the node's PEs
+  std::byte* rdma_ring_ = nullptr;         // [channel][other forwarding node][slot]: in the home PE
+  uint64_t* rdma_tail_ = nullptr;          // [channel][forwarding node]: remote atomic adds
+  uint64_t* rdma_head_ = nullptr;          // [channel][home node]: written by the home PE
   std::vector<std::span<std::byte>> local_rows_;  // per PE of this node: its lent rows
   // Last: destroyed first, so a failed call's lent rows outlive every forwarder's reads.
   std::optional<LoanScope> lent_;

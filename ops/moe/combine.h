@@ -8,7 +8,8 @@
 //    of one daemon, and each lends its rows to its node peers for the call (DeepEP's NVL
 //    senders copy them into the forwarder's ring instead). It adds them in f32 and appends one
 //    partial to the symmetric RDMA ring (per channel, per forwarding node) of the token's home
-//    PE: the data, then the tail bumped with a remote atomic add (put_signal).
+//    PE: the data, then the tail bumped with a remote atomic add (put_signal). A home PE has a
+//    ring per other node.
 //  - receiver: for each own token, in order, adds the partials of every node that held one of
 //    its experts, in node order, the biases, and writes combined_x (in the tokens' type). For
 //    its own node it takes the node's PEs' partials themselves, in local-rank order, read in
@@ -32,7 +33,7 @@
 
 namespace symmesh {
 
-// The stand-in experts' outputs for the received tokens, what the forwarders read: per token
+// The stand-in experts' outputs for the received tokens, what the node's PEs read: per token
 // the sum over this PE's experts of it of (weight if topk weighting) * expert_scale * x, in f32,
 // rounded to options.partial_dtype: [received][hidden].
 std::vector<std::byte> expert_outputs(const MoeOptions& options, const DispatchResult& dispatched);

@@ -209,26 +209,31 @@ TEST(MoeCombine, AStuckRingFailsNamingPeChannelRingHeadAndTail) {
 }
 
 // A handle whose row index lies past the rows a node peer lent (PEs combining different
-// dispatches) fails the call naming the row and the PE, without reading outside them; the
-// next combine works.
-TEST(MoeCombine, ARowPastWhatANodePeerLentIsRefused) {
+// dispatches) fails the call naming the row and the PE, without reading outside them: on one
+// node the receiver reads that row (its own node's partials), on two the forwarder (a record
+// from the other node). The next combine matches the reference.
+void expect_row_past_the_loan_refused(Shape shape) {
   LocalClusterOptions c;
-  c.ranks_per_node = 2;
+  c.nodes = shape.nodes;
+  c.ranks_per_node = shape.ranks;
   c.wait_timeout = std::chrono::seconds(60);
+  c.tcp.io_threads = 1;
   LocalCluster cluster(c);
-  const MoeOptions o = small(4, 2);
+  const MoeOptions o = small(4 * shape.nodes, 2);
   std::string refused;
   EXPECT_THROW(cluster.run([&](Pe& pe) {
     const Routing routing = routing_for(o, pe.my_pe(), "uniform");
     const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{9, ""});
     DispatchResult dispatched = dispatch(pe, o, x, routing);
-    if (pe.my_pe() == 0) {  // the first record that reached PE 1 now names a row it never had
+    if (pe.my_pe() == 0) {  // a record from the last node that reached PE 1: a row it never had
+      DispatchHandle& h = dispatched.handle;
+      const int64_t* prefix = &h.forward_prefix[size_t(shape.nodes - 1) * (h.channels + 1)];
       bool changed = false;
-      for (size_t r = 0; r < dispatched.handle.nvl_slot.size() / 2 && !changed; ++r) {
-        int64_t& slot = dispatched.handle.nvl_slot[r * 2 + 1];
+      for (int64_t r = prefix[0]; r < prefix[h.channels] && !changed; ++r) {
+        int64_t& slot = h.nvl_slot[size_t(r) * shape.ranks + 1];
         if (slot >= 0) slot = 1 << 20, changed = true;
       }
-      ASSERT_TRUE(changed) << "no token of PE 0 went to PE 1: change the seed";
+      ASSERT_TRUE(changed) << "no such token reached PE 1: change the seed";
     }
     try {
       combine(pe, o, dispatched, routing, CombineInputs{});
@@ -242,14 +247,26 @@ TEST(MoeCombine, ARowPastWhatANodePeerLentIsRefused) {
                          "local PE 1, whose expert rows hold "),
             std::string::npos)
       << refused;
-  std::vector<int> combined(2, 0);
-  cluster.run([&](Pe& pe) {
+  std::vector<int> matched(size_t(shape.nodes * shape.ranks), 0);
+  cluster.run([&](Pe& pe) {  // the same cluster serves again
     const Routing routing = routing_for(o, pe.my_pe(), "uniform");
     const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{9, ""});
     const CombineResult r = combine(pe, o, dispatch(pe, o, x, routing), routing, CombineInputs{});
-    combined[pe.my_pe()] = r.combined_x.size() == size_t(routing.tokens) * o.hidden * 2;
+    const std::vector<uint16_t> expected = reference_combine(o, routing, x, {});
+    bool near = r.combined_x.size() == expected.size() * 2;
+    for (size_t i = 0; near && i < expected.size(); ++i) {
+      const float want = bf16_to_f32(expected[i]);
+      near = std::fabs(load_one(r.combined_x.data(), i, DType::kBF16) - want) <=
+             0.05f * std::max(1.0f, std::fabs(want));
+    }
+    matched[size_t(pe.my_pe())] = near;
   });
-  EXPECT_EQ(combined, std::vector<int>(2, 1));
+  EXPECT_EQ(matched, std::vector<int>(matched.size(), 1));
+}
+
+TEST(MoeCombine, ARowPastWhatANodePeerLentIsRefused) {
+  expect_row_past_the_loan_refused({1, 2});  // the receiver's read
+  expect_row_past_the_loan_refused({2, 2});  // the forwarder's read
 }
 
 }  // namespace
