@@ -125,8 +125,15 @@ void AttachServer::serve(std::unique_ptr<BlockingChannel> connection) {
     int ring_fd = -1;
     attach::Ring* ring = map_ring(ring_fd);
     BlockingChannel& channel = *connection;
-    auto attachment =
-        std::make_shared<Attachment>(local_rank, who, std::move(connection), ring, ring_fd);
+    std::shared_ptr<Attachment> attachment;
+    try {
+      attachment =
+          std::make_shared<Attachment>(local_rank, who, std::move(connection), ring, ring_fd);
+    } catch (...) {  // not constructed (no memory): the ring and its descriptor are still ours
+      munmap(ring, attach::kRingBytes);
+      ::close(ring_fd);
+      throw;
+    }
     try {
       attached_pes().hold(attachment);
     } catch (const InvalidArgument& e) {
