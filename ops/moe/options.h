@@ -41,7 +41,8 @@ struct MoeOptions {
   DType partial_dtype = DType::kBF16;  // what partial sums travel in: bf16 or f32
   MoeAlgo algo = MoeAlgo::kHier;
   // Defaults measured with bench/moe.sh on 2 cores: one channel (then three threads a PE) beat two,
-  // and 16-token chunks beat 4 (fewer tails and heads); rings of 4 chunks.
+  // and matched two with two threads a PE; 16-token chunks beat 4 (fewer tails and heads); rings
+  // of 4 chunks.
   int channels = 1;               // threads per PE, each owning a contiguous range of tokens
   int64_t chunk_tokens = 16;      // tokens a sender moves before it publishes a tail
   int64_t rdma_ring_tokens = 64;  // per (channel, source node) symmetric RDMA ring
