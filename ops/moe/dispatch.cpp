@@ -22,12 +22,14 @@ namespace {
 struct RecordFormat {
   size_t x_bytes;  // hidden x the element's size
   int topk;
-  size_t ids_at() const { return x_bytes; }
-  size_t weights_at() const { return ids_at() + size_t(topk) * 4; }
-  size_t source_at() const { return weights_at() + size_t(topk) * 4; }
-  size_t bytes() const { return (source_at() + 8 + 15) / 16 * 16; }
-  size_t meta_bytes() const { return size_t(topk) * 8 + 8; }
-  size_t meta_stride() const { return (meta_bytes() + 15) / 16 * 16; }
+  size_t ids_bytes() const { return size_t(topk) * 4; }  // and the weights'
+  // The meta part, from its start: ids, weights, then source (PE and token, two int32).
+  size_t weights_in_meta() const { return ids_bytes(); }
+  size_t source_in_meta() const { return 2 * ids_bytes(); }
+  size_t meta_bytes() const { return source_in_meta() + 8; }
+  size_t meta_stride() const { return (meta_bytes() + 15) / 16 * 16; }  // in a receive region
+  size_t meta_at() const { return x_bytes; }                            // in a record
+  size_t bytes() const { return (meta_at() + meta_bytes() + 15) / 16 * 16; }
 };
 
 // An exclusive prefix over [rows][columns] in row-major order: out[r][c] = the sum of every
@@ -225,16 +227,16 @@ class Dispatcher {
   }
 
   void encode_meta(int64_t token, std::byte* meta) const {
-    std::memcpy(meta, &routing_.experts[size_t(token) * o_.topk], size_t(o_.topk) * 4);
-    std::memcpy(meta + size_t(o_.topk) * 4, &routing_.weights[size_t(token) * o_.topk],
-                size_t(o_.topk) * 4);
+    std::memcpy(meta, &routing_.experts[size_t(token) * o_.topk], format_.ids_bytes());
+    std::memcpy(meta + format_.weights_in_meta(), &routing_.weights[size_t(token) * o_.topk],
+                format_.ids_bytes());
     const int32_t source[2] = {me_, int32_t(token)};
-    std::memcpy(meta + size_t(o_.topk) * 8, source, 8);
+    std::memcpy(meta + format_.source_in_meta(), source, 8);
   }
   const std::byte* token_x(int64_t token) const { return x_ + size_t(token) * format_.x_bytes; }
   void encode(int64_t token, std::byte* record) const {
     std::memcpy(record, token_x(token), format_.x_bytes);
-    encode_meta(token, record + format_.ids_at());
+    encode_meta(token, record + format_.meta_at());
   }
 
   // [begin, end) of `source`'s tokens in `channel` among local PE j's received ones.
@@ -365,7 +367,7 @@ class Dispatcher {
         std::fill(to.begin(), to.end(), 0);
         for (int k = 0; k < o_.topk; ++k) {
           int32_t expert;
-          std::memcpy(&expert, record + format_.ids_at() + size_t(k) * 4, 4);
+          std::memcpy(&expert, record + format_.meta_at() + size_t(k) * 4, 4);
           if (expert < 0) continue;
           const int pe = expert_pe(o_, n_, expert);
           if (pe / ranks_ == my_node_) to[pe - first_expert_node] = true;
@@ -374,7 +376,7 @@ class Dispatcher {
           if (!to[j]) continue;
           deliver(base + i, source, channel, j, written[j], [&](std::byte* row, std::byte* meta) {
             if (row) std::memcpy(row, record, format_.x_bytes);
-            std::memcpy(meta, record + format_.ids_at(), format_.meta_bytes());
+            std::memcpy(meta, record + format_.meta_at(), format_.meta_bytes());
           });
         }
       }
@@ -401,15 +403,15 @@ class Dispatcher {
     r.sources.resize(received_);
     for (int64_t i = 0; i < received_; ++i) {
       const std::byte* meta = recv_region_ + size_t(i) * format_.meta_stride();
-      std::memcpy(&r.topk_idx[size_t(i) * o_.topk], meta, size_t(o_.topk) * 4);
-      std::memcpy(&r.topk_weights[size_t(i) * o_.topk], meta + size_t(o_.topk) * 4,
-                  size_t(o_.topk) * 4);
+      std::memcpy(&r.topk_idx[size_t(i) * o_.topk], meta, format_.ids_bytes());
+      std::memcpy(&r.topk_weights[size_t(i) * o_.topk], meta + format_.weights_in_meta(),
+                  format_.ids_bytes());
       for (int k = 0; k < o_.topk; ++k) {
         int32_t& id = r.topk_idx[size_t(i) * o_.topk + k];
         if (id >= 0 && expert_pe(o_, n_, id) != me_) id = -1;
       }
       int32_t source[2];
-      std::memcpy(source, meta + size_t(o_.topk) * 8, 8);
+      std::memcpy(source, meta + format_.source_in_meta(), 8);
       r.sources[i] = ReceivedToken{source[0], source[1]};
     }
   }

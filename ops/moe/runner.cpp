@@ -58,7 +58,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
 
   MoeReport report;
   std::vector<double> times;
-  std::vector<std::byte> first, last;  // the output, bf16 (a hier dispatch's stays in it)
+  std::vector<std::byte> first, last;  // the output, bf16 (a hier dispatch's: dispatched.x)
   DispatchResult dispatched;
   int64_t inter = 0, intra = 0;
   const bool low_latency = o.algo == MoeAlgo::kLowLatency;
