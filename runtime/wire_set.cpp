@@ -5,16 +5,22 @@
 namespace symmesh {
 
 void WireSet::attach(Node& node, const std::vector<bool>& over_verbs) {
+  bool any_tcp = false;
+  bool any_verbs = false;
   for (int peer = 0; peer < node.nodes(); ++peer) {
     if (peer == node.rank()) continue;
     if (over_verbs.at(peer)) {
       node.set_transport(peer, verbs.get());
+      any_verbs = true;
     } else {
       node.set_transport(peer, tcp.get());
+      any_tcp = true;
     }
   }
-  if (std::find(over_verbs.begin(), over_verbs.end(), true) == over_verbs.end()) return;
-  node.set_wait_policy(verbs->wait_policy());
+  WaitPolicy policy = any_verbs ? verbs->wait_policy() : WaitPolicy{};
+  if (any_tcp) policy.progress = tcp.get();
+  node.set_wait_policy(policy);
+  if (!any_verbs) return;
   own_node =
       verbs->own_node_transport(node.transport_to(node.rank()), node.segment(), node.doorbell());
   if (own_node) node.set_transport(node.rank(), own_node.get());

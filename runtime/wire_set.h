@@ -19,7 +19,8 @@ struct WireSet {
   std::unique_ptr<Transport> own_node;
 
   // Points `node` at verbs for every peer n with over_verbs[n] (their queue pairs connected
-  // already), at tcp for the others, and sets the wait policy verbs needs.
+  // already), at tcp for the others, and sets the wait policy: the one verbs needs, and PEs
+  // that wait poll the tcp connections when some peer is reached over tcp.
   void attach(Node& node, const std::vector<bool>& over_verbs);
   // Ensures everything sent on every transport has landed.
   void flush_all(Deadline deadline);

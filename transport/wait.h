@@ -58,6 +58,44 @@ void wait_shared(const std::atomic<uint32_t>& word, uint32_t seen,
                  std::chrono::nanoseconds max_sleep);
 void wake_shared(std::atomic<uint32_t>& word);
 
+// What a waiting thread can drive between checks: reading the frames the network brought
+// (the tcp transport's connections), so the data a PE waits for is applied by that PE, which
+// is already running, not by an io thread that has to be scheduled first.
+class WaitProgress {
+ public:
+  // A thread begins polling, and ends (it found its condition, or it is about to park).
+  virtual void start_polling() = 0;
+  virtual void stop_polling() = 0;
+  // Reads and applies what arrived; true when it applied anything (the condition is worth
+  // checking again at once).
+  virtual bool poll() = 0;
+  // A thread parks on the doorbell, and wakes: while it sleeps it needs the io threads.
+  virtual void start_parking() = 0;
+  virtual void stop_parking() = 0;
+
+ protected:
+  ~WaitProgress() = default;
+};
+
+// A phase of a wait (polling or parked) from its start to its end, even when a check throws.
+template <void (WaitProgress::*Start)(), void (WaitProgress::*Stop)()>
+class WaitPhase {
+ public:
+  explicit WaitPhase(WaitProgress* progress) : progress_(progress) {
+    if (progress_) (progress_->*Start)();
+  }
+  ~WaitPhase() {
+    if (progress_) (progress_->*Stop)();
+  }
+  WaitPhase(const WaitPhase&) = delete;
+  WaitPhase& operator=(const WaitPhase&) = delete;
+
+ private:
+  WaitProgress* progress_;
+};
+using PollingPhase = WaitPhase<&WaitProgress::start_polling, &WaitProgress::stop_polling>;
+using ParkedPhase = WaitPhase<&WaitProgress::start_parking, &WaitProgress::stop_parking>;
+
 // On a machine with more runnable threads than cores (several ranks and io threads per
 // node, several nodes per host in tests) spinning steals the core from the thread being
 // waited for, so the spin is short and yielding, which hands the core over, does the rest.
@@ -68,21 +106,25 @@ struct WaitPolicy {
   std::chrono::microseconds max_park{2000};
   // False for waits that must outlive an abort (a borrowed buffer still being written).
   bool abortable = true;
+  // Driven between checks while yielding (none: only yield).
+  WaitProgress* progress = nullptr;
 };
 
 // Yields the CPU between checks of ready() for about `yield_for` (at least 16 checks when it
-// is not zero); true once ready() was.
+// is not zero), first polling `progress` if there is one (no yield when that applied
+// something); true once ready() was.
 // The clock is read once per kYieldsPerClockRead checks, not at each: where the clock source
 // is not the TSC (an emulated HPET in a virtual machine) a read is a system call of
 // microseconds, and a waiter reading it at every check also notices the change that much later.
 inline constexpr int kYieldsPerClockRead = 8;
 template <class Ready>
-bool yield_until(Ready&& ready, std::chrono::microseconds yield_for) {
+bool yield_until(Ready&& ready, std::chrono::microseconds yield_for,
+                 WaitProgress* progress = nullptr) {
   if (yield_for.count() <= 0) return false;
   for (std::optional<Deadline> until;;) {
     for (int i = 0; i < kYieldsPerClockRead; ++i) {
       if (ready()) return true;
-      std::this_thread::yield();
+      if (!progress || !progress->poll()) std::this_thread::yield();
     }
     const auto now = Clock::now();
     if (!until) {
@@ -138,7 +180,11 @@ void wait_until(Doorbell& bell, WaitDeadline deadline, Ready&& ready, Describe&&
     cpu_relax();
   }
   const trace::Scope waited("wait", "wait");  // only waits that outlast the spin
-  if (yield_until(ready, policy.yield_for)) return;
+  {
+    const PollingPhase polling(policy.progress);
+    if (yield_until(ready, policy.yield_for, policy.progress)) return;
+  }
+  const ParkedPhase parked(policy.progress);
   for (;;) {
     const uint32_t seen = bell.sequence();
     if (ready()) return;

@@ -3,6 +3,8 @@
 // goes on serving its real peers.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "runtime/barrier.h"
 #include "tests/support/local_cluster.h"
 #include "transport/auth.h"
@@ -116,6 +118,32 @@ TEST(TcpTransport, WrongSecretNeverGetsADataConnection) {
                           deadline_after(std::chrono::seconds(10))),
       AuthError);
   cluster_still_works(cluster);
+}
+
+// While PEs poll, small frames wake no io thread (the receive marks are raised). A node whose
+// PEs then stop waiting (they compute, or block on something else) must still answer: its
+// tick lowers the marks and its io threads read the request.
+TEST(TcpTransport, ANodeWhosePesStoppedWaitingStillServesAGet) {
+  LocalCluster cluster(two_nodes());
+  std::promise<void> served;
+  auto served_future = served.get_future();
+  cluster.run([&](Pe& pe) {
+    auto* word = pe.malloc_array<uint64_t>(1);
+    *word = 1000 + pe.my_pe();
+    for (int i = 0; i < 50; ++i) barrier_all(pe);  // polling waits: the marks go up
+    if (pe.my_pe() == 1) {
+      // Not a wait of the runtime: this PE polls nothing until node 0 got its answer.
+      EXPECT_EQ(served_future.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    } else {
+      for (int i = 0; i < 20; ++i) {
+        uint64_t seen = 0;
+        pe.get(&seen, word, sizeof(seen), 1);
+        EXPECT_EQ(seen, 1001u);
+      }
+      served.set_value();
+    }
+    barrier_all(pe);
+  });
 }
 
 }  // namespace

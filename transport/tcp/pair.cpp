@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
 #include "transport/frame.h"
+#include "transport/tcp/polling_mode.h"
 #include "transport/tcp/wire_causality.h"
 
 namespace symmesh {
@@ -37,10 +39,22 @@ OutFrame make_frame(const wire::DataHeader& header) {
   return frame;
 }
 
+OutFrame make_request(wire::DataHeader header) {
+  static_assert(PollingMode::kRaisedLowWater < kMaxDataHeader, "a padded header must be allowed");
+  const size_t bare = kLengthPrefixBytes + header.ByteSizeLong();
+  const size_t field_overhead = 3;  // the padding field's tag and a length of up to two bytes
+  const size_t wanted = PollingMode::kRaisedLowWater;
+  if (bare + field_overhead < wanted) {
+    header.set_wake_padding(std::string(wanted - bare - field_overhead, '\0'));
+  }
+  return make_frame(header);
+}
+
 TcpPair::TcpPair(asio::io_context& io, int native_fd, int local_node, int peer_node, uint32_t index,
                  std::string peer_name, FrameHandler& handler)
     : strand_(asio::make_strand(io)),
       socket_(strand_, protocol_of(native_fd), native_fd),
+      fd_(native_fd),
       local_node_(local_node),
       peer_node_(peer_node),
       index_(index),
@@ -50,59 +64,79 @@ TcpPair::TcpPair(asio::io_context& io, int native_fd, int local_node, int peer_n
 }
 
 void TcpPair::start() {
-  asio::dispatch(strand_, [self = shared_from_this()] { self->read_prefix(); });
+  // Read first: bytes that came before the watch was armed raise no new edge.
+  asio::post(strand_, [self = shared_from_this()] { self->read_readable(); });
 }
 
-void TcpPair::read_prefix() {
-  asio::async_read(
-      socket_, asio::buffer(prefix_),
-      [self = shared_from_this()](const asio::error_code& ec, size_t) {
-        if (ec) return self->fail(ec == asio::error::eof ? "closed by the peer" : ec.message());
-        self->read_header(read_length_prefix(self->prefix_));
-      });
+void TcpPair::watch_readable() {
+  socket_.async_wait(asio::ip::tcp::socket::wait_read,
+                     [self = shared_from_this()](const asio::error_code& ec) {
+                       if (ec == asio::error::operation_aborted) return;  // fail() closed it
+                       if (ec) return self->fail(ec.message());
+                       self->read_readable();
+                     });
 }
 
-void TcpPair::read_header(uint32_t length) {
-  if (length == 0 || length > kMaxDataHeader) {
-    return fail("data header of " + std::to_string(length) + " bytes is outside the allowed 1.." +
-                std::to_string(kMaxDataHeader));
+void TcpPair::read_readable() {
+  if (!open_.load()) return;
+  readable_.store(true);  // before trying the reader: a holder that lets go then reads again
+  read_turn(kIoBudget, true);
+  watch_readable();
+}
+
+int TcpPair::poll() {
+  // Not while this node writes the socket (a sendmsg holds the socket's lock): the recv would
+  // sleep on that lock and cost the writer a wake-up when it lets go. The next poll reads, or
+  // the io thread does.
+  if (write_busy_.load(std::memory_order_relaxed) || !open_.load()) return 0;
+  return read_turn(kPollBudget, false);
+}
+
+int TcpPair::read_turn(size_t budget, bool on_io) {
+  int frames = 0;
+  for (;;) {
+    if (reading_.exchange(true)) return frames;  // its holder reads what came (readable_)
+    readable_.store(false);
+    if (reader_.failed()) {  // its first reader has asked fail() to close the connection
+      reading_.store(false);
+      return frames;
+    }
+    const FrameReader::Result result = reader_.read(fd_, budget, *this, !on_io);
+    reading_.store(false);
+    frames += result.frames;
+    if (result.stopped == FrameReader::Stopped::kFailed) {
+      close(result.failure);
+      return frames;
+    }
+    if (result.stopped == FrameReader::Stopped::kBudgetSpent) {
+      resume_on_io();
+      return frames;
+    }
+    if (!readable_.load()) return frames;
+    if (!on_io) {  // a PE leaves a stream that goes on to the io thread, back to its own work
+      resume_on_io();
+      return frames;
+    }
   }
-  header_bytes_.resize(length);
-  asio::async_read(socket_, asio::buffer(header_bytes_),
-                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                     if (ec) return self->fail(ec.message());
-                     wire_received(self->peer_node_, self->local_node_, self->index_);
-                     if (!self->header_.ParseFromString(self->header_bytes_)) {
-                       return self->fail("malformed DataHeader (" +
-                                         std::to_string(self->header_bytes_.size()) + " bytes)");
-                     }
-                     self->read_payload();
-                   });
 }
 
-void TcpPair::read_payload() {
-  std::string error;
-  std::byte* target = handler_.payload_target(*this, header_, error, payload_owner_);
-  if (!error.empty()) return fail(error);
-  const bool has_payload = header_.kind() == wire::PUT || header_.kind() == wire::GET_REPLY;
-  if (!has_payload || header_.length() == 0) return finish_frame();
-  if (target == nullptr) {  // a reply nobody waits for any more: drop its bytes
-    discard_.resize(header_.length());
-    target = reinterpret_cast<std::byte*>(discard_.data());
-  }
-  asio::async_read(socket_, asio::buffer(target, header_.length()),
-                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                     if (ec) return self->fail(ec.message());
-                     wire_received(self->peer_node_, self->local_node_, self->index_);
-                     self->finish_frame();
-                   });
+void TcpPair::resume_on_io() {
+  if (resume_posted_.exchange(true)) return;
+  asio::post(strand_, [self = shared_from_this()] {
+    self->resume_posted_.store(false);
+    if (self->open_.load()) self->read_turn(kIoBudget, true);
+  });
 }
 
-void TcpPair::finish_frame() {
-  handler_.frame_complete(*this, header_);
+std::byte* TcpPair::payload_target(const wire::DataHeader& header, std::string& error) {
+  wire_received(peer_node_, local_node_, index_);
+  return handler_.payload_target(*this, header, error, payload_owner_);
+}
+
+void TcpPair::frame_complete(const wire::DataHeader& header) {
+  wire_received(peer_node_, local_node_, index_);
+  handler_.frame_complete(*this, header);
   payload_owner_.reset();
-  if (!discard_.empty()) std::string().swap(discard_);
-  read_prefix();
 }
 
 namespace {
@@ -158,15 +192,18 @@ void TcpPair::send(OutFrame frame) {
       return;
     }
     if (!writing_ && queue_.empty()) {
-      const ssize_t written = send_now(socket_.native_handle(), frame);
+      write_busy_.store(true, std::memory_order_relaxed);
+      const ssize_t written = send_now(fd_, frame);
       const int error = errno;
       wire_sent(local_node_, peer_node_, index_);  // after the bytes (and their reads) left
       if (written < 0 && error != EAGAIN && error != EWOULDBLOCK) {
+        write_busy_.store(false, std::memory_order_relaxed);
         failure = std::string("write failed: ") + std::strerror(error);
         fail_completion(frame.written, named(failure));
       } else {
         frame.sent = written > 0 ? size_t(written) : 0;
         if (frame.sent == frame_size(frame)) {
+          write_busy_.store(false, std::memory_order_relaxed);
           if (frame.written) frame.written->state.store(1, std::memory_order_release);
           return;
         }
@@ -176,6 +213,7 @@ void TcpPair::send(OutFrame frame) {
       queue_.push_back(std::move(frame));
       if (writing_) return;
       writing_ = true;
+      write_busy_.store(true, std::memory_order_relaxed);
     }
   }
   // Outside the lock: close() may run fail() inline on this strand, and fail() takes it.
@@ -189,6 +227,7 @@ void TcpPair::write_next() {
     std::lock_guard lock(write_mutex_);
     if (queue_.empty() || !open_.load()) {
       writing_ = false;
+      write_busy_.store(false, std::memory_order_relaxed);
       return;
     }
     frame = &queue_.front();  // stays put: only this writer pops, deque keeps references
@@ -213,8 +252,18 @@ void TcpPair::write_next() {
                     });
 }
 
+void TcpPair::set_receive_low_water(int bytes) {
+  std::lock_guard lock(write_mutex_);  // fail() closes the fd under it
+  if (!open_.load()) return;
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) != 0) {
+    spdlog::warn("{}", named(std::string("setting the receive low-water mark failed: ") +
+                             std::strerror(errno)));
+  }
+}
+
 void TcpPair::close(const std::string& why) {
-  asio::dispatch(strand_, [self = shared_from_this(), why] { self->fail(why); });
+  // Posted, never run inline: the caller may be the reader (a frame it applied failed to send).
+  asio::post(strand_, [self = shared_from_this(), why] { self->fail(why); });
 }
 
 std::string TcpPair::named(const std::string& what) const {
@@ -225,14 +274,18 @@ std::string TcpPair::named(const std::string& what) const {
 void TcpPair::fail(const std::string& why) {
   if (!open_.exchange(false)) return;
   asio::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);  // a reader's recv ends
+  // The reader is taken for good and the fd closed under the write lock: no thread reads or
+  // writes an fd number that may already name another socket.
+  while (reading_.exchange(true)) std::this_thread::yield();
   const std::string reason = named(why);
   {
     std::lock_guard lock(write_mutex_);
+    socket_.close(ignored);
     for (auto& frame : queue_) fail_completion(frame.written, reason);
     queue_.clear();
     writing_ = false;
+    write_busy_.store(false, std::memory_order_relaxed);
   }
   handler_.connection_lost(*this, reason);
 }

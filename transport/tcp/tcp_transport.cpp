@@ -23,6 +23,14 @@ TcpTransport::TcpTransport(int node, int nodes, int ranks_per_node, SegmentView 
       options_(options),
       buffer_(segment),
       device_(node, nodes, std::move(secret), options.incarnation, options.io_threads),
+      polling_(device_.next_io(),
+               [this](bool raised) {
+                 const auto polled = polled_.load();
+                 if (!polled) return;
+                 for (const auto& connection : *polled) {
+                   connection->set_receive_low_water(raised ? PollingMode::kRaisedLowWater : 1);
+                 }
+               }),
       connections_(nodes, std::vector<std::shared_ptr<TcpPair>>(
                               static_cast<size_t>(options.connections_per_peer))),
       pe_states_(ranks_per_node) {
@@ -41,6 +49,7 @@ TcpTransport::~TcpTransport() {
 
 void TcpTransport::shutdown() {
   if (stopping_.exchange(true)) return;
+  polling_.stop();
   device_.stop_accepting();
   std::vector<std::shared_ptr<TcpPair>> all;
   {
@@ -51,7 +60,20 @@ void TcpTransport::shutdown() {
   device_.stop_io();
   std::lock_guard lock(mutex_);
   all_connections_.clear();
+  publish_polled();
   for (auto& row : connections_) row.assign(row.size(), nullptr);
+}
+
+void TcpTransport::publish_polled() {
+  polled_.store(std::make_shared<const std::vector<std::shared_ptr<TcpPair>>>(all_connections_));
+}
+
+bool TcpTransport::poll() {
+  const auto polled = polled_.load();
+  if (!polled) return false;
+  int frames = 0;
+  for (const auto& connection : *polled) frames += connection->poll();
+  return frames > 0;
 }
 
 std::string TcpTransport::describe_node(int node) const {
@@ -75,11 +97,15 @@ void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node
   {
     std::lock_guard lock(mutex_);
     all_connections_.push_back(connection);
+    publish_polled();
     auto& row = connections_[peer_node];
     // Connections beyond the configured count only receive (their replies go back on them).
     if (index < row.size() && !row[index]) row[index] = connection;
   }
   connected_.notify_all();
+  polling_.with_mode([&](bool raised) {
+    if (raised) connection->set_receive_low_water(PollingMode::kRaisedLowWater);
+  });
   connection->start();
 }
 
@@ -144,10 +170,9 @@ TcpTransport::PeState& TcpTransport::pe_state(int src_pe) {
 
 void TcpTransport::wait_for(const Completion& completion, Deadline deadline,
                             const std::string& what) {
-  WaitPolicy policy;
   wait_until(
       doorbell_, deadline, [&] { return completion.finished(); },
-      [&] { return "node " + std::to_string(node_) + " waiting for " + what; }, policy);
+      [&] { return "node " + std::to_string(node_) + " waiting for " + what; }, wait_policy());
   if (completion.state.load(std::memory_order_acquire) == 2) throw PeerError(completion.error);
 }
 
@@ -205,7 +230,7 @@ void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, 
 
   if (borrowed.empty()) return;
   // The payload is the caller's memory: wait until the kernel has it, even through an abort.
-  WaitPolicy policy;
+  WaitPolicy policy = wait_policy();
   policy.abortable = false;
   auto all_written = [&] {
     for (auto& [conn, completion] : borrowed) {
@@ -253,7 +278,7 @@ std::shared_ptr<TcpTransport::Pending> TcpTransport::round_trip(int src_pe, int 
   header.set_src_pe(static_cast<uint32_t>(src_pe));
   header.set_token(token);
   try {
-    connection(node, home_connection(src_pe))->send(make_frame(header));
+    connection(node, home_connection(src_pe))->send(make_request(header));
     wait_for(*pending->completion, Clock::now() + options_.op_timeout, what);
   } catch (...) {
     std::lock_guard lock(pending_mutex_);
@@ -312,7 +337,7 @@ void TcpTransport::send_flushes(const std::vector<std::pair<int, uint32_t>>& tar
       header.set_src_pe(static_cast<uint32_t>(std::max(src_pe, 0)));
       header.set_token(registered.first);
       waits.push_back(registered);
-      connection(node, index)->send(make_frame(header));
+      connection(node, index)->send(make_request(header));
     }
     for (auto& [token, pending] : waits) {
       wait_for(*pending->completion, deadline, "flush of " + describe_node(pending->node));
@@ -462,6 +487,7 @@ void TcpTransport::connection_lost(TcpPair& connection, const std::string& why) 
   {
     std::lock_guard lock(mutex_);
     std::erase_if(all_connections_, [&](const auto& c) { return c.get() == &connection; });
+    publish_polled();
     auto& row = connections_[peer];
     pair_connection =
         connection.index() < row.size() && row[connection.index()].get() == &connection;

@@ -12,6 +12,10 @@
 // means everything before it was applied. fence() is a quiet when the PE striped since, and
 // every operation that uses the home connection alone fences first, so a PE's operations
 // to a node are applied in order even across striping.
+// Receiving: the io threads read what epoll reports, and a PE that waits polls every
+// connection between its checks (WaitProgress, through the node's WaitPolicy), so on a busy
+// host the frame it waits for does not wait for an io thread to be scheduled; while PEs
+// poll, small frames wake no io thread at all (tcp/polling_mode.h).
 #pragma once
 
 #include <condition_variable>
@@ -24,6 +28,7 @@
 #include "transport/tcp/buffer.h"
 #include "transport/tcp/device.h"
 #include "transport/tcp/pair.h"
+#include "transport/tcp/polling_mode.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
 
@@ -38,7 +43,7 @@ struct TcpOptions {
   uint64_t incarnation = 0;  // this daemon's, proved in every data handshake
 };
 
-class TcpTransport final : public NetworkTransport, private FrameHandler {
+class TcpTransport final : public NetworkTransport, public WaitProgress, private FrameHandler {
  public:
   TcpTransport(int node, int nodes, int ranks_per_node, SegmentView segment, Doorbell& doorbell,
                std::string secret, TcpOptions options);
@@ -71,6 +76,14 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   void fence(int src_pe) override;
   void quiet(int src_pe) override;
 
+  // WaitProgress: poll() reads and applies what arrived on any connection no other thread is
+  // reading.
+  void start_polling() override { polling_.start_polling(); }
+  void stop_polling() override { polling_.stop_polling(); }
+  bool poll() override;
+  void start_parking() override { polling_.start_parking(); }
+  void stop_parking() override { polling_.stop_parking(); }
+
  private:
   struct Pending {
     std::shared_ptr<Completion> completion = std::make_shared<Completion>();
@@ -92,6 +105,14 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   void connection_lost(TcpPair& connection, const std::string& why) override;
 
   void adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index);
+  // With mutex_ held: what progress() polls becomes all_connections_.
+  void publish_polled();
+  // This transport's own waits: the default policy, driving this transport's progress.
+  WaitPolicy wait_policy() {
+    WaitPolicy policy;
+    policy.progress = this;
+    return policy;
+  }
   std::shared_ptr<TcpPair> connection(int node, uint32_t index) const;
   uint32_t home_connection(int src_pe) const;
   PeState& pe_state(int src_pe);
@@ -114,6 +135,7 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   const TcpOptions options_;
   TcpBuffer buffer_;
   TcpDevice device_;
+  PollingMode polling_;  // after device_: its tick runs on one of device_'s io threads
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closing_expected_{false};
 
@@ -121,6 +143,8 @@ class TcpTransport final : public NetworkTransport, private FrameHandler {
   std::condition_variable connected_;
   std::vector<std::vector<std::shared_ptr<TcpPair>>> connections_;  // send set
   std::vector<std::shared_ptr<TcpPair>> all_connections_;
+  // A copy of all_connections_ that waiting PEs poll without taking mutex_.
+  std::atomic<std::shared_ptr<const std::vector<std::shared_ptr<TcpPair>>>> polled_;
   std::vector<HostPort> endpoints_;
 
   std::mutex pending_mutex_;
