@@ -181,7 +181,8 @@ void wait_until(Doorbell& bell, WaitDeadline deadline, Ready&& ready, Describe&&
   }
   const trace::Scope waited("wait", "wait");  // only waits that outlast the spin
   {
-    const PollingPhase polling(policy.progress);
+    // No polling phase for a wait that does not yield (it would only raise and lower marks).
+    const PollingPhase polling(policy.yield_for.count() > 0 ? policy.progress : nullptr);
     if (yield_until(ready, policy.yield_for, policy.progress)) return;
   }
   const ParkedPhase parked(policy.progress);

@@ -41,12 +41,15 @@ OutFrame make_frame(const wire::DataHeader& header) {
 
 OutFrame make_request(wire::DataHeader header) {
   static_assert(PollingMode::kRaisedLowWater < kMaxDataHeader, "a padded header must be allowed");
-  const size_t bare = kLengthPrefixBytes + header.ByteSizeLong();
-  const size_t field_overhead = 3;  // the padding field's tag and a length of up to two bytes
   const size_t wanted = PollingMode::kRaisedLowWater;
-  if (bare + field_overhead < wanted) {
-    header.set_wake_padding(std::string(wanted - bare - field_overhead, '\0'));
+  const auto frame_bytes = [&] { return kLengthPrefixBytes + header.ByteSizeLong(); };
+  const size_t field_overhead = 3;  // the padding field's tag and a length of up to two bytes
+  if (frame_bytes() + field_overhead < wanted) {
+    header.set_wake_padding(std::string(wanted - frame_bytes() - field_overhead, '\0'));
   }
+  // A one-byte length leaves the frame a byte short: at most two more bytes reach the mark.
+  for (int i = 0; i < 2 && frame_bytes() < wanted; ++i)
+    header.mutable_wake_padding()->push_back('\0');
   return make_frame(header);
 }
 
@@ -79,9 +82,12 @@ void TcpPair::watch_readable() {
 
 void TcpPair::read_readable() {
   if (!open_.load()) return;
+  // Armed before reading: epoll reports a readable socket once (edge-triggered), and asio
+  // queues a wait without looking at the socket, so an edge between the last read and the
+  // arming would be lost. A wait that completes early only reads once more.
+  watch_readable();
   readable_.store(true);  // before trying the reader: a holder that lets go then reads again
   read_turn(kIoBudget, true);
-  watch_readable();
 }
 
 int TcpPair::poll() {
@@ -274,7 +280,8 @@ std::string TcpPair::named(const std::string& what) const {
 void TcpPair::fail(const std::string& why) {
   if (!open_.exchange(false)) return;
   asio::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);  // a reader's recv ends
+  // A reader's recv then returns what is queued, then nothing: the reader lets go soon.
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   // The reader is taken for good and the fd closed under the write lock: no thread reads or
   // writes an fd number that may already name another socket.
   while (reading_.exchange(true)) std::this_thread::yield();

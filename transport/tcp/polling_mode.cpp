@@ -27,7 +27,8 @@ void PollingMode::stop_polling() {
 
 void PollingMode::start_parking() {
   parked_.fetch_add(1);
-  if (!raised_.load()) return;
+  // Under the lock even when the marks look lowered: a raise in progress (it read parked_
+  // before this count) stores raised_ only after setting the marks.
   std::lock_guard lock(mutex_);
   lower();
 }
