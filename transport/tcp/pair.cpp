@@ -67,7 +67,7 @@ TcpPair::TcpPair(asio::io_context& io, int native_fd, int local_node, int peer_n
 }
 
 void TcpPair::start() {
-  // Read first: bytes that came before the watch was armed raise no new edge.
+  // Arms the watch and reads once: bytes that came before the watch raise no edge of their own.
   asio::post(strand_, [self = shared_from_this()] { self->read_readable(); });
 }
 
