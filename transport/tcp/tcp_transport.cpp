@@ -25,7 +25,7 @@ TcpTransport::TcpTransport(int node, int nodes, int ranks_per_node, SegmentView 
       device_(node, nodes, std::move(secret), options.incarnation, options.io_threads),
       polling_(device_.next_io(),
                [this](bool raised) {
-                 const auto polled = polled_.load();
+                 const auto polled = this->polled();
                  if (!polled) return;
                  for (const auto& connection : *polled) {
                    connection->set_receive_low_water(raised ? PollingMode::kRaisedLowWater : 1);
@@ -65,11 +65,18 @@ void TcpTransport::shutdown() {
 }
 
 void TcpTransport::publish_polled() {
-  polled_.store(std::make_shared<const std::vector<std::shared_ptr<TcpPair>>>(all_connections_));
+  auto copy = std::make_shared<const Connections>(all_connections_);
+  std::lock_guard lock(polled_mutex_);
+  polled_.swap(copy);  // the old copy is released after the lock
+}
+
+std::shared_ptr<const TcpTransport::Connections> TcpTransport::polled() const {
+  std::lock_guard lock(polled_mutex_);
+  return polled_;
 }
 
 bool TcpTransport::poll() {
-  const auto polled = polled_.load();
+  const auto polled = this->polled();
   if (!polled) return false;
   int frames = 0;
   for (const auto& connection : *polled) frames += connection->poll();

@@ -143,8 +143,12 @@ class TcpTransport final : public NetworkTransport, public WaitProgress, private
   std::condition_variable connected_;
   std::vector<std::vector<std::shared_ptr<TcpPair>>> connections_;  // send set
   std::vector<std::shared_ptr<TcpPair>> all_connections_;
-  // A copy of all_connections_ that waiting PEs poll without taking mutex_.
-  std::atomic<std::shared_ptr<const std::vector<std::shared_ptr<TcpPair>>>> polled_;
+  // A copy of all_connections_ that waiting PEs poll without taking mutex_. Guarded by its own
+  // mutex, held only to copy the pointer: libstdc++'s atomic<shared_ptr> is invisible to TSan.
+  using Connections = std::vector<std::shared_ptr<TcpPair>>;
+  mutable std::mutex polled_mutex_;
+  std::shared_ptr<const Connections> polled_;
+  std::shared_ptr<const Connections> polled() const;
   std::vector<HostPort> endpoints_;
 
   std::mutex pending_mutex_;
