@@ -1,7 +1,8 @@
 // Collectives on a team (NCCL/OpenSHMEM semantics): every member calls with the same
-// arguments; `dst` and `src` are symmetric (Pe::malloc) and distinct; 16-bit types reduce in
-// f32. Algorithms: `ring` (one ring over all members) and `hier` (reduce inside each node
-// through shared memory, rings across nodes, gather inside the node again), chosen per call.
+// arguments; `dst` and `src` are symmetric (Pe::malloc) and distinct, except that an
+// all-reduce may run in place (dst == src); 16-bit types reduce in f32. Algorithms: `ring` (one
+// ring over all members) and `hier` (reduce inside each node through shared memory, rings across
+// nodes, gather inside the node again), chosen per call.
 #pragma once
 
 #include <vector>
@@ -19,7 +20,7 @@ const char* coll_algo_name(CollAlgo algo);
 // across nodes an all-reduce takes the one-shot or the ring by size.
 inline constexpr CollAlgo kDefaultCollAlgo = CollAlgo::kHier;
 
-// dst[0, count) = reduction over the team of src[0, count).
+// dst[0, count) = reduction over the team of src[0, count); dst may be src.
 void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
                ReduceOp op = ReduceOp::kSum, CollAlgo algo = CollAlgo::kRing);
 

@@ -203,16 +203,7 @@ class SessionServer {
     const CollAlgo algo = kDefaultCollAlgo;
     switch (r.op) {
       case attach::Op::kAllReduce:
-        if (in_place) {
-          // The algorithms read src while peers write dst: a symmetric scratch, copied back.
-          auto* scratch = static_cast<std::byte*>(pe_.malloc(src_count * element));
-          allreduce(pe_, world, scratch, src, r.count, dtype, reduce, algo);
-          std::memcpy(dst, scratch, src_count * element);
-          barrier_all(pe_);  // nobody frees scratch a peer may still read
-          pe_.free(scratch);
-        } else {
-          allreduce(pe_, world, dst, src, r.count, dtype, reduce, algo);
-        }
+        allreduce(pe_, world, dst, src, r.count, dtype, reduce, algo);
         break;
       case attach::Op::kReduceScatter:
         reduce_scatter(pe_, world, dst, src, r.count, dtype, reduce, algo);

@@ -7,6 +7,7 @@
 #include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
+#include "runtime/collectives/contribution.h"
 #include "runtime/collectives/hierarchy.h"
 #include "runtime/collectives/ring.h"
 
@@ -16,9 +17,9 @@ namespace {
 void ring_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count,
                          DType dtype, ReduceOp op) {
   float* acc = staging_f32(count);
-  load_f32(acc, src, count, dtype);
+  const Contribution own({static_cast<const std::byte*>(src)}, dtype, op);
   const auto blocks = block_ranges(count, team.size());
-  ring_reduce_scatter_f32(pe, team, acc, blocks, op);
+  ring_reduce_scatter_f32(pe, team, own, acc, blocks);
   const Range mine = blocks[team.my_index()];
   store_from_f32(dst, acc + mine.begin, mine.count, dtype);
 }
@@ -51,7 +52,8 @@ void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, si
     }
   }
   barrier(pe, h.node);  // local peers are done reading this member's input
-  ring_reduce_scatter_f32(pe, h.cross, acc, mine_per_node, op);
+  const Contribution gathered({reinterpret_cast<const std::byte*>(acc)}, DType::kF32, op);
+  ring_reduce_scatter_f32(pe, h.cross, gathered, acc, mine_per_node);
   const Range mine = mine_per_node[h.node_index];
   store_from_f32(dst, acc + mine.begin, mine.count, dtype);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "runtime/collectives/contribution.h"
+
 namespace symmesh {
 
 Range block_range(size_t count, int parts, int i) {
@@ -82,6 +84,16 @@ void ring_skip_scratch(Pe& pe, Team& team) {
   pe.signal_set(pe.sync_slot(team, slot::kRingCredit), team.ring_received(), prev);
 }
 
+namespace {
+
+// One ring chunk of f32 values per thread, for the values a member computes only to send.
+float* send_buffer() {
+  thread_local std::unique_ptr<float[]> buffer(new float[RingChannel::kChunkBytes / sizeof(float)]);
+  return buffer.get();
+}
+
+}  // namespace
+
 float* staging_f32(size_t count) {
   thread_local std::unique_ptr<float[]> buffer;
   thread_local size_t capacity = 0;
@@ -92,11 +104,14 @@ float* staging_f32(size_t count) {
   return buffer.get();
 }
 
-void ring_reduce_scatter_f32(Pe& pe, Team& team, float* acc, const std::vector<Range>& blocks,
-                             ReduceOp op) {
+void ring_reduce_scatter_f32(Pe& pe, Team& team, const Contribution& own, float* acc,
+                             const std::vector<Range>& blocks) {
   const int n = team.size();
-  if (n == 1) return;
   const int me = team.my_index();
+  if (n == 1) {
+    own.load(blocks[me], acc + blocks[me].begin);
+    return;
+  }
   constexpr size_t kChunk = RingChannel::kChunkBytes / sizeof(float);
   size_t largest = 0;
   for (const Range& block : blocks) largest = std::max(largest, block.count);
@@ -126,13 +141,22 @@ void ring_reduce_scatter_f32(Pe& pe, Team& team, float* acc, const std::vector<R
   }
   RingChannel ring(pe, team);
   size_t received = 0;
-  // Receiving only adds into acc and never sends, so a member waiting to send keeps
-  // receiving: no cycle of waits around the ring.
+  // Every chunk a member receives is of a block it has not touched yet (it receives blocks
+  // me-2, me-3, ..., me once each, and only sends block me-1): acc is written there once, as
+  // its own values combined with the partial. Receiving never sends, so a member waiting to
+  // send keeps receiving: no cycle of waits around the ring.
   auto receive_one = [&] {
     const auto [c, s] = order[received++];
     const Range in = chunk_of(block_at_step(s + 1), c);
-    accumulate(acc + in.begin, ring.receive(), in.count, DType::kF32, op);
+    own.add(in, reinterpret_cast<const float*>(ring.receive()), acc + in.begin);
     ring.release();
+  };
+  // Step 0 sends this member's own values of block me-1, never stored in acc.
+  auto own_values = [&](const Range& out) {
+    if (const float* values = own.find(out)) return values;
+    float* buffer = send_buffer();
+    own.load(out, buffer);
+    return static_cast<const float*>(buffer);
   };
   for (const auto& [c, s] : order) {
     if (s > 0) {
@@ -146,7 +170,7 @@ void ring_reduce_scatter_f32(Pe& pe, Team& team, float* acc, const std::vector<R
       }
     }
     const Range out = chunk_of(block_at_step(s), c);
-    ring.send(acc + out.begin, out.count * sizeof(float));
+    ring.send(s == 0 ? own_values(out) : acc + out.begin, out.count * sizeof(float));
   }
   while (received < order.size()) receive_one();
 }

@@ -228,6 +228,30 @@ TEST_P(Collectives, ManyChunksThroughThePipelinedRing) {
   });
 }
 
+// The ring reads each member's input while it runs (and node peers' inputs, for hier): with the
+// output the input itself, no value may be overwritten before every reader is done with it.
+TEST_P(Collectives, AllreduceInPlace) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const size_t count = 700'001;  // several ring chunks per block
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (CollAlgo algo : kAlgos) {
+        void* data = pe.malloc(count * dtype_size(dtype));
+        fill(data, pe.my_pe(), count, dtype);
+        barrier_all(pe);
+        allreduce(pe, pe.team_world(), data, data, count, dtype, ReduceOp::kSum, algo);
+        const auto got = read(data, count, dtype);
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(got[i], reduced(pe.n_pes(), i, ReduceOp::kSum))
+              << dtype_name(dtype) << " " << coll_algo_name(algo) << " i=" << i;
+        }
+        barrier_all(pe);
+        pe.free(data);
+      }
+    }
+  });
+}
+
 // Small all-reduces take the one-shot across nodes, large ones the ring, and both use the team
 // scratch: back to back with no barrier between them, a member that runs ahead into the next
 // call must not write into a scratch a slower member is still reading.
