@@ -123,13 +123,19 @@ bool Session::on_heap(const void* address, size_t bytes) const {
          bytes <= size_t(slice_ + slice_bytes_ - byte);
 }
 
-uint64_t Session::offset_of(const void* address, size_t bytes, const char* what) const {
+uint64_t Session::offset_of(const void* address, size_t bytes, const char* what,
+                            size_t element) const {
   if (!on_heap(address, bytes)) {
     throw InvalidArgument(std::string(what) +
                           " is not on this PE's symmetric heap (allocate it "
                           "with Session::malloc)");
   }
-  return uint64_t(static_cast<const std::byte*>(address) - slice_);
+  const uint64_t offset = uint64_t(static_cast<const std::byte*>(address) - slice_);
+  if (offset % element != 0) {
+    throw InvalidArgument(std::string(what) + " (heap offset " + std::to_string(offset) +
+                          ") must be aligned to the " + std::to_string(element) + "-byte element");
+  }
+  return offset;
 }
 
 std::string Session::closed_reason() const {
@@ -228,12 +234,12 @@ void Session::all_reduce(void* data, size_t count, wire::DataType dtype, wire::R
 
 void Session::all_reduce(void* dst, const void* src, size_t count, wire::DataType dtype,
                          wire::Reduction op) {
-  const size_t bytes = count * element_bytes(dtype);
+  const size_t e = element_bytes(dtype), bytes = count * e;
   call(attach::Request{.op = attach::Op::kAllReduce,
                        .dtype = uint32_t(dtype),
                        .reduce = uint32_t(op),
-                       .src = offset_of(src, bytes, "all_reduce's input"),
-                       .dst = offset_of(dst, bytes, "all_reduce's output"),
+                       .src = offset_of(src, bytes, "all_reduce's input", e),
+                       .dst = offset_of(dst, bytes, "all_reduce's output", e),
                        .count = count});
 }
 
@@ -244,26 +250,27 @@ void Session::reduce_scatter(void* dst, const void* src, size_t count, wire::Dat
   call(attach::Request{.op = attach::Op::kReduceScatter,
                        .dtype = uint32_t(dtype),
                        .reduce = uint32_t(op),
-                       .src = offset_of(src, count * e, "reduce_scatter's input"),
-                       .dst = offset_of(dst, mine * e, "reduce_scatter's output"),
+                       .src = offset_of(src, count * e, "reduce_scatter's input", e),
+                       .dst = offset_of(dst, mine * e, "reduce_scatter's output", e),
                        .count = count});
 }
 
 void Session::all_gather(void* dst, const void* src, size_t count, wire::DataType dtype) {
   const size_t e = element_bytes(dtype);
-  call(attach::Request{.op = attach::Op::kAllGather,
-                       .dtype = uint32_t(dtype),
-                       .src = offset_of(src, count * e, "all_gather's input"),
-                       .dst = offset_of(dst, count * place_.world_size * e, "all_gather's output"),
-                       .count = count});
+  call(attach::Request{
+      .op = attach::Op::kAllGather,
+      .dtype = uint32_t(dtype),
+      .src = offset_of(src, count * e, "all_gather's input", e),
+      .dst = offset_of(dst, count * place_.world_size * e, "all_gather's output", e),
+      .count = count});
 }
 
 void Session::all_to_all(void* dst, const void* src, size_t count, wire::DataType dtype) {
-  const size_t bytes = count * place_.world_size * element_bytes(dtype);
+  const size_t e = element_bytes(dtype), bytes = count * place_.world_size * e;
   call(attach::Request{.op = attach::Op::kAllToAll,
                        .dtype = uint32_t(dtype),
-                       .src = offset_of(src, bytes, "all_to_all's input"),
-                       .dst = offset_of(dst, bytes, "all_to_all's output"),
+                       .src = offset_of(src, bytes, "all_to_all's input", e),
+                       .dst = offset_of(dst, bytes, "all_to_all's output", e),
                        .count = count});
 }
 

@@ -103,8 +103,9 @@ class Session {
   bool on_heap(const void* address, size_t bytes) const;
 
   void barrier();
-  // In place: data[0, count) becomes the reduction over every PE (through a scratch the
-  // daemon keeps for it: the algorithms read their input while peers write the output).
+  // In place: data[0, count) becomes the reduction over every PE, with no scratch and no
+  // copy. If the call fails part way (a peer lost), data holds a mix of input and partial
+  // sums: keep a copy where the input must survive a failure.
   void all_reduce(void* data, size_t count, wire::DataType dtype,
                   wire::Reduction op = wire::REDUCTION_SUM);
   // Out of place: dst[0, count) = the reduction over every PE of src (no scratch).
@@ -195,7 +196,8 @@ class Session {
   uint64_t fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
                  int64_t a_rows, int64_t c_rows, int64_t n, int64_t k, wire::DataType dtype,
                  wire::MatmulMode mode);
-  uint64_t offset_of(const void* address, size_t bytes, const char* what) const;
+  // The heap offset of [address, address + bytes), checked on the heap and aligned to `element`.
+  uint64_t offset_of(const void* address, size_t bytes, const char* what, size_t element = 1) const;
   std::string closed_reason() const;
 
   SessionPlace place_;

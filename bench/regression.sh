@@ -29,7 +29,11 @@ trap 'deploy/local-cluster.sh down --dir "$(dir_of "$env_before")" >/dev/null
 jobs=(
   "barrier dissemination|p50_us|barrier --algo dissemination --iters 2000"
   "allreduce 64 KiB ring|median_s|collective --op allreduce --bytes 64KiB --algo ring --iters 50"
+  "allreduce 1 MiB hier|median_s|collective --op allreduce --bytes 1MiB --algo hier --iters 50"
   "allreduce 16 MiB hier|median_s|collective --op allreduce --bytes 16MiB --algo hier --iters 10"
+  "allreduce 64 MiB hier|median_s|collective --op allreduce --bytes 64MiB --algo hier --iters 5"
+  "allreduce 16 MiB ring|median_s|collective --op allreduce --bytes 16MiB --algo ring --iters 10"
+  "reduce-scatter 16 MiB ring|median_s|collective --op reduce-scatter --bytes 16MiB --algo ring --iters 10"
   "alltoall 4 MiB|median_s|collective --op alltoall --bytes 4MiB --iters 10"
   "put-bw 1 MiB|gbps|transport --op put-bw --bytes 1MiB --window 16 --iters 20"
   "put-signal-lat 8 B|p50_us|transport --op put-signal-lat --bytes 8 --iters 2000"

@@ -193,6 +193,14 @@ class SessionServer {
     if (r.op == attach::Op::kReduceScatter) dst_count = r.count / n + 1;
     if (r.op == attach::Op::kAllGather) dst_count = r.count * n;
     if (r.op == attach::Op::kAllToAll) src_count = dst_count = r.count * n;
+    // The collectives read and write elements where they are (as floats for f32). Sessions
+    // check this before they send; a process that does not is refused here.
+    if (r.src % element != 0 || r.dst % element != 0) {
+      throw InvalidArgument("the input (heap offset " + std::to_string(r.src) +
+                            ") and the output (heap offset " + std::to_string(r.dst) +
+                            ") must be aligned to the " + std::to_string(element) +
+                            "-byte element");
+    }
     std::byte* src = pe_.heap_range(r.src, src_count * element);
     std::byte* dst = pe_.heap_range(r.dst, dst_count * element);
     const bool in_place = r.op == attach::Op::kAllReduce && src == dst;

@@ -1,10 +1,11 @@
 // A member's own values in a reduction: the element-wise reduction, in order, of one or more
 // inputs of one dtype (a PE's input, or every input of its node read through shared memory).
 // A ring reads them where they are when it needs them instead of first copying them into its
-// accumulator: the block a member sends first is computed chunk by chunk into a buffer that
-// stays in cache (or sent straight from an f32 input), and every block it receives is written
-// once, as its own values combined with the partial sum arriving, in one pass. That saves a
-// pass over the vector and keeps the arithmetic, hence the bits, what an eager copy gave.
+// accumulator: the block a member sends first is computed chunk by chunk into a buffer of one
+// ring chunk (256 KiB, which stays in the core's L2 cache), or sent straight from an f32
+// input; every block it receives is written once, as its own values combined with the partial
+// sum arriving, in one pass. That saves a pass over the vector and keeps the arithmetic, hence
+// the bits, what an eager copy gave.
 #pragma once
 
 #include <cstddef>

@@ -140,6 +140,30 @@ TEST_F(Attached, AProcessThatLeavesWithoutDetachingEndsTheSessionNamingItAndFree
   EXPECT_TRUE(again) << "local rank 0 stayed held after its process went away";
 }
 
+TEST_F(Attached, AMisalignedTensorIsRefusedBeforeAnythingIsSentAndTheSessionGoesOn) {
+  auto pes = start_session();
+  const auto said = run_processes([](Session& session, int local) {
+    auto* x = static_cast<float*>(session.malloc(17 * sizeof(float)));
+    auto* odd = reinterpret_cast<float*>(reinterpret_cast<std::byte*>(x) + 2);
+    std::vector<float> out;
+    try {
+      session.all_reduce(odd, 16, wire::DATA_TYPE_F32);
+      out.push_back(-1.0f);  // taken: fails the check below
+    } catch (const InvalidArgument& e) {
+      const std::string said = e.what();
+      EXPECT_NE(said.find("all_reduce's input (heap offset"), std::string::npos) << said;
+      EXPECT_NE(said.find("must be aligned to the 4-byte element"), std::string::npos) << said;
+    }
+    for (int i = 0; i < 16; ++i) x[i] = float(local + 1);
+    session.all_reduce(x, 16, wire::DATA_TYPE_F32);  // the session still serves
+    out.insert(out.end(), x, x + 16);
+    session.free(x);
+    return out;
+  });
+  for (const std::vector<float>& out : said) EXPECT_EQ(out, std::vector<float>(16, 3.0f));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
 TEST_F(Attached, ATensorOffTheHeapIsRefusedBeforeAnythingIsSent) {
   auto session = attach(0);
   float local[4] = {};

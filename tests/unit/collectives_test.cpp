@@ -252,6 +252,24 @@ TEST_P(Collectives, AllreduceInPlace) {
   });
 }
 
+TEST_P(Collectives, AllreduceInPlaceEveryDtypeAlgorithmOpAndOddCount) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+      for_each_case(
+          pe, [](size_t) { return 1; },
+          [&](DType dtype, CollAlgo algo, size_t count, void* src, void*) {
+            barrier_all(pe);  // every PE filled its src before any reads it
+            allreduce(pe, pe.team_world(), src, src, count, dtype, op, algo);
+            const auto got = read(src, count, dtype);
+            for (size_t i = 0; i < count; ++i) {
+              ASSERT_EQ(got[i], reduced(pe.n_pes(), i, op)) << reduce_op_name(op) << " i=" << i;
+            }
+          });
+    }
+  });
+}
+
 // Small all-reduces take the one-shot across nodes, large ones the ring, and both use the team
 // scratch: back to back with no barrier between them, a member that runs ahead into the next
 // call must not write into a scratch a slower member is still reading.
@@ -300,6 +318,12 @@ TEST_P(Collectives, SameInputsGiveBitwiseSameOutputs) {
         allreduce(pe, pe.team_world(), dst, src, count, DType::kF32, ReduceOp::kSum, algo);
         ASSERT_EQ(0, std::memcmp(first.data(), dst, count * sizeof(float)));
       }
+      // In place: the same operations in the same order, so the same bits.
+      std::memcpy(dst, src, count * sizeof(float));
+      barrier_all(pe);
+      allreduce(pe, pe.team_world(), dst, dst, count, DType::kF32, ReduceOp::kSum, algo);
+      ASSERT_EQ(0, std::memcmp(first.data(), dst, count * sizeof(float))) << "in place";
+      barrier_all(pe);
     }
   });
 }
