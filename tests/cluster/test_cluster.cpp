@@ -155,6 +155,26 @@ TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) 
   secret_ = "secret-" + std::to_string(random()) + std::to_string(random());
   secret_file_ = dir_ + "/secret";
   write_secret_file(secret_file_, secret_);
+  // A port probed free may be bound by a test running alongside before this cluster's daemon
+  // binds it: such a start is retried on fresh ports, at most kStartAttempts times in all.
+  constexpr int kStartAttempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    start_daemons();
+    if (!options_.wait_ready) return;
+    const std::string why = until_ready(deadline_after(std::chrono::seconds(60)));
+    if (why.empty()) return;
+    if (attempt == kStartAttempts || why.find("Address already in use") == std::string::npos) {
+      ADD_FAILURE() << why;
+      return;
+    }
+    for (auto& daemon : daemons_) daemon->stop(SIGTERM);
+  }
+}
+
+void TestCluster::start_daemons() {
+  daemons_.clear();
+  args_.clear();
+  control_ports_.clear();
   bootstrap_port_ = free_port();
   const uint16_t bootstrap = bootstrap_port_;
   for (int n = 0; n < options_.nodes; ++n) control_ports_.push_back(free_port());
@@ -199,7 +219,6 @@ TestCluster::TestCluster(ClusterOptions options) : options_(std::move(options)) 
         std::make_unique<DaemonProcess>(args, dir_ + "/node-" + std::to_string(n) + ".log"));
     args_.push_back(args);
   }
-  if (options_.wait_ready) wait_ready();
 }
 
 TestCluster::~TestCluster() {
@@ -208,13 +227,18 @@ TestCluster::~TestCluster() {
 }
 
 void TestCluster::wait_ready(std::chrono::seconds timeout) {
-  const Deadline deadline = deadline_after(timeout);
+  const std::string why = until_ready(deadline_after(timeout));
+  ASSERT_TRUE(why.empty()) << why;
+}
+
+std::string TestCluster::until_ready(Deadline deadline) {
   for (int n = 0; n < options_.nodes; ++n) {
     std::string last;
     for (;;) {
-      ASSERT_TRUE(daemons_[n]->running())
-          << "node " << n << " exited (" << daemons_[n]->how_it_ended() << "):\n"
-          << daemons_[n]->log();
+      if (!daemons_[n]->running()) {
+        return "node " + std::to_string(n) + " exited (" + daemons_[n]->how_it_ended() + "):\n" +
+               daemons_[n]->log();
+      }
       try {
         // Short attempts, so a daemon that exited is noticed at once.
         const Deadline attempt = std::min(deadline, deadline_after(std::chrono::seconds(1)));
@@ -224,11 +248,13 @@ void TestCluster::wait_ready(std::chrono::seconds timeout) {
       } catch (const std::exception& e) {
         last = e.what();
       }
-      ASSERT_LT(Clock::now(), deadline) << "node " << n << " not ready: " << last << "\n"
-                                        << daemons_[n]->log();
+      if (Clock::now() >= deadline) {
+        return "node " + std::to_string(n) + " not ready: " + last + "\n" + daemons_[n]->log();
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // poll interval, bounded
     }
   }
+  return "";
 }
 
 void TestCluster::restart(int node) {

@@ -73,6 +73,11 @@ class TestCluster {
   wire::JobResult run(const wire::JobSpec& spec, int via_node = 0);
 
  private:
+  // Picks fresh ports and starts every node's daemon.
+  void start_daemons();
+  // "" once every node reports "ready"; else what went wrong, with the node's log.
+  std::string until_ready(Deadline deadline);
+
   ClusterOptions options_;
   std::string dir_;
   std::string secret_;

@@ -84,19 +84,23 @@ void for_each_case(Pe& pe, DstCount dst_count, Check check) {
   }
 }
 
-TEST_P(Collectives, AllreduceEveryDtypeAlgorithmAndOddCount) {
+TEST_P(Collectives, AllreduceEveryDtypeAlgorithmOpAndOddCountOutOfPlaceAndInPlace) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
-      for_each_case(
-          pe, [](size_t count) { return count; },
-          [&](DType dtype, CollAlgo algo, size_t count, void* src, void* dst) {
-            allreduce(pe, pe.team_world(), dst, src, count, dtype, op, algo);
-            const auto got = read(dst, count, dtype);
-            for (size_t i = 0; i < count; ++i) {
-              ASSERT_EQ(got[i], reduced(pe.n_pes(), i, op)) << reduce_op_name(op) << " i=" << i;
-            }
-          });
+    for (bool in_place : {false, true}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+        for_each_case(
+            pe, [](size_t count) { return count; },
+            [&](DType dtype, CollAlgo algo, size_t count, void* src, void* dst) {
+              if (in_place) dst = src;
+              allreduce(pe, pe.team_world(), dst, src, count, dtype, op, algo);
+              const auto got = read(dst, count, dtype);
+              for (size_t i = 0; i < count; ++i) {
+                ASSERT_EQ(got[i], reduced(pe.n_pes(), i, op))
+                    << reduce_op_name(op) << (in_place ? " in place" : "") << " i=" << i;
+              }
+            });
+      }
     }
   });
 }
@@ -248,24 +252,6 @@ TEST_P(Collectives, AllreduceInPlace) {
         barrier_all(pe);
         pe.free(data);
       }
-    }
-  });
-}
-
-TEST_P(Collectives, AllreduceInPlaceEveryDtypeAlgorithmOpAndOddCount) {
-  LocalCluster cluster(options(GetParam()));
-  cluster.run([](Pe& pe) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
-      for_each_case(
-          pe, [](size_t) { return 1; },
-          [&](DType dtype, CollAlgo algo, size_t count, void* src, void*) {
-            barrier_all(pe);  // every PE filled its src before any reads it
-            allreduce(pe, pe.team_world(), src, src, count, dtype, op, algo);
-            const auto got = read(src, count, dtype);
-            for (size_t i = 0; i < count; ++i) {
-              ASSERT_EQ(got[i], reduced(pe.n_pes(), i, op)) << reduce_op_name(op) << " i=" << i;
-            }
-          });
     }
   });
 }
