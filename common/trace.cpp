@@ -39,7 +39,9 @@ Context current() {
 }
 
 ThreadBinding::ThreadBinding(Context context, std::string thread_name)
-    : saved_context_(bound_context), saved_thread_(bound_thread) {
+    : saved_context_(bound_context),
+      saved_thread_(bound_thread),
+      os_name_("pe" + std::to_string(context.pe) + " " + thread_name) {
   bound_context = context;
   bound_thread =
       context.recorder ? context.recorder->add_thread(context.pe, std::move(thread_name)) : nullptr;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/thread_name.h"
+
 namespace symmesh::trace {
 
 // Names and categories are string literals: a span stores only the pointers.
@@ -58,7 +60,8 @@ struct Context {
 Context current();
 
 // Binds the calling thread to a new buffer of context.recorder (none: tracing stays off) for
-// this object's life; the thread's previous binding comes back afterwards.
+// this object's life; the thread's previous binding comes back afterwards. Traced or not, the
+// thread carries the name "pe<P> <thread_name>" meanwhile (common/thread_name.h).
 class ThreadBinding {
  public:
   ThreadBinding(Context context, std::string thread_name);
@@ -69,6 +72,7 @@ class ThreadBinding {
  private:
   Context saved_context_;
   ThreadTrace* saved_thread_;
+  ScopedThreadName os_name_;
 };
 
 int64_t steady_now_ns();

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "daemon/jobs/job.h"
 #include "transport/wait.h"
 
@@ -37,7 +38,10 @@ Coordinator::Coordinator(int nodes, int ranks_per_node, std::chrono::millisecond
       wait_timeout_(wait_timeout),
       sender_(std::move(sender)),
       progress_(std::move(progress)) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    set_thread_name("coordinator");
+    loop();
+  });
 }
 
 Coordinator::~Coordinator() {

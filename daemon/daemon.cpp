@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "common/units.h"
 #include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/host_memory.h"
@@ -76,7 +77,10 @@ void Daemon::set_state(wire::DaemonState state) {
 
 int Daemon::run() {
   start();
-  monitor_ = std::thread([this] { monitor_loop(); });
+  monitor_ = std::thread([this] {
+    set_thread_name("monitor");
+    monitor_loop();
+  });
   if (is_root()) {
     run_root();
   } else {

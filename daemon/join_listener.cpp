@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "daemon/bootstrap.h"
 #include "transport/auth.h"
 
@@ -20,7 +21,10 @@ JoinListener::~JoinListener() {
 }
 
 void JoinListener::start() {
-  accept_thread_ = std::thread([this] { accept_loop(); });
+  accept_thread_ = std::thread([this] {
+    set_thread_name("join accept");
+    accept_loop();
+  });
   for (int i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { work_loop(); });
 }
 

@@ -1,6 +1,7 @@
 #include "daemon/link.h"
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "transport/frame.h"
 
 namespace symmesh {
@@ -12,7 +13,10 @@ Link::Link(std::unique_ptr<BlockingChannel> channel, int peer_node,
       heartbeat_every_(heartbeat_every),
       heartbeat_(encode_frame(heartbeat)) {
   writer_ = reader_->duplicate();
-  writer_thread_ = std::thread([this] { write_loop(); });
+  writer_thread_ = std::thread([this] {
+    set_thread_name("link to " + std::to_string(peer_node_));
+    write_loop();
+  });
 }
 
 Link::~Link() {

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "wire/attach.pb.h"
 
 namespace symmesh {
@@ -61,7 +62,10 @@ AttachServer::AttachServer(Node& node, const std::string& directory,
       listener_(std::make_unique<Listener>(LocalPath{path_}, 0600)) {
   allowed_uids_.push_back(::getuid());
   configure_attached_pes(node.ranks_per_node());
-  thread_ = std::thread([this] { accept_loop(); });
+  thread_ = std::thread([this] {
+    set_thread_name("attach accept");
+    accept_loop();
+  });
 }
 
 AttachServer::~AttachServer() {

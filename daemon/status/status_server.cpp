@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "daemon/status/dashboard_page.h"
 
 namespace symmesh {
@@ -73,7 +74,10 @@ StatusServer::StatusServer(const HostPort& address, Handlers handlers)
                           "HOST:PORT, or off");
   }
   // Bound is listening: connections wait in the backlog until the accept loop starts.
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    set_thread_name("status http");
+    server_->listen_after_bind();
+  });
 }
 
 StatusServer::~StatusServer() {

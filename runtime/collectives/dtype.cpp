@@ -74,8 +74,20 @@ float load_one(const void* data, size_t index, DType dtype) {
   return value;
 }
 
-void load_f32(float* out, const void* src, size_t count, DType dtype) {
-  if (count == 0) return;  // empty blocks may come with null pointers
+// The element loops below are written once and compiled once per instruction set: each public
+// entry point is cloned for AVX-512, AVX2 and the x86-64 baseline, and the loader picks the
+// clone this CPU runs best when the program starts (GCC's target_clones, an ifunc). The
+// kernels they call are inlined into each clone, so a whole reduction runs at one width.
+// Elementwise loops with no contraction (-ffp-contract=off) give the same bits at every width.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SYMMESH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SYMMESH_VECTOR_CLONES
+#endif
+
+namespace {
+
+inline void load_block(float* out, const void* src, size_t count, DType dtype) {
   const auto* half = static_cast<const uint16_t*>(src);
   switch (dtype) {
     case DType::kF32:
@@ -90,8 +102,7 @@ void load_f32(float* out, const void* src, size_t count, DType dtype) {
   }
 }
 
-void store_from_f32(void* dst, const float* in, size_t count, DType dtype) {
-  if (count == 0) return;  // empty blocks may come with null pointers
+inline void store_block(void* dst, const float* in, size_t count, DType dtype) {
   auto* half = static_cast<uint16_t*>(dst);
   switch (dtype) {
     case DType::kF32:
@@ -106,11 +117,9 @@ void store_from_f32(void* dst, const float* in, size_t count, DType dtype) {
   }
 }
 
-namespace {
-
 // Calls body(load) with the element loader of `src` in `dtype`, so each loop is compiled per type.
 template <class Body>
-void with_loader(const void* src, DType dtype, Body body) {
+inline void with_loader(const void* src, DType dtype, Body body) {
   const auto* f32 = static_cast<const float*>(src);
   const auto* half = static_cast<const uint16_t*>(src);
   switch (dtype) {
@@ -127,7 +136,7 @@ void with_loader(const void* src, DType dtype, Body body) {
 }
 
 template <class Load>
-void combine(float* acc, size_t count, ReduceOp op, Load load) {
+inline void combine(float* acc, size_t count, ReduceOp op, Load load) {
   if (op == ReduceOp::kSum) {  // the common case, kept simple enough to vectorize
     for (size_t i = 0; i < count; ++i) acc[i] += load(i);
   } else {
@@ -135,14 +144,30 @@ void combine(float* acc, size_t count, ReduceOp op, Load load) {
   }
 }
 
-}  // namespace
-
-void accumulate(float* acc, const void* src, size_t count, DType dtype, ReduceOp op) {
-  if (count == 0) return;  // empty blocks may come with null pointers
+inline void accumulate_block(float* acc, const void* src, size_t count, DType dtype, ReduceOp op) {
   with_loader(src, dtype, [&](auto load) { combine(acc, count, op, load); });
 }
 
-void combine_f32(float* dst, const float* a, const float* b, size_t count, ReduceOp op) {
+}  // namespace
+
+SYMMESH_VECTOR_CLONES void load_f32(float* out, const void* src, size_t count, DType dtype) {
+  if (count == 0) return;  // empty blocks may come with null pointers
+  load_block(out, src, count, dtype);
+}
+
+SYMMESH_VECTOR_CLONES void store_from_f32(void* dst, const float* in, size_t count, DType dtype) {
+  if (count == 0) return;  // empty blocks may come with null pointers
+  store_block(dst, in, count, dtype);
+}
+
+SYMMESH_VECTOR_CLONES void accumulate(float* acc, const void* src, size_t count, DType dtype,
+                                      ReduceOp op) {
+  if (count == 0) return;  // empty blocks may come with null pointers
+  accumulate_block(acc, src, count, dtype, op);
+}
+
+SYMMESH_VECTOR_CLONES void combine_f32(float* dst, const float* a, const float* b, size_t count,
+                                       ReduceOp op) {
   if (op == ReduceOp::kSum) {  // the common case, kept simple enough to vectorize
     for (size_t i = 0; i < count; ++i) dst[i] = a[i] + b[i];
   } else {
@@ -150,8 +175,8 @@ void combine_f32(float* dst, const float* a, const float* b, size_t count, Reduc
   }
 }
 
-void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count,
-                 ReduceOp op) {
+SYMMESH_VECTOR_CLONES void reduce_rows(void* dst, DType dtype, const TypedRow* rows,
+                                       size_t row_count, size_t count, ReduceOp op) {
   if (count == 0) return;
   if (row_count == 1 && rows[0].dtype == dtype) {
     std::memcpy(dst, rows[0].data, count * dtype_size(dtype));
@@ -167,14 +192,15 @@ void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count,
     if (row_count == 0) {
       std::fill(acc, acc + n, 0.0f);
     } else {
-      load_f32(acc, at(rows[0]), n, rows[0].dtype);
+      load_block(acc, at(rows[0]), n, rows[0].dtype);
     }
-    for (size_t r = 1; r < row_count; ++r) accumulate(acc, at(rows[r]), n, rows[r].dtype, op);
-    store_from_f32(static_cast<std::byte*>(dst) + begin * dtype_size(dtype), acc, n, dtype);
+    for (size_t r = 1; r < row_count; ++r) accumulate_block(acc, at(rows[r]), n, rows[r].dtype, op);
+    store_block(static_cast<std::byte*>(dst) + begin * dtype_size(dtype), acc, n, dtype);
   }
 }
 
-void weighted_sum_f32(float* dst, const WeightedRow* rows, size_t row_count, size_t count) {
+SYMMESH_VECTOR_CLONES void weighted_sum_f32(float* dst, const WeightedRow* rows, size_t row_count,
+                                            size_t count) {
   if (count == 0) return;
   if (row_count == 0) {
     std::fill(dst, dst + count, 0.0f);

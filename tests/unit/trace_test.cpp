@@ -1,11 +1,13 @@
 // Job traces: spans recorded only on bound threads, buffers that keep their earliest spans,
-// helper threads joining through the context, the per-track budget, the Chrome JSON (checked
-// by a strict reader that is itself shown to reject broken traces), and progress counting.
+// helper threads joining through the context, the thread names bindings give, the per-track budget,
+// the Chrome JSON (checked by a strict reader that is itself shown to reject broken traces), and
+// progress counting.
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "common/progress.h"
+#include "common/thread_name.h"
 #include "common/trace.h"
 #include "tests/common/chrome_trace_check.h"
 #include "wire/chrome_trace.h"
@@ -52,6 +54,23 @@ TEST(Trace, BoundThreadsRecordNestedSpansAndHelpersJoinThroughTheContext) {
   EXPECT_EQ(helper.name, "comm 0");
   ASSERT_EQ(helper.spans.size(), 1u);
   EXPECT_STREQ(helper.spans[0].name, "put");
+}
+
+TEST(Trace, ABoundThreadCarriesItsPeAndRoleAsItsNameTruncatedAndGetsItsOldNameBack) {
+  std::thread worker([] {
+    set_thread_name("worker");
+    {
+      const trace::ThreadBinding bound({nullptr, 3}, "forward ch0");  // named traced or not
+      EXPECT_EQ(thread_name(), "pe3 forward ch0");
+      {
+        const trace::ThreadBinding nested({nullptr, 12}, "receive ch11");
+        EXPECT_EQ(thread_name(), "pe12 receive ch");  // the kernel keeps 15 bytes
+      }
+      EXPECT_EQ(thread_name(), "pe3 forward ch0");
+    }
+    EXPECT_EQ(thread_name(), "worker");
+  });
+  worker.join();
 }
 
 TEST(Trace, AFullBufferKeepsItsEarliestSpansAndCountsTheRest) {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "transport/auth.h"
 
 namespace symmesh {
@@ -11,7 +12,10 @@ TcpDevice::TcpDevice(int node, int nodes, std::string secret, uint64_t incarnati
     : node_(node), nodes_(nodes), secret_(std::move(secret)), incarnation_(incarnation) {
   for (int i = 0; i < std::max(1, io_threads); ++i) {
     auto io_thread = std::make_unique<IoThread>();
-    io_thread->thread = std::thread([&io = io_thread->io] { io.run(); });
+    io_thread->thread = std::thread([&io = io_thread->io, i] {
+      set_thread_name("tcp io " + std::to_string(i));
+      io.run();
+    });
     io_threads_.push_back(std::move(io_thread));
   }
 }
@@ -27,7 +31,10 @@ TcpDevice::~TcpDevice() {
 
 HostPort TcpDevice::listen(const HostPort& at, Accepted accepted) {
   listener_ = std::make_unique<Listener>(at);
-  accept_thread_ = std::thread([this, accepted = std::move(accepted)] { accept_loop(accepted); });
+  accept_thread_ = std::thread([this, accepted = std::move(accepted)] {
+    set_thread_name("tcp accept");
+    accept_loop(accepted);
+  });
   return listener_->local_endpoint();
 }
 

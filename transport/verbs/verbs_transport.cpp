@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/errors.h"
+#include "common/thread_name.h"
 #include "transport/segment_ops.h"
 #include "transport/verbs/device_atomics.h"
 
@@ -112,7 +113,10 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
       Remote{reinterpret_cast<uint64_t>(segment.base), segment_mr_->rkey, segment.size,
              std::min<uint64_t>(device_->max_msg_sz(), options_.bounce_bytes / 4), true};
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
-  notifier_ = std::thread([this] { notifier_loop(); });
+  notifier_ = std::thread([this] {
+    set_thread_name("verbs notify");
+    notifier_loop();
+  });
 }
 
 // The QP to this node itself (qps[node_]) goes through the device to a second QP, so that
