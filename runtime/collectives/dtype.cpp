@@ -77,10 +77,10 @@ float load_one(const void* data, size_t index, DType dtype) {
 // The element loops below are written once and compiled once per instruction set: each public
 // entry point is cloned for AVX-512, AVX2 and the x86-64 baseline, and the loader picks the
 // clone this CPU runs best when the program starts (GCC's target_clones, an ifunc). The
-// kernels they call are inlined into each clone, so a whole reduction runs at one width.
+// kernels they call are inlined into each clone (flatten), so a whole reduction runs at one width.
 // Elementwise loops with no contraction (-ffp-contract=off) give the same bits at every width.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SYMMESH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SYMMESH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
 #else
 #define SYMMESH_VECTOR_CLONES
 #endif
