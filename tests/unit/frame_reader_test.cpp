@@ -1,7 +1,6 @@
 // The tcp data frame reader over a socket pair: frames that arrive whole, in pieces and
 // several at once come out the same; a large payload lands in its target; an unwanted one is
-// dropped; a bad header or a closed stream fails with what was wrong; a budget stops early; a
-// small-frames-only read stops within a large payload and says so.
+// dropped; a bad header or a closed stream fails with what was wrong; a budget stops early.
 #include "transport/tcp/frame_reader.h"
 
 #include <gtest/gtest.h>
@@ -123,24 +122,6 @@ TEST(FrameReader, ABudgetStopsTheReadAndTheNextReadGoesOn) {
   }
   ASSERT_EQ(sink.frames.size(), 1u);
   EXPECT_EQ(sink.frames[0].second, payload);
-}
-
-TEST(FrameReader, ASmallFramesOnlyReadStopsWithinALargePayloadAndSaysSo) {
-  SocketPair sockets;
-  FrameReader reader;
-  RecordingSink sink;
-  const std::string large = pattern(FrameReader::kDirectPayloadBytes * 4, 7);
-  sockets.write(put_frame(2, pattern(10, 8)) + put_frame(3, large));
-  EXPECT_FALSE(reader.within_large_payload());
-  const auto polled = reader.read(sockets.reader, 1 << 20, sink, /*small_frames_only=*/true);
-  EXPECT_EQ(polled.stopped, FrameReader::Stopped::kBudgetSpent);
-  EXPECT_EQ(polled.frames, 1) << "the small frame before the large one is read";
-  EXPECT_TRUE(reader.within_large_payload()) << "a waiting PE leaves the rest to an io thread";
-  const auto rest = reader.read(sockets.reader, 1 << 20, sink);
-  EXPECT_EQ(rest.stopped, FrameReader::Stopped::kDrained);
-  EXPECT_FALSE(reader.within_large_payload());
-  ASSERT_EQ(sink.frames.size(), 2u);
-  EXPECT_EQ(sink.frames[1].second, large);
 }
 
 TEST(FrameReader, ABadHeaderARefusedFrameOrAClosedStreamFailsNamingWhy) {

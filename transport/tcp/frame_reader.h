@@ -55,10 +55,6 @@ class FrameReader {
   // (kFailed: the reader stays failed).
   Result read(int fd, size_t budget, Sink& sink, bool small_frames_only = false);
   bool failed() const { return failed_; }
-  // Within a payload whose rest is large enough to be received straight into its target.
-  bool within_large_payload() const {
-    return part_ == Part::kPayload && part_bytes_ - part_done_ >= kDirectPayloadBytes;
-  }
 
  private:
   enum class Part { kPrefix, kHeader, kPayload, kDropped };

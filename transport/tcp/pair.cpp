@@ -95,12 +95,6 @@ int TcpPair::poll() {
   // sleep on that lock and cost the writer a wake-up when it lets go. The next poll reads, or
   // the io thread does.
   if (write_busy_.load(std::memory_order_relaxed) || !open_.load()) return 0;
-  // Nor within a large payload: a PE reads small frames only, so it would take the reader just
-  // to hand it back, at the cost of a post that wakes an io thread on every poll. An io thread
-  // reads the rest anyway: one that stopped there (the socket drained) has its readiness wait
-  // armed, and a PE that stopped there has posted one (resume_on_io). 1 MiB all-reduce hier:
-  // 0.85-0.93x the time.
-  if (large_payload_left_.load(std::memory_order_relaxed)) return 0;
   return read_turn(kPollBudget, false);
 }
 
@@ -114,7 +108,6 @@ int TcpPair::read_turn(size_t budget, bool on_io) {
       return frames;
     }
     const FrameReader::Result result = reader_.read(fd_, budget, *this, !on_io);
-    large_payload_left_.store(reader_.within_large_payload(), std::memory_order_relaxed);
     reading_.store(false);
     frames += result.frames;
     if (result.stopped == FrameReader::Stopped::kFailed) {

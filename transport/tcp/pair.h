@@ -128,8 +128,6 @@ class TcpPair : public std::enable_shared_from_this<TcpPair>, private FrameReade
   std::atomic<bool> reading_{false};
   std::atomic<bool> readable_{false};
   std::atomic<bool> resume_posted_{false};
-  // The reader was left within a large payload: an io thread reads the rest (see poll()).
-  std::atomic<bool> large_payload_left_{false};
 
   std::mutex write_mutex_;  // guards queue_ and writing_
   // A thread is in send_now or frames wait for the io thread to write them (a hint for poll()).
