@@ -79,7 +79,9 @@ float load_one(const void* data, size_t index, DType dtype) {
 // clone this CPU runs best when the program starts (GCC's target_clones, an ifunc). The
 // kernels they call are inlined into each clone (flatten), so a whole reduction runs at one width.
 // Elementwise loops with no contraction (-ffp-contract=off) give the same bits at every width.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// ThreadSanitizer builds get no clones: the loader runs an ifunc's resolver before the
+// sanitizer's runtime has started, and the instrumented resolver crashes the program at load.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define SYMMESH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
 #else
 #define SYMMESH_VECTOR_CLONES
