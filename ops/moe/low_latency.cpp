@@ -10,6 +10,7 @@
 #include "ops/moe/options.h"
 #include "ops/roles/workspace.h"
 #include "runtime/barrier.h"
+#include "runtime/loan_scope.h"
 
 namespace symmesh {
 namespace {
@@ -64,14 +65,11 @@ LowLatencyBuffer::LowLatencyBuffer(Pe& pe, const LowLatencyShape& shape)
   dispatch_region_ = static_cast<std::byte*>(
       symmetric_region(pe, halves * nodes_ * tokens * record_bytes(),
                        "low-latency dispatch records (2 x nodes x tokens)", kShrink));
-  partial_region_ = static_cast<float*>(
-      symmetric_region(pe, halves * n_ * tokens * size_t(shape.hidden) * sizeof(float),
-                       "low-latency partial sums (2 x PEs x tokens, f32)", kShrink));
   combine_region_ = static_cast<std::byte*>(
       symmetric_region(pe, halves * nodes_ * tokens * row_bytes(),
                        "low-latency combine rows (2 x nodes x tokens)", kShrink));
-  signals_ = static_cast<uint64_t*>(symmetric_zeroed(
-      pe, (4 * size_t(nodes_) + 2) * sizeof(uint64_t), "low-latency signals", kShrink));
+  signals_ = static_cast<uint64_t*>(
+      symmetric_zeroed(pe, 4 * size_t(nodes_) * sizeof(uint64_t), "low-latency signals", kShrink));
   staging_.resize(tokens * record_bytes());
   barrier_all(pe);  // no PE signals a peer before the peer has cleared its signals
 }
@@ -79,7 +77,6 @@ LowLatencyBuffer::LowLatencyBuffer(Pe& pe, const LowLatencyShape& shape)
 LowLatencyBuffer::~LowLatencyBuffer() {
   pe_.free(signals_);
   pe_.free(combine_region_);
-  pe_.free(partial_region_);
   pe_.free(dispatch_region_);
 }
 
@@ -90,11 +87,6 @@ size_t LowLatencyBuffer::row_bytes() const {
 std::byte* LowLatencyBuffer::dispatch_block(int half, int source_node) const {
   return dispatch_region_ +
          (size_t(half) * nodes_ + size_t(source_node)) * size_t(shape_.max_tokens) * record_bytes();
-}
-
-float* LowLatencyBuffer::partial_block(int half, int source) const {
-  return partial_region_ +
-         (size_t(half) * n_ + size_t(source)) * size_t(shape_.max_tokens) * size_t(shape_.hidden);
 }
 
 std::byte* LowLatencyBuffer::combine_block(int half, int node) const {
@@ -108,10 +100,6 @@ uint64_t* LowLatencyBuffer::dispatch_signal(int half, int source_node) const {
 
 uint64_t* LowLatencyBuffer::combine_signal(int half, int node) const {
   return signals_ + 2 * size_t(nodes_) + size_t(half) * nodes_ + size_t(node);
-}
-
-uint64_t* LowLatencyBuffer::partial_signal(int half) const {
-  return signals_ + 4 * size_t(nodes_) + size_t(half);
 }
 
 uint64_t LowLatencyBuffer::landed(const uint64_t* word, int source) const {
@@ -267,33 +255,36 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   return d;
 }
 
-// The rows of `source`'s `count` records landed here: per record, the partials of this node's PEs
-// that hold one of its experts, in local-rank order, in f32, rounded once into `out`.
-void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle, int source, uint64_t count,
-                                   std::byte* out) {
-  const LowLatencyShape& s = shape_;
-  const int per_pe = local_experts(), node_first_pe = pe_.my_node() * ranks_;
-  const size_t hidden = size_t(s.hidden), row = row_bytes(), record = record_bytes();
-  const std::byte* block = dispatch_block(handle.half, pe_.node_of(source));
-  std::vector<const float*> partials(ranks_);
+// The rows of `source`'s `count` records landed here: per record, the weighted sum of each of
+// this node's PEs' expert rows for it (in topk order, in f32), added in local-rank order and
+// rounded once into `out`. A node peer's rows and terms are read where it keeps them.
+void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle,
+                                   const std::vector<LocalLoans::Borrowed>& lent, int source,
+                                   uint64_t count, std::byte* out) const {
+  const size_t hidden = size_t(shape_.hidden), row = row_bytes();
+  std::vector<const LentExperts*> peers(ranks_);
+  std::vector<size_t> next(ranks_, 0);  // each peer's first term not yet summed
   for (int q = 0; q < ranks_; ++q) {
-    partials[q] =
-        static_cast<const float*>(pe_.ptr(partial_block(handle.half, source), node_first_pe + q));
-  }
-  std::vector<char> holders(ranks_);
-  std::vector<TypedRow> rows;
-  for (uint64_t r = 0; r < count; ++r) {
-    std::fill(holders.begin(), holders.end(), 0);  // the node's PEs with an expert of it
-    for (int k = 0; k < s.topk; ++k) {
-      const int32_t expert = header_expert(block + r * record, k);
-      const int q = expert / per_pe - node_first_pe;
-      if (expert >= 0 && q >= 0 && q < ranks_) holders[q] = 1;
+    peers[q] = reinterpret_cast<const LentExperts*>(lent[q].memory.data());
+    if (lent[q].memory.size() != sizeof(LentExperts) || peers[q]->sequence != handle.sequence) {
+      throw InvalidArgument("a low-latency combine whose node peer " +
+                            pe_name(pe_.my_node() * ranks_ + q) +
+                            " combines another dispatch: every PE combines the same one");
     }
+  }
+  std::vector<WeightedRow> rows;
+  std::vector<size_t> ends(ranks_);
+  for (uint64_t r = 0; r < count; ++r) {
     rows.clear();
     for (int q = 0; q < ranks_; ++q) {
-      if (holders[q]) rows.push_back({partials[q] + r * hidden, DType::kF32});
+      const std::vector<LowLatencyDispatch::Term>& terms = (*peers[q]->terms)[source];
+      for (; next[q] < terms.size() && uint64_t(terms[next[q]].record) == r; ++next[q]) {
+        const LowLatencyDispatch::Term& term = terms[next[q]];
+        rows.push_back({peers[q]->rows + size_t(term.row) * row, shape_.dtype, term.weight});
+      }
+      ends[q] = rows.size();
     }
-    reduce_rows(out + r * row, s.dtype, rows.data(), rows.size(), hidden);
+    weighted_group_sum(out + r * row, shape_.dtype, rows.data(), ends.data(), ends.size(), hidden);
   }
 }
 
@@ -321,36 +312,23 @@ void LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_ou
   const size_t hidden = size_t(s.hidden), row = row_bytes();
   const auto* rows = static_cast<const std::byte*>(expert_out);
 
-  // This PE's partial of every record it holds an expert of: its experts' rows, weighted, in
-  // topk order, in f32, in one pass; then its partial signal, for the landing PEs of its node.
-  std::vector<WeightedRow> weighted;
-  for (int source = 0; source < n_; ++source) {
-    const std::vector<LowLatencyDispatch::Term>& terms = handle.terms[source];
-    for (size_t i = 0; i < terms.size(); ++i) {
-      weighted.push_back({rows + size_t(terms[i].row) * row, s.dtype, terms[i].weight});
-      if (i + 1 == terms.size() || terms[i + 1].record != terms[i].record) {
-        weighted_sum_f32(partial_block(half, source) + terms[i].record * hidden, weighted.data(),
-                         weighted.size(), hidden);
-        weighted.clear();
-      }
-    }
-  }
-  pe_.signal_set(partial_signal(half), sequence, me);
+  // The node's landing PEs read this PE's expert rows where they are, through the terms its
+  // dispatch recorded (which rows of which records, with which weights), until the closing
+  // node barrier.
+  const LentExperts mine{rows, &handle.terms, sequence};
+  LoanScope loan(
+      pe_, std::span(reinterpret_cast<std::byte*>(const_cast<LentExperts*>(&mine)), sizeof mine));
+  barrier(pe_, pe_.team_node());
+  const std::vector<LocalLoans::Borrowed>& lent = loan.borrow_all();
 
   // As the landing PE of the sources with this local rank: the node's sum of each of their
   // records back to them, other nodes first, with one put_signal each.
-  for (int q = 0; q < ranks_; ++q) {
-    const int peer = my_node * ranks_ + q;
-    const auto* word = static_cast<const uint64_t*>(pe_.ptr(partial_signal(half), peer));
-    pe_.signal_wait_until(word, Cmp::kGe, sequence, pe_.deadline(),
-                          "low-latency combine waiting for the partials of " + pe_name(peer));
-  }
   for (int step = 1; step <= nodes_; ++step) {
     const int source = (my_node + step) % nodes_ * ranks_ + pe_.local_rank();
     const bool own = source == me;
     std::byte* out = own ? combine_block(half, my_node) : staging_.data();
     const uint64_t count = handle.landed[source];  // as checked at dispatch
-    reduce_node(handle, source, count, out);
+    reduce_node(handle, lent, source, count, out);
     const uint64_t value = (sequence << kCountBits) | count;
     if (own) {
       pe_.signal_set(combine_signal(half, my_node), value, me);
@@ -359,6 +337,7 @@ void LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_ou
                      value, SignalOp::kSet, source);
     }
   }
+  loan.done_using();
 
   // Home: every node's rows of this PE's tokens, added in node order, rounded once.
   for (int node = 0; node < nodes_; ++node) {
@@ -383,6 +362,8 @@ void LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_ou
     reduce_rows(static_cast<std::byte*>(out) + size_t(t) * row, s.dtype, node_rows.data(),
                 node_rows.size(), hidden);
   }
+  barrier(pe_, pe_.team_node());  // no landing PE of this node still reads this PE's rows
+  loan.complete();
   // expert_out, which may be the handle's x, is read: the storage goes back for the next call.
   if (!handle.x.empty()) spare_x_[half] = std::exchange(handle.x, {});
 }

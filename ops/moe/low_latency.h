@@ -19,10 +19,12 @@
 //    expert by expert (DeepEP's packed_recv_x, without its padding): sources in PE order,
 //    tokens in order.
 // Combine walks the same records backwards:
-//  - Each PE sums, per record, its own experts' output rows, weighted by their gates, in topk
-//    order, in f32, into its partial area, and raises its partial signal.
-//  - The landing PE adds the partials of its node's PEs in local-rank order, rounds once, and
-//    sends the records' rows back to their source with one put_signal.
+//  - The landing PE computes, per record, the weighted sum of each of its node's PEs' expert
+//    rows for it (gate weights from the record, in topk order, in f32), adds them in local-rank
+//    order, rounds once, and sends the records' rows back to their source with one put_signal.
+//    It reads its node peers' rows where their experts wrote them: they lend it, for the call,
+//    their rows and the terms their dispatch recorded, between two barriers of the node (a
+//    node's PEs are threads of one daemon). No f32 partial is written or read back.
 //  - The source adds, per token, the rows of every node in node order, in f32, and rounds once.
 //    Every sum has a fixed order: bitwise deterministic.
 // DeepEP sends one record per (token, expert), since a GPU's links have bandwidth to spare and
@@ -31,14 +33,15 @@
 // share it in memory instead of forwarding it.
 //
 // Cost per call and PE: one put_signal per node each way, one record per (token, node) on the
-// wire, and one copy of a token per (token, local expert) into x at the receiver.
+// wire, one copy of a token per (token, local expert) into x at the receiver, and one read of
+// every expert row of the records it lands at combine.
 //
 // A half is reused by the dispatch two calls later, and a PE cannot start that dispatch before
 // it has combined the handle that used the half. That combine returns only once every landing
-// PE of its tokens has sent its rows, which each landing PE does after its node's PEs raised
-// their partial signals, so after they finished reading the records in place (at dispatch) and
-// writing their partials; and the landing PE itself has read its block and its node peers'
-// partials by then. So no PE writes into a half (records, partials or rows) a peer still reads.
+// PE of its tokens has sent its rows, which each landing PE does after its node's PEs entered
+// the combine (its opening node barrier), so after they finished reading the records in place
+// at dispatch; and the landing PE itself has read its block by then. So no PE writes into a
+// half (records or rows) a peer still reads.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +51,7 @@
 #include "ops/moe/received_rows.h"
 #include "ops/moe/routing.h"
 #include "runtime/collectives/dtype.h"
+#include "runtime/local_loans.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
@@ -137,26 +141,31 @@ class LowLatencyBuffer {
   int landing_pe(int node, int source) const { return node * ranks_ + pe_.local_rank_of(source); }
   // This PE's symmetric addresses; as another PE of this node sees them through pe_.ptr.
   std::byte* dispatch_block(int half, int source_node) const;
-  float* partial_block(int half, int source) const;
   std::byte* combine_block(int half, int node) const;
   uint64_t* dispatch_signal(int half, int source_node) const;
   uint64_t* combine_signal(int half, int node) const;
-  uint64_t* partial_signal(int half) const;
   // The record count a landing signal carries; PeerError when more than a block holds.
   uint64_t landed(const uint64_t* word, int source) const;
   void wait_for(const uint64_t* word, uint64_t sequence, int peer, const char* what);
   size_t pack(const void* x, const Routing& routing, int node, std::byte* out,
               LowLatencyDispatch& d) const;
-  void reduce_node(const LowLatencyDispatch& handle, int source, uint64_t count, std::byte* out);
+  // What a PE lends its node's landing PEs for one combine: its expert rows, and its handle's
+  // terms saying which rows belong to which records.
+  struct LentExperts {
+    const std::byte* rows;
+    const std::vector<std::vector<LowLatencyDispatch::Term>>* terms;
+    uint64_t sequence;  // of the dispatch being combined
+  };
+  void reduce_node(const LowLatencyDispatch& handle, const std::vector<LocalLoans::Borrowed>& lent,
+                   int source, uint64_t count, std::byte* out) const;
 
   Pe& pe_;
   const LowLatencyShape shape_;
   const int n_, ranks_, nodes_;
   const size_t header_bytes_;
   std::byte* dispatch_region_ = nullptr;  // [half][source node][max_tokens] records
-  float* partial_region_ = nullptr;       // [half][source][max_tokens][hidden] f32
   std::byte* combine_region_ = nullptr;   // [half][node][max_tokens] rows
-  uint64_t* signals_ = nullptr;           // dispatch [half][node], combine [half][node], partial
+  uint64_t* signals_ = nullptr;           // dispatch [half][node], combine [half][node]
   std::vector<std::byte> staging_;        // one node's records, or one source's rows
   std::vector<std::byte> spare_x_[2];     // each half's x storage while no dispatch holds it
   uint64_t sequence_ = 0;                 // dispatches made

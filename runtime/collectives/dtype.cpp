@@ -201,30 +201,34 @@ SYMMESH_VECTOR_CLONES void reduce_rows(void* dst, DType dtype, const TypedRow* r
   }
 }
 
-SYMMESH_VECTOR_CLONES void weighted_sum_f32(float* dst, const WeightedRow* rows, size_t row_count,
-                                            size_t count) {
-  if (count == 0) return;
-  if (row_count == 0) {
-    std::fill(dst, dst + count, 0.0f);
-    return;
-  }
-  constexpr size_t kBlock = 1024;  // 4 KiB of f32: stays in L1 while every row is added
-  float acc[kBlock];
+SYMMESH_VECTOR_CLONES void weighted_group_sum(void* dst, DType dtype, const WeightedRow* rows,
+                                              const size_t* group_ends, size_t groups,
+                                              size_t count) {
+  constexpr size_t kBlock = 1024;  // 4 KiB of f32 per buffer: both stay in L1
+  float acc[kBlock], group[kBlock];
   for (size_t begin = 0; begin < count; begin += kBlock) {
     const size_t n = std::min(kBlock, count - begin);
-    for (size_t r = 0; r < row_count; ++r) {
-      const auto* at =
-          static_cast<const std::byte*>(rows[r].data) + begin * dtype_size(rows[r].dtype);
-      const float weight = rows[r].weight;
-      with_loader(at, rows[r].dtype, [&](auto load) {
-        if (r == 0) {
-          for (size_t i = 0; i < n; ++i) acc[i] = weight * load(i);
-        } else {
-          for (size_t i = 0; i < n; ++i) acc[i] += weight * load(i);
-        }
-      });
+    bool summed = false;  // acc holds a group's sum
+    for (size_t g = 0, first = 0; g < groups; first = group_ends[g++]) {
+      if (group_ends[g] == first) continue;  // an empty group adds nothing
+      float* sum = summed ? group : acc;
+      for (size_t r = first; r < group_ends[g]; ++r) {
+        const auto* at =
+            static_cast<const std::byte*>(rows[r].data) + begin * dtype_size(rows[r].dtype);
+        const float weight = rows[r].weight;
+        with_loader(at, rows[r].dtype, [&](auto load) {
+          if (r == first) {
+            for (size_t i = 0; i < n; ++i) sum[i] = weight * load(i);
+          } else {
+            for (size_t i = 0; i < n; ++i) sum[i] += weight * load(i);
+          }
+        });
+      }
+      if (summed) combine(acc, n, ReduceOp::kSum, [&](size_t i) { return group[i]; });
+      summed = true;
     }
-    std::memcpy(dst + begin, acc, n * sizeof(float));
+    if (!summed) std::fill(acc, acc + n, 0.0f);
+    store_block(static_cast<std::byte*>(dst) + begin * dtype_size(dtype), acc, n, dtype);
   }
 }
 

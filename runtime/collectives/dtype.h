@@ -47,16 +47,21 @@ struct TypedRow {
 void reduce_rows(void* dst, DType dtype, const TypedRow* rows, size_t row_count, size_t count,
                  ReduceOp op = ReduceOp::kSum);
 
-// One term of weighted_sum_f32(): a row in `dtype` and the factor it is scaled by.
+// One term of weighted_group_sum(): a row in `dtype` and the factor it is scaled by.
 struct WeightedRow {
   const void* data;
   DType dtype;
   float weight;
 };
-// dst[i] = ((w0 * rows[0][i] + w1 * rows[1][i]) + ...) in f32, in the order given, with no
-// fused multiply-add (the same bits on every x86), in one pass a block at a time: each row is
-// read once and dst written once. Zero with no rows.
-void weighted_sum_f32(float* dst, const WeightedRow* rows, size_t row_count, size_t count);
+// Rows in groups: group g is rows [group_ends[g - 1], group_ends[g]) (group 0 from row 0). Each
+// group's weighted sum is (w0 * rows[0][i] + w1 * rows[1][i]) + ... in f32, in the order given,
+// with no fused multiply-add (the same bits on every x86); dst[i] = (group 0's + group 1's) + ...
+// in f32, in group order, rounded once to `dtype` (zero with no groups; a group has at least one
+// row). One pass a block at a time, with no f32 row in memory: each row is read once and dst
+// written once. The same bits as each group's weighted sum stored as an f32 row, then
+// reduce_rows over those rows.
+void weighted_group_sum(void* dst, DType dtype, const WeightedRow* rows, const size_t* group_ends,
+                        size_t groups, size_t count);
 
 // Inline: callers convert an element at a time in their own loops.
 inline float bf16_to_f32(uint16_t bits) {

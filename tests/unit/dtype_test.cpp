@@ -1,5 +1,5 @@
-// reduce_rows and weighted_sum_f32 against the element-at-a-time definition: rows of mixed
-// types across block edges, no rows, one row copied, one row rounded.
+// reduce_rows and weighted_group_sum against the element-at-a-time definition: rows of mixed
+// types across block edges, no rows, empty groups, one row copied, one row rounded.
 #include "runtime/collectives/dtype.h"
 
 #include <gtest/gtest.h>
@@ -66,7 +66,7 @@ TEST(ReduceRows, NoRowsGiveZerosAndOneRowIsCopiedOrRounded) {
   EXPECT_EQ(rounded, want);
 }
 
-TEST(WeightedSum, MatchesScalingAndAddingEachElementInOrderAcrossBlockEdges) {
+TEST(WeightedGroupSum, MatchesScalingAndAddingEachElementInOrderAcrossBlockEdges) {
   for (size_t count : {size_t{1}, size_t{1023}, size_t{1025}, size_t{3000}}) {
     const std::vector<float> a = values(count, 8), b = values(count, 9), c = values(count, 10);
     std::vector<uint16_t> b_bf16(count), c_f16(count);
@@ -74,27 +74,35 @@ TEST(WeightedSum, MatchesScalingAndAddingEachElementInOrderAcrossBlockEdges) {
     store_from_f32(c_f16.data(), c.data(), count, DType::kF16);
     const WeightedRow rows[] = {{a.data(), DType::kF32, 0.3f},
                                 {b_bf16.data(), DType::kBF16, -1.7f},
-                                {c_f16.data(), DType::kF16, 0.05f}};
-    std::vector<float> got(count), want(count);
-    weighted_sum_f32(got.data(), rows, 3, count);
+                                {c_f16.data(), DType::kF16, 0.05f},
+                                {a.data(), DType::kF32, 1.3f}};
+    const size_t ends[] = {2, 2, 4};  // groups {a, b}, {}, {c, a}
+    std::vector<float> sum(count);
     for (size_t i = 0; i < count; ++i) {
-      const float first = 0.3f * a[i], second = -1.7f * bf16_to_f32(b_bf16[i]);
-      const float third = 0.05f * f16_to_f32(c_f16[i]);
-      want[i] = first + second + third;
+      const float first = 0.3f * a[i] + -1.7f * bf16_to_f32(b_bf16[i]);
+      const float second = 0.05f * f16_to_f32(c_f16[i]) + 1.3f * a[i];
+      sum[i] = first + second;
     }
-    EXPECT_EQ(got, want) << count << " elements";
+    for (DType out_type : {DType::kF32, DType::kBF16}) {
+      std::vector<std::byte> got(count * dtype_size(out_type)), want(got.size());
+      weighted_group_sum(got.data(), out_type, rows, ends, 3, count);
+      store_from_f32(want.data(), sum.data(), count, out_type);
+      EXPECT_EQ(got, want) << count << " elements into " << dtype_name(out_type);
+    }
   }
 }
 
-TEST(WeightedSum, NoRowsGiveZerosAndOneRowIsOnlyScaled) {
-  std::vector<float> out(1500, 1.0f);
-  weighted_sum_f32(out.data(), nullptr, 0, out.size());
-  EXPECT_EQ(out, std::vector<float>(1500, 0.0f));
+TEST(WeightedGroupSum, NoGroupsGiveZerosAndOneRowIsScaledThenRounded) {
+  std::vector<uint16_t> out(1500, 0xffff);
+  weighted_group_sum(out.data(), DType::kBF16, nullptr, nullptr, 0, out.size());
+  EXPECT_EQ(out, std::vector<uint16_t>(1500, 0));
 
   const std::vector<float> a = values(1500, 11);
   const WeightedRow row{a.data(), DType::kF32, 2.5f};
-  weighted_sum_f32(out.data(), &row, 1, a.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(out[i], 2.5f * a[i]) << i;
+  const size_t end = 1;
+  std::vector<float> scaled(a.size());
+  weighted_group_sum(scaled.data(), DType::kF32, &row, &end, 1, a.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(scaled[i], 2.5f * a[i]) << i;
 }
 
 }  // namespace

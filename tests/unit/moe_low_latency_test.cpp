@@ -2,7 +2,7 @@
 // against the routings of every PE, the combine's weighted sums bitwise against an f32
 // reference in the combine's order (per PE in topk order, per node in local-rank order rounded
 // once, then in node order), a PE with fewer tokens than the buffer takes, two micro-batches in
-// flight, and the calls refused.
+// flight, and the calls refused (node peers combining different dispatches among them).
 #include "ops/moe/low_latency.h"
 
 #include <gtest/gtest.h>
@@ -283,6 +283,38 @@ TEST(LowLatency, AShapeOrABatchOutOfRangeIsRefusedNamingTheLimit) {
   EXPECT_EQ(errors[0],
             "experts = 7 must spread evenly over the 2 PEs: a multiple of 2; a low-latency "
             "dispatch of 9 tokens with topk 3: the buffer takes at most 2 tokens with topk 3");
+}
+
+// Node peers combining different dispatches would sum rows of different records: the landing
+// PE refuses it, naming the peer, instead of reading the wrong rows.
+TEST(LowLatency, NodePeersCombiningDifferentDispatchesAreRefused) {
+  LocalCluster cluster(cluster_options(1, 2));
+  std::vector<std::string> errors(2);
+  cluster.run([&](Pe& pe) {
+    const int me = pe.my_pe();
+    LowLatencyBuffer buffer(pe, buffer_shape());
+    const Batch first = make_batch(me, 3), second = make_batch(me, 4);
+    Outcome a, b;
+    a.dispatched = buffer.dispatch(first.x.data(), first.routing);
+    b.dispatched = buffer.dispatch(second.x.data(), second.routing);
+    Outcome& mine = me == 0 ? a : b;  // PE 0 combines the first, PE 1 the second
+    const auto rows = run_experts(mine.dispatched, me * buffer.local_experts());
+    try {
+      combine(buffer, mine, rows.data(), (me == 0 ? first : second).routing.tokens);
+      errors[me] = "combined";
+    } catch (const Error& e) {
+      errors[me] = e.what();
+    }
+  });
+  // The first PE to look refuses; its peer may instead see the call aborted by it.
+  const auto refused = [](int peer) {
+    return "a low-latency combine whose node peer PE " + std::to_string(peer) +
+           " combines another dispatch: every PE combines the same one";
+  };
+  EXPECT_TRUE(errors[0] == refused(1) || errors[1] == refused(0))
+      << errors[0] << " | " << errors[1];
+  EXPECT_NE(errors[0], "combined");
+  EXPECT_NE(errors[1], "combined");
 }
 
 }  // namespace
