@@ -141,7 +141,7 @@ LowLatencyBuffer& SessionMoe::low_latency_buffer(const LowLatencyShape& shape) {
                               std::to_string(id) + " is not combined: combine it first");
       }
     }
-    barrier_all(pe_);  // no node peer still reads this PE's partial sums
+    barrier_all(pe_);  // no node peer still reads this PE's dispatch records
     low_latency_.reset();
   }
   low_latency_ = std::make_unique<LowLatencyBuffer>(pe_, shape);

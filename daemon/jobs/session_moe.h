@@ -3,7 +3,7 @@
 // dispatches whose handles the process still holds, for their combines. The low-latency calls
 // (the decoding mode) go through one LowLatencyBuffer per session, kept between calls as a
 // decoding model keeps DeepEP's buffer. It is freed at detach without a barrier (detaching is not
-// collective): a node peer may still read this PE's partial sums for a moment, which is safe
+// collective): a node peer may still read this PE's dispatch records for a moment, which is safe
 // because nothing allocates on this PE's heap again before the node's next job resets it.
 #pragma once
 

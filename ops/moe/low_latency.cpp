@@ -266,10 +266,11 @@ void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle,
   std::vector<size_t> next(ranks_, 0);  // each peer's first term not yet summed
   for (int q = 0; q < ranks_; ++q) {
     peers[q] = reinterpret_cast<const LentExperts*>(lent[q].memory.data());
-    if (lent[q].memory.size() != sizeof(LentExperts) || peers[q]->sequence != handle.sequence) {
-      throw InvalidArgument("a low-latency combine whose node peer " +
-                            pe_name(pe_.my_node() * ranks_ + q) +
-                            " combines another dispatch: every PE combines the same one");
+    if (lent[q].memory.size() != sizeof(LentExperts) || peers[q]->sequence != handle.sequence ||
+        peers[q]->buffer != pe_.slice_offset(dispatch_region_)) {
+      throw InvalidArgument(
+          "a low-latency combine whose node peer " + pe_name(pe_.my_node() * ranks_ + q) +
+          " combines another dispatch, or another buffer's: every PE combines the same one");
     }
   }
   std::vector<WeightedRow> rows;
@@ -280,6 +281,12 @@ void LowLatencyBuffer::reduce_node(const LowLatencyDispatch& handle,
       const std::vector<LowLatencyDispatch::Term>& terms = (*peers[q]->terms)[source];
       for (; next[q] < terms.size() && uint64_t(terms[next[q]].record) == r; ++next[q]) {
         const LowLatencyDispatch::Term& term = terms[next[q]];
+        if (term.row < 0 || term.row >= peers[q]->received) {
+          throw InvalidArgument("a low-latency combine whose node peer " +
+                                pe_name(pe_.my_node() * ranks_ + q) + " names row " +
+                                std::to_string(term.row) + " of its " +
+                                std::to_string(peers[q]->received) + " expert rows");
+        }
         rows.push_back({peers[q]->rows + size_t(term.row) * row, shape_.dtype, term.weight});
       }
       ends[q] = rows.size();
@@ -315,9 +322,9 @@ void LowLatencyBuffer::combine(LowLatencyDispatch& handle, const void* expert_ou
   // The node's landing PEs read this PE's expert rows where they are, through the terms its
   // dispatch recorded (which rows of which records, with which weights), until the closing
   // node barrier.
-  const LentExperts mine{rows, &handle.terms, sequence};
-  LoanScope loan(
-      pe_, std::span(reinterpret_cast<std::byte*>(const_cast<LentExperts*>(&mine)), sizeof mine));
+  LentExperts mine{rows, handle.received(), &handle.terms, pe_.slice_offset(dispatch_region_),
+                   sequence};
+  LoanScope loan(pe_, std::span(reinterpret_cast<std::byte*>(&mine), sizeof mine));
   barrier(pe_, pe_.team_node());
   const std::vector<LocalLoans::Borrowed>& lent = loan.borrow_all();
 

@@ -153,7 +153,9 @@ class LowLatencyBuffer {
   // terms saying which rows belong to which records.
   struct LentExperts {
     const std::byte* rows;
+    int64_t received;  // rows
     const std::vector<std::vector<LowLatencyDispatch::Term>>* terms;
+    uint64_t buffer;    // which buffer: its records' symmetric offset
     uint64_t sequence;  // of the dispatch being combined
   };
   void reduce_node(const LowLatencyDispatch& handle, const std::vector<LocalLoans::Borrowed>& lent,

@@ -285,8 +285,21 @@ TEST(LowLatency, AShapeOrABatchOutOfRangeIsRefusedNamingTheLimit) {
             "dispatch of 9 tokens with topk 3: the buffer takes at most 2 tokens with topk 3");
 }
 
-// Node peers combining different dispatches would sum rows of different records: the landing
+// Node peers combining different dispatches, or dispatches of different buffers (both the first
+// of theirs, so with the same sequence number), would sum rows of different records: the landing
 // PE refuses it, naming the peer, instead of reading the wrong rows.
+void expect_refused(const std::vector<std::string>& errors) {
+  const auto refused = [](int peer) {
+    return "a low-latency combine whose node peer PE " + std::to_string(peer) +
+           " combines another dispatch, or another buffer's: every PE combines the same one";
+  };
+  // The first PE to look refuses; its peer may instead see the call aborted by it.
+  EXPECT_TRUE(errors[0] == refused(1) || errors[1] == refused(0))
+      << errors[0] << " | " << errors[1];
+  EXPECT_NE(errors[0], "combined");
+  EXPECT_NE(errors[1], "combined");
+}
+
 TEST(LowLatency, NodePeersCombiningDifferentDispatchesAreRefused) {
   LocalCluster cluster(cluster_options(1, 2));
   std::vector<std::string> errors(2);
@@ -306,15 +319,30 @@ TEST(LowLatency, NodePeersCombiningDifferentDispatchesAreRefused) {
       errors[me] = e.what();
     }
   });
-  // The first PE to look refuses; its peer may instead see the call aborted by it.
-  const auto refused = [](int peer) {
-    return "a low-latency combine whose node peer PE " + std::to_string(peer) +
-           " combines another dispatch: every PE combines the same one";
-  };
-  EXPECT_TRUE(errors[0] == refused(1) || errors[1] == refused(0))
-      << errors[0] << " | " << errors[1];
-  EXPECT_NE(errors[0], "combined");
-  EXPECT_NE(errors[1], "combined");
+  expect_refused(errors);
+}
+
+TEST(LowLatency, NodePeersCombiningDispatchesOfDifferentBuffersAreRefused) {
+  LocalCluster cluster(cluster_options(1, 2));
+  std::vector<std::string> errors(2);
+  cluster.run([&](Pe& pe) {
+    const int me = pe.my_pe();
+    LowLatencyBuffer one(pe, buffer_shape()), other(pe, buffer_shape());
+    const Batch batch = make_batch(me, 5);
+    Outcome a, b;
+    a.dispatched = one.dispatch(batch.x.data(), batch.routing);
+    b.dispatched = other.dispatch(batch.x.data(), batch.routing);
+    LowLatencyBuffer& buffer = me == 0 ? one : other;
+    Outcome& mine = me == 0 ? a : b;
+    const auto rows = run_experts(mine.dispatched, me * buffer.local_experts());
+    try {
+      combine(buffer, mine, rows.data(), batch.routing.tokens);
+      errors[me] = "combined";
+    } catch (const Error& e) {
+      errors[me] = e.what();
+    }
+  });
+  expect_refused(errors);
 }
 
 }  // namespace
