@@ -56,8 +56,8 @@ struct WeightedRow {
 // Rows in groups: group g is rows [group_ends[g - 1], group_ends[g]) (group 0 from row 0). Each
 // group's weighted sum is (w0 * rows[0][i] + w1 * rows[1][i]) + ... in f32, in the order given,
 // with no fused multiply-add (the same bits on every x86); dst[i] = (group 0's + group 1's) + ...
-// in f32, in group order, rounded once to `dtype` (zero with no groups; a group has at least one
-// row). One pass a block at a time, with no f32 row in memory: each row is read once and dst
+// in f32, in group order, rounded once to `dtype` (an empty group adds nothing; zero with no
+// rows). One pass a block at a time, with no f32 row in memory: each row is read once and dst
 // written once. The same bits as each group's weighted sum stored as an f32 row, then
 // reduce_rows over those rows.
 void weighted_group_sum(void* dst, DType dtype, const WeightedRow* rows, const size_t* group_ends,
