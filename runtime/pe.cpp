@@ -126,9 +126,18 @@ void* Pe::ptr(const void* address, int pe) const {
   return node_.segment().base + segment_offset(address, pe);
 }
 
+Transport& Pe::transport(int pe, const char* op) {
+  const Doorbell& bell = node_.doorbell();
+  if (bell.aborted()) {
+    throw AbortedError("PE " + std::to_string(my_pe_) + ": " + op + " to PE " + std::to_string(pe) +
+                       ": aborted: " + bell.abort_reason());
+  }
+  return node_.transport_to(node_of(pe));
+}
+
 void Pe::put(void* dest, const void* source, size_t bytes, int pe) {
   const trace::Scope span("put", "comm");
-  transport(pe).put(my_pe_, node_of(pe), segment_offset(dest, pe), source, bytes, nullptr);
+  transport(pe, "put").put(my_pe_, node_of(pe), segment_offset(dest, pe), source, bytes, nullptr);
 }
 
 // Every transport returns from put at local completion, which put_nbi allows too.
@@ -138,23 +147,25 @@ void Pe::put_nbi(void* dest, const void* source, size_t bytes, int pe) {
 
 void Pe::get(void* dest, const void* source, size_t bytes, int pe) {
   const trace::Scope span("get", "comm");
-  transport(pe).get(my_pe_, node_of(pe), segment_offset(source, pe), dest, bytes);
+  transport(pe, "get").get(my_pe_, node_of(pe), segment_offset(source, pe), dest, bytes);
 }
 
 void Pe::atomic_add(uint64_t* dest, uint64_t value, int pe) {
-  transport(pe).atomic_add(my_pe_, node_of(pe), segment_offset(dest, pe), value);
+  transport(pe, "atomic_add").atomic_add(my_pe_, node_of(pe), segment_offset(dest, pe), value);
 }
 
 uint64_t Pe::atomic_fetch_add(uint64_t* dest, uint64_t value, int pe) {
-  return transport(pe).atomic_fetch_add(my_pe_, node_of(pe), segment_offset(dest, pe), value);
+  return transport(pe, "atomic_fetch_add")
+      .atomic_fetch_add(my_pe_, node_of(pe), segment_offset(dest, pe), value);
 }
 
 void Pe::put_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
                     uint64_t signal_value, SignalOp op, int pe) {
   const trace::Scope span("put_signal", "comm");
   const SignalUpdate update{segment_offset(signal, pe), signal_value, op};
-  transport(pe).put(my_pe_, node_of(pe), bytes ? segment_offset(dest, pe) : 0, source, bytes,
-                    &update);
+  const char* name = bytes ? "put_signal" : op == SignalOp::kSet ? "signal_set" : "signal_add";
+  transport(pe, name).put(my_pe_, node_of(pe), bytes ? segment_offset(dest, pe) : 0, source, bytes,
+                          &update);
 }
 
 void Pe::signal_set(uint64_t* signal, uint64_t value, int pe) {

@@ -49,7 +49,8 @@ class Pe {
   // it shares the heap); throws InvalidArgument naming the range and the heap's bounds.
   std::byte* heap_range(uint64_t offset, uint64_t bytes);
 
-  // One-sided operations (OpenSHMEM semantics).
+  // One-sided operations (OpenSHMEM semantics). Once the node is aborted, none starts: each
+  // throws AbortedError naming itself, its target and the abort, and writes nothing.
   void put(void* dest, const void* source, size_t bytes, int pe);
   void put_nbi(void* dest, const void* source, size_t bytes, int pe);
   void get(void* dest, const void* source, size_t bytes, int pe);
@@ -86,7 +87,11 @@ class Pe {
 
  private:
   uint64_t segment_offset(const void* address, int pe) const;
-  Transport& transport(int pe) { return node_.transport_to(node_of(pe)); }
+  // The transport to `pe` for a one-sided operation `op` about to start. Once the node is
+  // aborted it throws AbortedError naming `op` and the abort instead: a failed call's PEs stop at
+  // their next operation rather than start puts that may each wait for the wire up to the
+  // transport's timeout (a put of the caller's memory waits even through an abort).
+  Transport& transport(int pe, const char* op);
 
   Node& node_;
   int local_rank_;

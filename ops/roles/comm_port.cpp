@@ -6,14 +6,8 @@ void CommPort::count(size_t bytes, int pe) {
   if (pe != pe_.my_pe()) wire_bytes_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-void CommPort::check_not_aborted() const {
-  Doorbell& bell = pe_.node().doorbell();
-  if (bell.aborted()) throw AbortedError("a put: aborted: " + bell.abort_reason());
-}
-
 void CommPort::put(void* dest, const void* source, size_t bytes, int pe) {
   std::lock_guard lock(mutex_);
-  check_not_aborted();
   pe_.put(dest, source, bytes, pe);
   count(bytes, pe);
 }
@@ -27,7 +21,6 @@ void CommPort::get(void* dest, const void* source, size_t bytes, int pe) {
 void CommPort::put_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
                           uint64_t value, SignalOp op, int pe) {
   std::lock_guard lock(mutex_);
-  check_not_aborted();
   pe_.put_signal(dest, source, bytes, signal, value, op, pe);
   count(bytes, pe);
 }

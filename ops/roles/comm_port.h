@@ -10,9 +10,8 @@
 namespace symmesh {
 
 // The PE's one-sided operations for several comm threads: one at a time, with the bytes sent
-// to other PEs counted for the wire figure. Once the node is aborted a put throws
-// AbortedError instead of starting: a put of the caller's memory waits for the wire even
-// through an abort, and a failed call's peers should stop soon.
+// to other PEs counted for the wire figure. Once the node is aborted no operation starts (the
+// PE's own rule): it throws AbortedError.
 class CommPort {
  public:
   explicit CommPort(Pe& pe) : pe_(pe) {}
@@ -28,7 +27,6 @@ class CommPort {
 
  private:
   void count(size_t bytes, int pe);
-  void check_not_aborted() const;
   Pe& pe_;
   std::mutex mutex_;
   std::atomic<uint64_t> wire_bytes_{0};

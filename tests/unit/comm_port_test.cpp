@@ -1,5 +1,6 @@
-// The comm threads' shared port: once the node is aborted a put or put_signal throws, naming
-// the abort, and writes nothing (a failed call's peers stop instead of waiting on the wire).
+// The comm threads' shared port: once the node is aborted a put or put_signal through it throws,
+// naming the abort, and writes nothing (a failed call's peers stop instead of waiting on the
+// wire).
 #include "ops/roles/comm_port.h"
 
 #include <gtest/gtest.h>
@@ -34,8 +35,8 @@ TEST(CommPort, APutAfterTheNodeWasAbortedThrowsAndWritesNothing) {
     signal_after = word[1];
     pe.free(word);
   });
-  EXPECT_EQ(put_error, "a put: aborted: a peer failed");
-  EXPECT_EQ(put_signal_error, "a put: aborted: a peer failed");
+  EXPECT_EQ(put_error, "PE 0: put to PE 0: aborted: a peer failed");
+  EXPECT_EQ(put_signal_error, "PE 0: put_signal to PE 0: aborted: a peer failed");
   EXPECT_EQ(word_after, 0u);
   EXPECT_EQ(signal_after, 0u);
 }

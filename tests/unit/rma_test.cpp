@@ -4,7 +4,12 @@
 // also runs over RDMA there (tests/softroce/).
 #include <gtest/gtest.h>
 
+#include <barrier>
+#include <functional>
 #include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/barrier.h"
 #include "tests/support/local_cluster.h"
@@ -201,6 +206,56 @@ TEST_P(Rma, NonSymmetricAddressAndExhaustedHeapAreClearErrors) {
     } catch (const HeapExhausted& e) {
       EXPECT_NE(std::string(e.what()).find("asked 1.0 TiB"), std::string::npos) << e.what();
     }
+  });
+}
+
+// A failed call aborts its node: from then on no operation of a PE there starts, on any
+// transport; each throws naming itself, its target and the abort, and writes nothing. Once the
+// abort is cleared (the daemon does it between jobs) they work again.
+TEST_P(Rma, NoOperationStartsOnceTheNodeIsAborted) {
+  const Shape shape = GetParam();
+  LocalCluster cluster(options(shape));
+  std::barrier in_step(shape.nodes * shape.ranks);  // the PEs are threads of this process
+  cluster.run([&](Pe& pe) {
+    const int n = pe.n_pes(), to = (pe.my_pe() + 1) % n;
+    auto* words = pe.malloc_array<uint64_t>(2);
+    words[0] = words[1] = 0;
+    barrier_all(pe);
+    in_step.arrive_and_wait();  // no PE is still in the barrier, whose waits an abort ends
+    if (pe.local_rank() == 0) pe.node().doorbell().abort("a peer failed");
+    in_step.arrive_and_wait();
+    const uint64_t value = 42;
+    uint64_t fetched = 0;
+    const std::vector<std::pair<std::string, std::function<void()>>> ops = {
+        {"put", [&] { pe.put(words, &value, 8, to); }},
+        {"get", [&] { pe.get(&fetched, words, 8, to); }},
+        {"atomic_add", [&] { pe.atomic_add(words, 1, to); }},
+        {"atomic_fetch_add", [&] { pe.atomic_fetch_add(words, 1, to); }},
+        {"put_signal", [&] { pe.put_signal(words, &value, 8, words + 1, 1, SignalOp::kAdd, to); }},
+        {"signal_set", [&] { pe.signal_set(words + 1, 7, to); }},
+        {"signal_add", [&] { pe.signal_add(words + 1, 7, to); }},
+    };
+    for (const auto& [name, op] : ops) {
+      try {
+        op();
+        ADD_FAILURE() << name << " started on an aborted node";
+      } catch (const AbortedError& e) {
+        EXPECT_EQ(std::string(e.what()), "PE " + std::to_string(pe.my_pe()) + ": " + name +
+                                             " to PE " + std::to_string(to) +
+                                             ": aborted: a peer failed");
+      }
+    }
+    in_step.arrive_and_wait();
+    if (pe.local_rank() == 0) pe.node().doorbell().clear_abort();
+    in_step.arrive_and_wait();
+    barrier_all(pe);
+    EXPECT_EQ(words[0], 0u);
+    EXPECT_EQ(words[1], 0u);
+    EXPECT_EQ(fetched, 0u);
+    barrier_all(pe);  // every PE checked its words before any writes them below
+    pe.put_signal(words, &value, 8, words + 1, 1, SignalOp::kAdd, to);
+    pe.signal_wait_until(words + 1, Cmp::kGe, 1);
+    EXPECT_EQ(words[0], value);
   });
 }
 
