@@ -39,12 +39,18 @@ void check(const GemmShape& s) {
 
 }  // namespace
 
-Gemm::Gemm() : engine_(dnnl::engine::kind::cpu, 0) {}
+Gemm::Gemm(size_t capacity) : engine_(dnnl::engine::kind::cpu, 0), capacity_(capacity) {
+  if (capacity_ == 0) throw InvalidArgument("gemm: a primitive cache of 0 entries (at least 1)");
+}
 
-Gemm::Cached& Gemm::primitive(const GemmShape& s, DType type, bool accumulate) {
+std::shared_ptr<const Gemm::Cached> Gemm::primitive(const GemmShape& s, DType type,
+                                                    bool accumulate) {
   const Key key{s.m, s.n, s.k, s.lda, s.ldb, s.ldc, int(type), accumulate};
   std::lock_guard lock(mutex_);
-  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    uses_.splice(uses_.begin(), uses_, it->second.use);
+    return it->second.cached;
+  }
   dnnl::primitive_attr attr;
   // The library's default scratchpad is global: threads running one primitive at once would
   // share it. Each call brings its own.
@@ -60,7 +66,7 @@ Gemm::Cached& Gemm::primitive(const GemmShape& s, DType type, bool accumulate) {
     return dnnl::matmul::primitive_desc(op, attr, engine_);
   };
 
-  Cached cached;
+  auto cached = std::make_shared<Cached>();
   dnnl::matmul::primitive_desc pd;
   try {
     pd = describe(onednn_type(type));
@@ -69,21 +75,29 @@ Gemm::Cached& Gemm::primitive(const GemmShape& s, DType type, bool accumulate) {
     // No kernel for this 16-bit type on this CPU (f16 here; bf16 without AVX-512): the
     // operands are converted, the product is f32.
     pd = describe(dt::f32);
-    cached.convert_to_f32 = true;
+    cached->convert_to_f32 = true;
   }
-  cached.primitive = dnnl::matmul(pd);
-  cached.scratchpad = pd.scratchpad_desc();
+  cached->primitive = dnnl::matmul(pd);
+  cached->scratchpad = pd.scratchpad_desc();
+  ++created_;
   std::string& paths = paths_[int(type)];
   const std::string kernel =
-      (cached.convert_to_f32 ? "converted to f32, then " : "") + std::string(pd.impl_info_str());
+      (cached->convert_to_f32 ? "converted to f32, then " : "") + std::string(pd.impl_info_str());
   if (paths.find(kernel) == std::string::npos) paths += (paths.empty() ? "" : ", ") + kernel;
-  return cache_.emplace(key, std::move(cached)).first->second;
+  if (cache_.size() == capacity_) {
+    cache_.erase(uses_.back());
+    uses_.pop_back();
+  }
+  uses_.push_front(key);
+  cache_.emplace(key, Entry{cached, uses_.begin()});
+  return cached;
 }
 
 void Gemm::multiply(const GemmShape& s, DType type, const void* a, const void* b, float* c,
                     bool accumulate) {
   check(s);
-  Cached& cached = primitive(s, type, accumulate);
+  const std::shared_ptr<const Cached> held = primitive(s, type, accumulate);
+  const Cached& cached = *held;
   const dt in = cached.convert_to_f32 ? dt::f32 : onednn_type(type);
   std::vector<float> a32, b32;
   if (cached.convert_to_f32) {  // strided views convert row by row
@@ -119,6 +133,11 @@ std::string Gemm::path(DType type) const {
 }
 
 size_t Gemm::primitives_created() const {
+  std::lock_guard lock(mutex_);
+  return created_;
+}
+
+size_t Gemm::primitives_cached() const {
   std::lock_guard lock(mutex_);
   return cache_.size();
 }

@@ -77,6 +77,35 @@ TEST(Gemm, OnePrimitivePerTileShape) {
   EXPECT_EQ(gemm.primitives_created(), 2u) << "a ragged tail is a second shape";
 }
 
+// A daemon serves jobs of ever new shapes: the cache keeps the most recently used primitives
+// only, and a shape whose primitive was dropped is created again with the same result.
+TEST(Gemm, TheCacheDropsTheLeastRecentlyUsedPrimitive) {
+  Gemm gemm(2);
+  const auto a = values(64 * 64, 5), b = values(64 * 64, 6);
+  auto run = [&](int64_t m) {
+    const GemmShape shape{m, 16, 16, 64, 64, 64};
+    std::vector<float> got(64 * 64), want(64 * 64);
+    gemm.multiply(shape, DType::kF32, a.data(), b.data(), got.data(), false);
+    reference(shape, a.data(), b.data(), want.data(), false);
+    EXPECT_EQ(got, want) << "m=" << m;
+  };
+  run(4);
+  run(8);
+  run(12);  // drops m=4, the least recently used
+  EXPECT_EQ(gemm.primitives_cached(), 2u);
+  EXPECT_EQ(gemm.primitives_created(), 3u);
+  run(8);  // cached: now the most recently used
+  EXPECT_EQ(gemm.primitives_created(), 3u);
+  run(4);  // created again; drops m=12
+  EXPECT_EQ(gemm.primitives_created(), 4u);
+  run(8);
+  EXPECT_EQ(gemm.primitives_created(), 4u);
+  run(12);
+  EXPECT_EQ(gemm.primitives_created(), 5u);
+  EXPECT_EQ(gemm.primitives_cached(), 2u);
+  EXPECT_THROW(Gemm(0), InvalidArgument);
+}
+
 TEST(Gemm, BadShapesNameTheField) {
   Gemm gemm;
   float x = 0;
