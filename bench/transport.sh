@@ -3,7 +3,9 @@
 # run: put bandwidth from 4 KiB to 16 MiB (a window of puts, then quiet), and the latency
 # (one way: half a ping-pong) of an 8-byte put_signal (data, then signal: two writes) and of
 # the 8-byte signal alone (one write, as ib_write_lat's), between two symmeshd daemons of one
-# rank each; ib_write_bw and ib_write_lat (perftest) on the same device and GID.
+# rank each; ib_write_bw and ib_write_lat (perftest) on the same device and GID; and what a hop
+# of two writes takes on that device (ib_write_lat plus one more write at ib_write_bw's 8-byte
+# message rate), which put_signal is held against too.
 # Where the host has no RDMA device (docs/OPERATIONS.md, "Soft-RoCE"), the whole run happens inside
 # the soft-RoCE QEMU guest of tests/softroce, so every figure comes from the same emulated
 # machine: soft-RoCE under TCG is slow, and the ratios are what to read.
