@@ -136,8 +136,10 @@ Transport& Pe::transport(int pe, const char* op) {
 }
 
 void Pe::put(void* dest, const void* source, size_t bytes, int pe) {
+  const uint64_t offset = segment_offset(dest, pe);
+  Transport& to = transport(pe, "put");
   const trace::Scope span("put", "comm");
-  transport(pe, "put").put(my_pe_, node_of(pe), segment_offset(dest, pe), source, bytes, nullptr);
+  to.put(my_pe_, node_of(pe), offset, source, bytes, nullptr);
 }
 
 // Every transport returns from put at local completion, which put_nbi allows too.
@@ -146,34 +148,42 @@ void Pe::put_nbi(void* dest, const void* source, size_t bytes, int pe) {
 }
 
 void Pe::get(void* dest, const void* source, size_t bytes, int pe) {
+  const uint64_t offset = segment_offset(source, pe);
+  Transport& from = transport(pe, "get");
   const trace::Scope span("get", "comm");
-  transport(pe, "get").get(my_pe_, node_of(pe), segment_offset(source, pe), dest, bytes);
+  from.get(my_pe_, node_of(pe), offset, dest, bytes);
 }
 
 void Pe::atomic_add(uint64_t* dest, uint64_t value, int pe) {
-  transport(pe, "atomic_add").atomic_add(my_pe_, node_of(pe), segment_offset(dest, pe), value);
+  const uint64_t offset = segment_offset(dest, pe);
+  transport(pe, "atomic_add").atomic_add(my_pe_, node_of(pe), offset, value);
 }
 
 uint64_t Pe::atomic_fetch_add(uint64_t* dest, uint64_t value, int pe) {
-  return transport(pe, "atomic_fetch_add")
-      .atomic_fetch_add(my_pe_, node_of(pe), segment_offset(dest, pe), value);
+  const uint64_t offset = segment_offset(dest, pe);
+  return transport(pe, "atomic_fetch_add").atomic_fetch_add(my_pe_, node_of(pe), offset, value);
 }
 
 void Pe::put_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
                     uint64_t signal_value, SignalOp op, int pe) {
-  const trace::Scope span("put_signal", "comm");
-  const SignalUpdate update{segment_offset(signal, pe), signal_value, op};
-  const char* name = bytes ? "put_signal" : op == SignalOp::kSet ? "signal_set" : "signal_add";
-  transport(pe, name).put(my_pe_, node_of(pe), bytes ? segment_offset(dest, pe) : 0, source, bytes,
-                          &update);
+  update_signal(dest, source, bytes, signal, signal_value, op, pe, "put_signal");
 }
 
 void Pe::signal_set(uint64_t* signal, uint64_t value, int pe) {
-  put_signal(nullptr, nullptr, 0, signal, value, SignalOp::kSet, pe);
+  update_signal(nullptr, nullptr, 0, signal, value, SignalOp::kSet, pe, "signal_set");
 }
 
 void Pe::signal_add(uint64_t* signal, uint64_t value, int pe) {
-  put_signal(nullptr, nullptr, 0, signal, value, SignalOp::kAdd, pe);
+  update_signal(nullptr, nullptr, 0, signal, value, SignalOp::kAdd, pe, "signal_add");
+}
+
+void Pe::update_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
+                       uint64_t value, SignalOp op, int pe, const char* name) {
+  const SignalUpdate update{segment_offset(signal, pe), value, op};
+  const uint64_t offset = bytes ? segment_offset(dest, pe) : 0;
+  Transport& to = transport(pe, name);
+  const trace::Scope span("put_signal", "comm");
+  to.put(my_pe_, node_of(pe), offset, source, bytes, &update);
 }
 
 uint64_t Pe::signal_fetch(const uint64_t* signal) const {

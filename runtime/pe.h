@@ -50,7 +50,9 @@ class Pe {
   std::byte* heap_range(uint64_t offset, uint64_t bytes);
 
   // One-sided operations (OpenSHMEM semantics). Once the node is aborted, none starts: each
-  // throws AbortedError naming itself, its target and the abort, and writes nothing.
+  // throws AbortedError naming itself, its target and the abort, and writes nothing (fence and
+  // quiet still run: they only wait for what was started). A bad address or PE is an
+  // InvalidArgument first.
   void put(void* dest, const void* source, size_t bytes, int pe);
   void put_nbi(void* dest, const void* source, size_t bytes, int pe);
   void get(void* dest, const void* source, size_t bytes, int pe);
@@ -87,6 +89,9 @@ class Pe {
 
  private:
   uint64_t segment_offset(const void* address, int pe) const;
+  // put_signal, signal_set and signal_add, each named `name` in errors.
+  void update_signal(void* dest, const void* source, size_t bytes, uint64_t* signal, uint64_t value,
+                     SignalOp op, int pe, const char* name);
   // The transport to `pe` for a one-sided operation `op` about to start. Once the node is
   // aborted it throws AbortedError naming `op` and the abort instead: a failed call's PEs stop at
   // their next operation rather than start puts that may each wait for the wire up to the

@@ -42,7 +42,7 @@ class Doorbell {
  private:
   alignas(64) std::atomic<uint32_t> sequence_{0};
   alignas(64) std::atomic<uint32_t> parked_{0};
-  std::atomic<bool> aborted_{false};
+  alignas(64) std::atomic<bool> aborted_{false};  // read by every one-sided operation
   mutable std::mutex reason_mutex_;
   std::string reason_;
 };

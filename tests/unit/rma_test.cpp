@@ -216,7 +216,7 @@ TEST_P(Rma, NoOperationStartsOnceTheNodeIsAborted) {
   const Shape shape = GetParam();
   LocalCluster cluster(options(shape));
   std::barrier in_step(shape.nodes * shape.ranks);  // the PEs are threads of this process
-  cluster.run([&](Pe& pe) {
+  auto body = [&](Pe& pe) {
     const int n = pe.n_pes(), to = (pe.my_pe() + 1) % n;
     auto* words = pe.malloc_array<uint64_t>(2);
     words[0] = words[1] = 0;
@@ -256,6 +256,14 @@ TEST_P(Rma, NoOperationStartsOnceTheNodeIsAborted) {
     pe.put_signal(words, &value, 8, words + 1, 1, SignalOp::kAdd, to);
     pe.signal_wait_until(words + 1, Cmp::kGe, 1);
     EXPECT_EQ(words[0], value);
+  };
+  cluster.run([&](Pe& pe) {
+    try {
+      body(pe);
+    } catch (...) {  // the other PEs must not wait at in_step for this one
+      in_step.arrive_and_drop();
+      throw;
+    }
   });
 }
 
