@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/check_range.h"
+#include "common/streaming_copy.h"
 #include "ops/moe/options.h"
 #include "ops/roles/workspace.h"
 #include "runtime/barrier.h"
@@ -236,12 +237,19 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   }
   d.source_pe.resize(d.received());
   d.source_token.resize(d.received());
+  // Rows that outgrow this PE's share of the cache go around it: no read of each line of x
+  // before it is written, and the records the node's PEs still read stay in the cache.
+  const bool streaming = size_t(d.received()) * row >= streaming_threshold();
   std::vector<int64_t> next(d.offset.begin(), d.offset.end() - 1);
   for (int source = 0; source < n_; ++source) {
     for (LowLatencyDispatch::Term& term : d.terms[source]) {
       const std::byte* at = blocks[source] + size_t(term.record) * record;
       const int64_t slot = next[term.row]++;
-      std::memcpy(rows + size_t(slot) * row, at + header_bytes_, row);
+      if (streaming) {
+        streaming_copy(rows + size_t(slot) * row, at + header_bytes_, row);
+      } else {
+        std::memcpy(rows + size_t(slot) * row, at + header_bytes_, row);
+      }
       d.source_pe[slot] = source;
       d.source_token[slot] = header_token(at);
       if (d.source_token[slot] < 0 || d.source_token[slot] >= s.max_tokens) {
@@ -252,6 +260,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
       term.row = slot;
     }
   }
+  if (streaming) streaming_fence();
   return d;
 }
 

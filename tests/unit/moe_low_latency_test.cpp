@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
+
+#include "common/streaming_copy.h"
 
 #include "ops/moe/reference.h"
 #include "runtime/barrier.h"
@@ -212,6 +215,61 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LowLatencyShapes,
                            return std::to_string(info.param.first) + "x" +
                                   std::to_string(info.param.second);
                          });
+
+// Rows that add up to more than a CPU's share of the cache are copied with non-temporal
+// stores (common/streaming_copy.h): the shape is sized from the threshold, so that path runs,
+// and every row still arrives bit for bit, in order, from the token it names.
+TEST(LowLatency, RowsPastTheCacheShareArriveBitForBit) {
+  constexpr int64_t kWide = 8192;  // 16 KiB bf16 rows
+  constexpr int kWideTopk = 8, kWideExperts = 16;
+  const size_t row = size_t(kWide) * 2;
+  // Each of the 2 PEs receives about tokens x topk rows (its own and its peer's, half each).
+  const int64_t tokens = int64_t(streaming_threshold() / row / kWideTopk) * 3 / 2 + 8;
+  if (tokens > kMaxLowLatencyTokens) GTEST_SKIP() << "the cache share needs too many tokens";
+  LocalClusterOptions options = cluster_options(1, 2);
+  options.heap_size = 2 * (size_t(tokens) * (row + 64) * 4 + (16 << 20));
+  LocalCluster cluster(options);
+  MoeOptions o;
+  o.tokens = tokens;
+  o.hidden = kWide;
+  o.topk = kWideTopk;
+  o.experts = kWideExperts;
+  std::vector<Routing> routings;
+  std::vector<std::vector<uint16_t>> xs;
+  for (int pe = 0; pe < 2; ++pe) {
+    routings.push_back(make_routing(o, pe, parse_routing("uniform", 3)));
+    xs.push_back(moe_tokens(o, pe, InputSpec{3, ""}));
+  }
+  cluster.run([&](Pe& pe) {
+    LowLatencyBuffer buffer(
+        pe, {.max_tokens = tokens, .hidden = kWide, .topk = kWideTopk, .experts = kWideExperts});
+    LowLatencyDispatch d = buffer.dispatch(xs[pe.my_pe()].data(), routings[pe.my_pe()]);
+    EXPECT_GE(d.x.size(), streaming_threshold()) << "the shape must take the streaming path";
+    const int per_pe = buffer.local_experts(), first = pe.my_pe() * per_pe;
+    for (int le = 0; le < per_pe; ++le) {
+      int64_t routed = 0;
+      for (const Routing& r : routings) {
+        for (int64_t t = 0; t < r.tokens; ++t) {
+          for (int k = 0; k < kWideTopk; ++k) routed += r.expert(t, k) == first + le;
+        }
+      }
+      EXPECT_EQ(d.count(le), routed) << "expert " << first + le;
+    }
+    for (int le = 0; le < per_pe; ++le) {  // sources in PE order, tokens in order
+      for (int64_t slot = d.offset[le]; slot < d.offset[le + 1]; ++slot) {
+        const uint16_t* sent = &xs[d.source_pe[slot]][size_t(d.source_token[slot]) * kWide];
+        ASSERT_EQ(0, std::memcmp(d.x.data() + size_t(slot) * row, sent, row)) << "row " << slot;
+        if (slot > d.offset[le]) {
+          EXPECT_LT(std::pair(d.source_pe[slot - 1], d.source_token[slot - 1]),
+                    std::pair(d.source_pe[slot], d.source_token[slot]))
+              << "row " << slot;
+        }
+      }
+    }
+    buffer.release(d);
+    barrier_all(pe);
+  });
+}
 
 TEST(LowLatency, TwoMicroBatchesInFlightAndAThirdIsRefused) {
   LocalCluster cluster(cluster_options(2, 2));
