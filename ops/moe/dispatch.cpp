@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 
+#include "common/streaming_copy.h"
 #include "common/trace.h"
 #include "ops/pe_stats.h"
 #include "ops/roles/comm_port.h"
@@ -252,12 +253,12 @@ class Dispatcher {
   }
 
   // Record `record` of this node's forwarder order, from PE `source` in `channel`, into local
-  // PE j at its next place there (`written` counts its earlier ones): `write(row, meta)` puts
-  // the token's x in PE j's rows (none when row is null: j could not place them) and the rest
-  // in its region.
-  template <typename Write>
-  void deliver(int64_t record, int source, int channel, int j, int64_t& written,
-               const Write& write) {
+  // PE j at its next place there (`written` counts its earlier ones): the token's x from `x`
+  // into PE j's rows (none when j could not place them), and `write_meta(meta)` the rest into
+  // its region.
+  template <typename WriteMeta>
+  void deliver(int64_t record, int source, int channel, int j, int64_t& written, const std::byte* x,
+               const WriteMeta& write_meta) {
     const int64_t* span = counted(source, channel, j);
     const int64_t at = span[0] + written++;
     const LocalLoans::Borrowed& rows = local_rows_[j];
@@ -267,15 +268,24 @@ class Dispatcher {
         (!rows.discard && uint64_t(at) >= rows.memory.size() / format_.x_bytes)) {
       miscounted(source, channel, j, "at least " + std::to_string(written));
     }
-    write(rows.discard ? nullptr : rows.memory.data() + size_t(at) * format_.x_bytes,
-          static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
-              size_t(at) * format_.meta_stride());
+    if (!rows.discard) {
+      std::byte* row = rows.memory.data() + size_t(at) * format_.x_bytes;
+      // Rows past the cache's share go around it (common/streaming_copy.h).
+      if (rows.memory.size() >= streaming_threshold()) {
+        streaming_copy(row, x, format_.x_bytes);
+      } else {
+        std::memcpy(row, x, format_.x_bytes);
+      }
+    }
+    write_meta(static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
+               size_t(at) * format_.meta_stride());
     result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
   }
   // Tells each local PE how many of `source`'s records in `channel` were delivered to it: once
   // per (source, channel), as a receiver reads none before all have come. Fewer than counted
   // fails here, at once, rather than at the receiver's deadline.
   void publish(CommPort& port, int source, int channel, const std::vector<int64_t>& written) {
+    streaming_fence();  // this thread's rows are there before a receiver reads the count
     for (int j = 0; j < ranks_; ++j) {
       const int64_t* span = counted(source, channel, j);
       if (written[j] != span[1] - span[0]) {
@@ -333,10 +343,8 @@ class Dispatcher {
       result_.handle.rdma_slot[size_t(t) * nodes_ + my_node_] = record;
       for (int j = 0; j < ranks_; ++j) {
         if (!layout_.goes_to_pe(t, my_node_ * ranks_ + j)) continue;
-        deliver(record, me_, channel, j, written[j], [&](std::byte* row, std::byte* meta) {
-          if (row) std::memcpy(row, token_x(t), format_.x_bytes);
-          encode_meta(t, meta);
-        });
+        deliver(record, me_, channel, j, written[j], token_x(t),
+                [&](std::byte* meta) { encode_meta(t, meta); });
       }
     }
     publish(port, me_, channel, written);
@@ -374,8 +382,7 @@ class Dispatcher {
         }
         for (int j = 0; j < ranks_; ++j) {
           if (!to[j]) continue;
-          deliver(base + i, source, channel, j, written[j], [&](std::byte* row, std::byte* meta) {
-            if (row) std::memcpy(row, record, format_.x_bytes);
+          deliver(base + i, source, channel, j, written[j], record, [&](std::byte* meta) {
             std::memcpy(meta, record + format_.meta_at(), format_.meta_bytes());
           });
         }

@@ -11,6 +11,7 @@
 
 #include <mutex>
 
+#include "common/streaming_copy.h"
 #include "tests/support/local_cluster.h"
 
 namespace symmesh {
@@ -21,11 +22,11 @@ struct Shape {
   int ranks;
 };
 
-LocalClusterOptions cluster_options(Shape shape) {
+LocalClusterOptions cluster_options(Shape shape, size_t heap_per_rank = 24 << 20) {
   LocalClusterOptions o;
   o.nodes = shape.nodes;
   o.ranks_per_node = shape.ranks;
-  o.heap_size = size_t(shape.ranks) * (24 << 20);
+  o.heap_size = size_t(shape.ranks) * heap_per_rank;
   o.wait_timeout = std::chrono::seconds(60);
   o.tcp.io_threads = 1;
   return o;
@@ -38,8 +39,8 @@ MoeOptions pe_options(MoeOptions o, int pe, int empty_pe) {
 }
 
 void expect_dispatch(Shape shape, const MoeOptions& o, const std::string& routing_name,
-                     int empty_pe = -1) {
-  LocalCluster cluster(cluster_options(shape));
+                     int empty_pe = -1, size_t heap_per_rank = 24 << 20) {
+  LocalCluster cluster(cluster_options(shape, heap_per_rank));
   const ClusterShape cs{shape.nodes, shape.ranks};
   const int n = cs.n_pes();
   std::vector<Routing> routings;
@@ -136,6 +137,33 @@ bool same_but_x(const DispatchResult& a, const DispatchResult& b) {
          a.topk_weights == b.topk_weights && g.channels == h.channels &&
          g.recv_prefix == h.recv_prefix && g.rdma_slot == h.rdma_slot &&
          g.forward_prefix == h.forward_prefix && g.nvl_slot == h.nvl_slot;
+}
+
+// Rows that add up to more than a CPU's share of the cache go with non-temporal stores
+// (common/streaming_copy.h). A dispatch sized from that threshold takes that path, both for
+// its own node's rows and for the rows it forwards from the other node, and every row still
+// arrives bit for bit.
+TEST(MoeDispatch, RowsPastTheCacheShareArriveBitForBit) {
+  MoeOptions o;
+  o.hidden = 8192;  // 16 KiB bf16 rows
+  o.topk = 8;
+  o.experts = 16;
+  o.channels = 2;
+  o.chunk_tokens = 16;
+  const size_t row = size_t(o.hidden) * 2;
+  // Nearly every token of the 4 PEs reaches each PE (8 of 16 experts, 4 a PE).
+  o.tokens = int64_t(streaming_threshold() / row / 4) * 3 / 2 + 8;
+  if (o.tokens > 4096) GTEST_SKIP() << "the cache share needs too many tokens";
+  const ClusterShape cs{2, 2};
+  std::vector<Routing> routings;
+  for (int pe = 0; pe < cs.n_pes(); ++pe) {
+    routings.push_back(make_routing(o, pe, parse_routing("uniform", 3)));
+  }
+  for (int pe = 0; pe < cs.n_pes(); ++pe) {
+    ASSERT_GE(reference_dispatch(o, routings, cs, pe).size() * row, streaming_threshold())
+        << "the shape must take the streaming path on PE " << pe;
+  }
+  expect_dispatch({2, 2}, o, "uniform", -1, size_t(o.tokens) * row * 16 + (64 << 20));
 }
 
 TEST(MoeDispatch, AnEarlierResultsStorageIsReused) {
