@@ -48,8 +48,9 @@ size_t last_level_cache_share() {
     const int level = std::atoi(read_line(dir + "/level").c_str());
     unsigned long kib = 0;
     const size_t cpus = count_cpus(read_line(dir + "/shared_cpu_list"));
+    char unit = 0;
     if (level <= best_level || cpus == 0 ||
-        std::sscanf(read_line(dir + "/size").c_str(), "%luK", &kib) != 1) {
+        std::sscanf(read_line(dir + "/size").c_str(), "%lu%c", &kib, &unit) != 2 || unit != 'K') {
       continue;
     }
     best_level = level;
@@ -69,6 +70,10 @@ size_t streaming_threshold() {
 }
 
 void streaming_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  std::memcpy(dst, src, bytes);
+#else
   auto* out = static_cast<std::byte*>(dst);
   const auto* in = static_cast<const std::byte*>(src);
   const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(out) % 16) % 16);
@@ -79,6 +84,7 @@ void streaming_copy(void* dst, const void* src, size_t bytes) {
                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + done)));
   }
   std::memcpy(out + done, in + done, bytes - done);
+#endif
 }
 
 void streaming_fence() {

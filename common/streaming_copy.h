@@ -10,12 +10,22 @@
 namespace symmesh {
 
 // 3/4 of a CPU's share of the last-level cache (its size over the CPUs sharing it, as the
-// kernel reports them), as glibc's threshold; 4 MiB where the kernel does not say.
+// kernel reports them), as glibc's threshold up to 2.37; 4 MiB where the kernel does not say.
 size_t streaming_threshold();
-// memcpy with non-temporal stores for the 16-byte aligned part of dst (ordinary ones for the
-// unaligned head and the tail). Call streaming_fence() after the last one, before the data
-// is handed on.
+// memcpy with non-temporal stores for the 16-byte aligned part of dst (ordinary ones for an
+// unaligned head and the tail). Call streaming_fence() after the last one, before the data is
+// handed on. Under AddressSanitizer or ThreadSanitizer, which do not see these stores, it is
+// memcpy.
 void streaming_copy(void* dst, const void* src, size_t bytes);
 void streaming_fence();
+
+// Fences this thread's streaming stores when it leaves a scope, by return or by a throw.
+class StreamingFenceOnExit {
+ public:
+  StreamingFenceOnExit() = default;
+  ~StreamingFenceOnExit() { streaming_fence(); }
+  StreamingFenceOnExit(const StreamingFenceOnExit&) = delete;
+  StreamingFenceOnExit& operator=(const StreamingFenceOnExit&) = delete;
+};
 
 }  // namespace symmesh

@@ -82,6 +82,7 @@ class Dispatcher {
     run_roles(  // writes into the node peers' rows: they wait for it if this throws
         pe_, 0, {}, channels_,
         [&](int channel) {
+          const StreamingFenceOnExit fence;  // rows streamed into node peers, even on a throw
           {
             const trace::Scope span("send", "role");
             send(port, channel);
@@ -197,6 +198,9 @@ class Dispatcher {
     barrier_all(pe_);  // every region exists and is zero, every PE has its counts and rows
     // The receive prefix and rows of every PE on this node.
     local_rows_ = loan_->borrow_all();
+    for (const LocalLoans::Borrowed& rows : local_rows_) {
+      streaming_rows_.push_back(rows.memory.size() >= streaming_threshold());
+    }
     local_prefix_.resize(ranks_);
     for (int j = 0; j < ranks_; ++j) {
       const auto* counts = static_cast<const uint64_t*>(pe_.ptr(notify_pe_, my_node_ * ranks_ + j));
@@ -270,8 +274,7 @@ class Dispatcher {
     }
     if (!rows.discard) {
       std::byte* row = rows.memory.data() + size_t(at) * format_.x_bytes;
-      // Rows past the cache's share go around it (common/streaming_copy.h).
-      if (rows.memory.size() >= streaming_threshold()) {
+      if (streaming_rows_[j]) {
         streaming_copy(row, x, format_.x_bytes);
       } else {
         std::memcpy(row, x, format_.x_bytes);
@@ -455,6 +458,9 @@ class Dispatcher {
   uint64_t* recv_tail_ = nullptr;        // [source PE][channel]: tokens written here
   std::vector<std::vector<int64_t>> local_prefix_;  // per PE of this node: its recv_prefix
   std::vector<LocalLoans::Borrowed> local_rows_;    // per PE of this node: its rows' room
+  // Per PE of this node: its rows add up to the streaming threshold, so they are copied around
+  // the cache (common/streaming_copy.h).
+  std::vector<char> streaming_rows_;
   // Last: destroyed first, so a failed call's lent rows outlive every node peer's writes.
   std::optional<LoanScope> loan_;
 };

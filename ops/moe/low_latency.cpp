@@ -241,9 +241,15 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   // before it is written, and the records the node's PEs still read stay in the cache.
   const bool streaming = size_t(d.received()) * row >= streaming_threshold();
   std::vector<int64_t> next(d.offset.begin(), d.offset.end() - 1);
+  const StreamingFenceOnExit fence;  // the rows are in x when the call returns or throws
   for (int source = 0; source < n_; ++source) {
     for (LowLatencyDispatch::Term& term : d.terms[source]) {
       const std::byte* at = blocks[source] + size_t(term.record) * record;
+      const int64_t token = header_token(at);
+      if (token < 0 || token >= s.max_tokens) {
+        throw PeerError(pe_name(source) + " sent a record of token " + std::to_string(token) +
+                        "; a PE has at most " + std::to_string(s.max_tokens));
+      }
       const int64_t slot = next[term.row]++;
       if (streaming) {
         streaming_copy(rows + size_t(slot) * row, at + header_bytes_, row);
@@ -251,16 +257,10 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
         std::memcpy(rows + size_t(slot) * row, at + header_bytes_, row);
       }
       d.source_pe[slot] = source;
-      d.source_token[slot] = header_token(at);
-      if (d.source_token[slot] < 0 || d.source_token[slot] >= s.max_tokens) {
-        throw PeerError(pe_name(source) + " sent a record of token " +
-                        std::to_string(d.source_token[slot]) + "; a PE has at most " +
-                        std::to_string(s.max_tokens));
-      }
+      d.source_token[slot] = token;
       term.row = slot;
     }
   }
-  if (streaming) streaming_fence();
   return d;
 }
 

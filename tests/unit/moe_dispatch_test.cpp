@@ -163,7 +163,7 @@ TEST(MoeDispatch, RowsPastTheCacheShareArriveBitForBit) {
     ASSERT_GE(reference_dispatch(o, routings, cs, pe).size() * row, streaming_threshold())
         << "the shape must take the streaming path on PE " << pe;
   }
-  expect_dispatch({2, 2}, o, "uniform", -1, size_t(o.tokens) * row * 16 + (64 << 20));
+  expect_dispatch({2, 2}, o, "uniform", -1, size_t(o.tokens) * row + (32 << 20));
 }
 
 TEST(MoeDispatch, AnEarlierResultsStorageIsReused) {

@@ -1,5 +1,6 @@
 // The non-temporal copy writes exactly what memcpy writes, at every alignment of its
-// destination and source and every size around the 16-byte stores, and nothing around it.
+// destination within a cache line, four of its source, and sizes around the 16-byte stores and
+// the 64-byte lines, and nothing around it.
 #include "common/streaming_copy.h"
 
 #include <gtest/gtest.h>
@@ -12,10 +13,11 @@ namespace {
 
 TEST(StreamingCopy, WritesWhatMemcpyWritesAndNothingElse) {
   constexpr size_t kGuard = 32;
-  for (size_t dst_offset = 0; dst_offset < 17; ++dst_offset) {
+  for (size_t dst_offset = 0; dst_offset < 65; ++dst_offset) {
     for (size_t src_offset = 0; src_offset < 4; ++src_offset) {
-      for (size_t bytes : {0, 1, 15, 16, 17, 31, 33, 64, 100, 14336 + 5}) {
-        std::vector<uint8_t> src(bytes + src_offset), dst(bytes + dst_offset + 2 * kGuard, 0xee);
+      for (size_t bytes : {0, 1, 15, 16, 17, 31, 33, 63, 64, 65, 100, 129, 14336 + 5}) {
+        std::vector<uint8_t> src(bytes + src_offset + 1),
+            dst(bytes + dst_offset + 2 * kGuard, 0xee);
         for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 7 + 1);
         streaming_copy(dst.data() + kGuard + dst_offset, src.data() + src_offset, bytes);
         streaming_fence();
