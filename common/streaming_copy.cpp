@@ -37,14 +37,13 @@ size_t count_cpus(const std::string& list) {
   return count;
 }
 
-// The last-level cache over the CPUs that share it, as the kernel reports them in sysfs (what
-// lscpu reads; the CPUID some virtual machines pass through claims the host's whole cache);
-// 0 when it does not say.
-size_t last_level_cache_share() {
+}  // namespace
+
+size_t last_level_cache_share(const std::string& cache_dir) {
   int best_level = 0;
   size_t share = 0;
   for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    const std::string dir = cache_dir + "/index" + std::to_string(index);
     const int level = std::atoi(read_line(dir + "/level").c_str());
     unsigned long kib = 0;
     const size_t cpus = count_cpus(read_line(dir + "/shared_cpu_list"));
@@ -58,8 +57,6 @@ size_t last_level_cache_share() {
   }
   return share;
 }
-
-}  // namespace
 
 size_t streaming_threshold() {
   static const size_t threshold = [] {
@@ -89,6 +86,14 @@ void streaming_copy(void* dst, const void* src, size_t bytes) {
 
 void streaming_fence() {
   _mm_sfence();
+}
+
+void CopyInto::operator()(void* dst, const void* src, size_t bytes) const {
+  if (streaming_) {
+    streaming_copy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
 }
 
 }  // namespace symmesh

@@ -6,18 +6,33 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace symmesh {
 
 // 3/4 of a CPU's share of the last-level cache (its size over the CPUs sharing it, as the
 // kernel reports them), as glibc's threshold up to 2.37; 4 MiB where the kernel does not say.
 size_t streaming_threshold();
+// The highest cache level's size over the CPUs sharing it, read from a sysfs cache directory
+// (index*/level, size in K, shared_cpu_list), as lscpu reads it: the CPUID some virtual machines
+// pass through claims the host's whole cache. 0 when the directory does not say.
+size_t last_level_cache_share(const std::string& cache_dir = "/sys/devices/system/cpu/cpu0/cache");
 // memcpy with non-temporal stores for the 16-byte aligned part of dst (ordinary ones for an
 // unaligned head and the tail). Call streaming_fence() after the last one, before the data is
 // handed on. Under AddressSanitizer or ThreadSanitizer, which do not see these stores, it is
 // memcpy.
 void streaming_copy(void* dst, const void* src, size_t bytes);
 void streaming_fence();
+// One of many copies that together write `total` bytes: streamed when the total reaches the
+// threshold, else memcpy.
+class CopyInto {
+ public:
+  explicit CopyInto(size_t total) : streaming_(total >= streaming_threshold()) {}
+  void operator()(void* dst, const void* src, size_t bytes) const;
+
+ private:
+  bool streaming_;
+};
 
 // Fences this thread's streaming stores when it leaves a scope, by return or by a throw.
 class StreamingFenceOnExit {

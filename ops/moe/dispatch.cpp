@@ -198,9 +198,7 @@ class Dispatcher {
     barrier_all(pe_);  // every region exists and is zero, every PE has its counts and rows
     // The receive prefix and rows of every PE on this node.
     local_rows_ = loan_->borrow_all();
-    for (const LocalLoans::Borrowed& rows : local_rows_) {
-      streaming_rows_.push_back(rows.memory.size() >= streaming_threshold());
-    }
+    for (const LocalLoans::Borrowed& rows : local_rows_) copy_row_.emplace_back(rows.memory.size());
     local_prefix_.resize(ranks_);
     for (int j = 0; j < ranks_; ++j) {
       const auto* counts = static_cast<const uint64_t*>(pe_.ptr(notify_pe_, my_node_ * ranks_ + j));
@@ -272,14 +270,8 @@ class Dispatcher {
         (!rows.discard && uint64_t(at) >= rows.memory.size() / format_.x_bytes)) {
       miscounted(source, channel, j, "at least " + std::to_string(written));
     }
-    if (!rows.discard) {
-      std::byte* row = rows.memory.data() + size_t(at) * format_.x_bytes;
-      if (streaming_rows_[j]) {
-        streaming_copy(row, x, format_.x_bytes);
-      } else {
-        std::memcpy(row, x, format_.x_bytes);
-      }
-    }
+    if (!rows.discard)
+      copy_row_[j](rows.memory.data() + size_t(at) * format_.x_bytes, x, format_.x_bytes);
     write_meta(static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
                size_t(at) * format_.meta_stride());
     result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
@@ -458,9 +450,9 @@ class Dispatcher {
   uint64_t* recv_tail_ = nullptr;        // [source PE][channel]: tokens written here
   std::vector<std::vector<int64_t>> local_prefix_;  // per PE of this node: its recv_prefix
   std::vector<LocalLoans::Borrowed> local_rows_;    // per PE of this node: its rows' room
-  // Per PE of this node: its rows add up to the streaming threshold, so they are copied around
-  // the cache (common/streaming_copy.h).
-  std::vector<char> streaming_rows_;
+  // Per PE of this node: how its rows are copied, around the cache when they add up to the
+  // streaming threshold (common/streaming_copy.h).
+  std::vector<CopyInto> copy_row_;
   // Last: destroyed first, so a failed call's lent rows outlive every node peer's writes.
   std::optional<LoanScope> loan_;
 };

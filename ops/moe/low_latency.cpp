@@ -239,7 +239,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   d.source_token.resize(d.received());
   // Rows that outgrow this PE's share of the cache go around it: no read of each line of x
   // before it is written, and the records the node's PEs still read stay in the cache.
-  const bool streaming = size_t(d.received()) * row >= streaming_threshold();
+  const CopyInto copy_row(size_t(d.received()) * row);
   std::vector<int64_t> next(d.offset.begin(), d.offset.end() - 1);
   const StreamingFenceOnExit fence;  // the rows are in x when the call returns or throws
   for (int source = 0; source < n_; ++source) {
@@ -251,11 +251,7 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
                         "; a PE has at most " + std::to_string(s.max_tokens));
       }
       const int64_t slot = next[term.row]++;
-      if (streaming) {
-        streaming_copy(rows + size_t(slot) * row, at + header_bytes_, row);
-      } else {
-        std::memcpy(rows + size_t(slot) * row, at + header_bytes_, row);
-      }
+      copy_row(rows + size_t(slot) * row, at + header_bytes_, row);
       d.source_pe[slot] = source;
       d.source_token[slot] = token;
       term.row = slot;

@@ -5,7 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace symmesh {
@@ -32,7 +37,30 @@ TEST(StreamingCopy, WritesWhatMemcpyWritesAndNothingElse) {
   }
 }
 
-TEST(StreamingCopy, TheThresholdIsSet) {
+// The share is read as lscpu reads it: the highest level whose size (in K) and CPU list
+// parse, over the count of CPUs in that list.
+TEST(StreamingCopy, TheCacheShareIsTheHighestLevelOverItsCpus) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("symmesh-cache-" + std::to_string(::getpid()));
+  auto cache = [&](int index, const std::string& level, const std::string& size,
+                   const std::string& cpus) {
+    const auto at = dir / ("index" + std::to_string(index));
+    std::filesystem::create_directories(at);
+    std::ofstream(at / "level") << level << "\n";
+    std::ofstream(at / "size") << size << "\n";
+    std::ofstream(at / "shared_cpu_list") << cpus << "\n";
+  };
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(last_level_cache_share(dir.string()), 0u) << "no directory: the caller's default";
+  cache(0, "1", "32K", "0");
+  cache(1, "2", "1024K", "0");
+  cache(2, "3", "28672K", "0-3,8,10-11");
+  EXPECT_EQ(last_level_cache_share(dir.string()), size_t{28672} * 1024 / 7);
+  cache(3, "4", "1M", "0-15");  // not in K: not read, the level below stands
+  EXPECT_EQ(last_level_cache_share(dir.string()), size_t{28672} * 1024 / 7);
+  cache(3, "4", "65536K", "");  // no CPUs: not read
+  EXPECT_EQ(last_level_cache_share(dir.string()), size_t{28672} * 1024 / 7);
+  std::filesystem::remove_all(dir);
   EXPECT_GT(streaming_threshold(), 0u);
 }
 
