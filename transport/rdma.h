@@ -40,6 +40,7 @@ struct VerbsOptions {
   // target a thread switch per signal; a parked waiter is woken by the next wake-up or its
   // own re-check.
   std::chrono::microseconds notify_interval{1000};
+  // Bounds one whole operation (a put cut into many writes, a quiet), not each of its waits.
   std::chrono::milliseconds op_timeout{60000};
 };
 

@@ -151,6 +151,25 @@ class WaitDeadline {
   std::chrono::milliseconds timeout_{0};
 };
 
+// The deadline of one operation made of several waits (a put cut into many writes, each of
+// which may wait briefly for space): fixed by its first wait that lasts, or at its second
+// wait, then read at the start of each later wait, so the whole operation ends within about
+// one timeout, and an operation that never waits reads no clock.
+class OperationDeadline {
+ public:
+  OperationDeadline(std::chrono::milliseconds timeout) : deadline_(timeout) {}  // NOLINT
+  OperationDeadline(Deadline at) : deadline_(at) {}                             // NOLINT
+  // At a wait's start: true when this is not the operation's first wait and the deadline
+  // has passed.
+  bool passed_at_wait() { return waits_++ > 0 && passed(); }
+  // During a wait that lasts.
+  bool passed() { return Clock::now() >= deadline_.get(); }
+
+ private:
+  WaitDeadline deadline_;
+  int waits_ = 0;
+};
+
 // Waits until `word` no longer holds `seen`, between processes, with the wait policy's spin
 // and yield, then sleeps on the shared futex in slices of `slice`, calling `check()` before
 // each sleep (it throws to give up: a dead peer, an abort, a deadline).

@@ -1,9 +1,11 @@
 // The verbs transport on a real (soft-RoCE) device, beyond what the shared Rma suite checks:
 // splitting above the message limit, many back-to-back signals, a send queue and a bounce
-// ring far smaller than the traffic, bounds errors, and a failed work completion.
+// ring far smaller than the traffic, bounds errors, one deadline for a whole put, and a failed
+// work completion.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 
@@ -130,6 +132,59 @@ TEST(Verbs, OutOfBoundsAndMisalignedAreRefusedBeforePosting) {
   verbs.quiet(0);
   EXPECT_EQ(verbs.atomic_fetch_add(0, 1, segment - 8, 1), 7u);
   EXPECT_TRUE(verbs.peer_up(1));
+}
+
+// One deadline bounds a whole put, however many writes it is cut into: a node peer that lent
+// the put its source waits a bounded time. The put below must wait for bounce space many times,
+// each wait far shorter than op_timeout, but 256 MiB cannot cross any soft-RoCE device in
+// 20 ms, so the put ends with a named timeout; once its writes drain the pair serves again.
+TEST(Verbs, APutCutIntoManyWritesEndsWithinOneOperationTimeout) {
+  constexpr size_t kPut = size_t{256} << 20;
+  NodeConfig config;
+  config.nodes = 2;
+  config.heap_size = kPut + (16 << 20);  // the segments are symmetric
+  Node node0(config);
+  config.node_rank = 1;
+  Node node1(config);
+  VerbsOptions options;
+  options.bounce_bytes = 256 << 10;  // 64 KiB writes: a wait for space is one write's time
+  options.op_timeout = std::chrono::milliseconds(20);
+  VerbsTransport verbs0(0, 2, 1, node0.segment(), node0.doorbell(), options);
+  VerbsTransport verbs1(1, 2, 1, node1.segment(), node1.doorbell(), options);
+  verbs0.connect(1, verbs1.local_info());
+  verbs1.connect(0, verbs0.local_info());
+  const std::vector<std::byte> source(kPut, std::byte{0x5a});
+  try {
+    verbs0.put(0, 1, 0, source.data(), kPut, nullptr);
+    FAIL() << "256 MiB crossed the device within 20 ms";
+  } catch (const TimeoutError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("a put of " + std::to_string(kPut) + " bytes to node 1 had posted"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("op_timeout 20 ms"), std::string::npos) << message;
+  }
+  // The writes already posted drain; each quiet has 20 ms, so it is retried, bounded.
+  const auto give_up = deadline_after(std::chrono::seconds(60));
+  const auto quiet_eventually = [&] {
+    for (int attempt = 0; attempt < 3000 && Clock::now() < give_up; ++attempt) {
+      try {
+        verbs0.quiet(0);
+        return true;
+      } catch (const TimeoutError&) {
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(quiet_eventually()) << "the posted writes never drained";
+  EXPECT_TRUE(verbs0.peer_up(1));
+  const uint64_t value = 0x0123456789abcdef;
+  const uint64_t offset = kPut + 4096;
+  verbs0.put(0, 1, offset, &value, 8, nullptr);
+  ASSERT_TRUE(quiet_eventually());
+  uint64_t arrived = 0;
+  std::memcpy(&arrived, node1.segment().base + offset, 8);
+  EXPECT_EQ(arrived, value);
 }
 
 // A peer whose memory key no longer matches (as after it re-registered or restarted): the

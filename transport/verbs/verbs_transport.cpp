@@ -44,13 +44,17 @@ const char* opcode_name(ibv_wr_opcode opcode) {
   }
 }
 
+// `deadline` is the whole operation's: a put cut into many pieces, each of which may wait for
+// bounce space or send-queue room, still ends within about one op_timeout.
 template <class Done>
-void spin_until(Done&& done, Deadline deadline, const std::function<std::string()>& describe) {
-  for (int spins = 0; !done(); ++spins) {
+void spin_until(Done&& done, OperationDeadline& deadline,
+                const std::function<std::string()>& describe) {
+  if (done()) return;
+  if (deadline.passed_at_wait()) throw TimeoutError(describe());
+  for (int spins = 1; !done(); ++spins) {
     if (spins >= kSpinsBeforeYield) {
       // The clock only every few yields (see yield_until in transport/wait.h).
-      if (spins % kYieldsPerClockRead == 0 && Clock::now() >= deadline)
-        throw TimeoutError(describe());
+      if (spins % kYieldsPerClockRead == 0 && deadline.passed()) throw TimeoutError(describe());
       std::this_thread::yield();
     }
   }
@@ -233,12 +237,12 @@ void VerbsTransport::check_range(int node, uint64_t offset, uint64_t length, boo
 }
 
 void VerbsTransport::check_access(PeState& pe, int node, uint64_t offset, uint64_t length,
-                                  bool word) {
+                                  bool word, OperationDeadline& deadline) {
   try {
     check_range(node, offset, length, word);
   } catch (const PeerError&) {
     std::lock_guard lock(pe.mutex);
-    settle(pe, node, deadline_after(options_.op_timeout));
+    settle(pe, node, deadline);
     check_peer(node);  // names the cause if settling found it
     throw;
   }
@@ -249,7 +253,7 @@ bool VerbsTransport::in_error(const QpState& qp) const {
   return qp.qp && errored_qps_.count(qp.qp->qpn()) != 0;
 }
 
-void VerbsTransport::settle(PeState& pe, int node, Deadline deadline) {
+void VerbsTransport::settle(PeState& pe, int node, OperationDeadline& deadline) {
   QpState& qp = pe.qps[node];
   if (!in_error(qp)) return;
   spin_until([&] { return poll(pe) == 0 && qp.completed == qp.posted; }, deadline,
@@ -260,11 +264,12 @@ void VerbsTransport::settle(PeState& pe, int node, Deadline deadline) {
              });
 }
 
-uint64_t VerbsTransport::post(PeState& pe, int peer, Request request) {
-  return post(pe, peer, std::span<Request>(&request, 1));
+uint64_t VerbsTransport::post(PeState& pe, int peer, Request request, OperationDeadline& deadline) {
+  return post(pe, peer, std::span<Request>(&request, 1), deadline);
 }
 
-uint64_t VerbsTransport::post(PeState& pe, int peer, std::span<Request> requests) {
+uint64_t VerbsTransport::post(PeState& pe, int peer, std::span<Request> requests,
+                              OperationDeadline& deadline) {
   QpState& qp = pe.qps[peer];
   const uint64_t count = requests.size();
   if (count == 0 || count > kMaxChain)
@@ -277,11 +282,11 @@ uint64_t VerbsTransport::post(PeState& pe, int peer, std::span<Request> requests
           check_peer(peer);
           return qp.posted - qp.completed + count <= options_.send_depth - 1;
         },
-        deadline_after(options_.op_timeout),
+        deadline,
         [&] {
           return "verbs: send queue to node " + std::to_string(peer) + " (QP " +
-                 std::to_string(qp.qp->qpn()) + ") stayed full for " +
-                 std::to_string(options_.op_timeout.count()) + " ms";
+                 std::to_string(qp.qp->qpn()) + ") still full at the operation's deadline (" +
+                 timeout_text() + ")";
         });
   }
   // One linked list of work requests, so one doorbell (on soft-RoCE one system call, one run
@@ -385,7 +390,8 @@ int VerbsTransport::poll(PeState& pe) {
   return n;
 }
 
-void VerbsTransport::wait_done(PeState& pe, int peer, uint64_t seq, const char* what) {
+void VerbsTransport::wait_done(PeState& pe, int peer, uint64_t seq, const char* what,
+                               OperationDeadline& deadline) {
   QpState& qp = pe.qps[peer];
   spin_until(
       [&] {
@@ -393,15 +399,15 @@ void VerbsTransport::wait_done(PeState& pe, int peer, uint64_t seq, const char* 
         check_peer(peer);
         return qp.completed > seq;
       },
-      deadline_after(options_.op_timeout),
+      deadline,
       [&] {
         return std::string("verbs: ") + what + " on node " + std::to_string(peer) + " (QP " +
-               std::to_string(qp.qp->qpn()) + ") did not complete within " +
-               std::to_string(options_.op_timeout.count()) + " ms";
+               std::to_string(qp.qp->qpn()) + ") had not completed at the operation's deadline (" +
+               timeout_text() + ")";
       });
 }
 
-uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes) {
+uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes, OperationDeadline& deadline) {
   std::optional<uint64_t> position = pe.bounce->ring.allocate(bytes);
   if (position) return *position;
   spin_until(
@@ -412,18 +418,18 @@ uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes) {
           const Staged& front = pe.staged.front();
           QpState& holder = pe.qps[front.peer];
           if (holder.signaled_upto <= front.seq) {
-            post(pe, front.peer, completion_marker());
+            post(pe, front.peer, completion_marker(), deadline);
           }
         }
         check_peer(peer);
         position = pe.bounce->ring.allocate(bytes);
         return position.has_value();
       },
-      deadline_after(options_.op_timeout),
+      deadline,
       [&] {
         std::string state = "verbs: no bounce space for " + std::to_string(bytes) +
-                            " bytes within " + std::to_string(options_.op_timeout.count()) +
-                            " ms (ring " + std::to_string(pe.bounce->ring.in_use()) + " of " +
+                            " bytes by the operation's deadline (" + timeout_text() + "; ring " +
+                            std::to_string(pe.bounce->ring.in_use()) + " of " +
                             std::to_string(pe.bounce->ring.capacity()) + " bytes in use by " +
                             std::to_string(pe.staged.size()) + " requests";
         if (!pe.staged.empty()) {
@@ -440,6 +446,10 @@ uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes) {
   return *position;
 }
 
+std::string VerbsTransport::timeout_text() const {
+  return "op_timeout " + std::to_string(options_.op_timeout.count()) + " ms";
+}
+
 bool VerbsTransport::wants_notify(QpState& qp) const {
   const auto now = Clock::now();
   if (now - qp.notified < options_.notify_interval) return false;
@@ -447,18 +457,19 @@ bool VerbsTransport::wants_notify(QpState& qp) const {
   return true;
 }
 
-void VerbsTransport::notify(PeState& pe, int peer) {
+void VerbsTransport::notify(PeState& pe, int peer, OperationDeadline& deadline) {
   if (wants_notify(pe.qps[peer]))
-    post(pe, peer, Request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, nullptr, 0));
+    post(pe, peer, Request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, nullptr, 0), deadline);
 }
 
-void VerbsTransport::attach(PeState& pe, int node, Request& request, const void* data) {
+void VerbsTransport::attach(PeState& pe, int node, Request& request, const void* data,
+                            OperationDeadline& deadline) {
   if (request.length <= pe.qps[node].qp->max_inline()) {
     request.local = data;
     request.inline_data = true;
     return;
   }
-  const uint64_t position = stage(pe, node, request.length);
+  const uint64_t position = stage(pe, node, request.length, deadline);
   std::memcpy(pe.bounce->at(position), data, request.length);
   request.local = pe.bounce->at(position);
   request.ring_end = pe.bounce->ring.tail();
@@ -467,8 +478,9 @@ void VerbsTransport::attach(PeState& pe, int node, Request& request, const void*
 void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
                          const SignalUpdate* signal) {
   PeState& pe = pe_state(src_pe);
-  check_access(pe, node, offset, length, false);
-  if (signal) check_access(pe, node, signal->offset, 8, true);
+  OperationDeadline deadline(options_.op_timeout);
+  check_access(pe, node, offset, length, false, deadline);
+  if (signal) check_access(pe, node, signal->offset, 8, true, deadline);
   traffic_.sent(node, length);
   std::lock_guard lock(pe.mutex);
   const bool set_signal = signal && signal->op == SignalOp::kSet;
@@ -477,32 +489,40 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
                                        Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0)};
   size_t chained = 0;
   const auto* bytes = static_cast<const std::byte*>(data);
-  for (size_t done = 0; done < length;) {
-    const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
-    Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
-    attach(pe, node, request, bytes + done);
-    done += n;
-    if (set_signal && done == length) {
-      chain[chained++] = request;
-    } else {
-      post(pe, node, request);
+  size_t done = 0;
+  try {
+    while (done < length) {
+      const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
+      Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
+      attach(pe, node, request, bytes + done, deadline);
+      if (set_signal && done + n == length) {
+        chain[chained++] = request;
+      } else {
+        post(pe, node, request, deadline);
+      }
+      done += n;
     }
-  }
-  if (set_signal) {
-    const bool wake = wants_notify(pe.qps[node]);
-    Request& request = chain[chained++];
-    request =
-        Request(wake ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, signal->offset, nullptr, 8);
-    attach(pe, node, request, &signal->value);
-    post(pe, node, std::span<Request>(chain.data(), chained));
-  } else if (signal) {
-    post_fetch_add(pe, node, signal->offset, signal->value, false);
+    if (set_signal) {
+      const bool wake = wants_notify(pe.qps[node]);
+      Request& request = chain[chained++];
+      request = Request(wake ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, signal->offset,
+                        nullptr, 8);
+      attach(pe, node, request, &signal->value, deadline);
+      post(pe, node, std::span<Request>(chain.data(), chained), deadline);
+    } else if (signal) {
+      post_fetch_add(pe, node, signal->offset, signal->value, false, deadline);
+    }
+  } catch (const TimeoutError& e) {
+    throw TimeoutError("verbs: a put of " + std::to_string(length) + " bytes to node " +
+                       std::to_string(node) + " had posted " + std::to_string(done) +
+                       " of them at its deadline: " + e.what());
   }
 }
 
 void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
   PeState& pe = pe_state(src_pe);
-  check_access(pe, node, offset, length, false);
+  OperationDeadline deadline(options_.op_timeout);
+  check_access(pe, node, offset, length, false, deadline);
   if (length == 8 && offset % 8 == 0) {  // a word: atomic, as the interface promises
     const uint64_t value = atomic_fetch_add(src_pe, node, offset, 0);
     std::memcpy(out, &value, 8);
@@ -512,12 +532,12 @@ void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_
   auto* bytes = static_cast<std::byte*>(out);
   for (size_t done = 0; done < length;) {
     const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
-    const uint64_t position = stage(pe, node, n);
+    const uint64_t position = stage(pe, node, n, deadline);
     Request request(IBV_WR_RDMA_READ, offset + done, pe.bounce->at(position), uint32_t(n));
     request.signaled = true;
     request.ring_end = pe.bounce->ring.tail();
-    const uint64_t seq = post(pe, node, request);
-    wait_done(pe, node, seq, "an RDMA read");
+    const uint64_t seq = post(pe, node, request, deadline);
+    wait_done(pe, node, seq, "an RDMA read", deadline);
     std::memcpy(bytes + done, pe.bounce->at(position), n);
     done += n;
   }
@@ -526,31 +546,34 @@ void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_
 }
 
 VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uint64_t offset,
-                                                      uint64_t value, bool signaled) {
-  const uint64_t position = stage(pe, node, 8);
+                                                      uint64_t value, bool signaled,
+                                                      OperationDeadline& deadline) {
+  const uint64_t position = stage(pe, node, 8, deadline);
   Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, pe.bounce->at(position), 8, value);
   request.signaled = signaled;
   request.ring_end = pe.bounce->ring.tail();
-  const uint64_t seq = post(pe, node, request);
-  if (value != 0) notify(pe, node);
+  const uint64_t seq = post(pe, node, request, deadline);
+  if (value != 0) notify(pe, node, deadline);
   return Posted{seq, position};
 }
 
 void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
-  check_access(pe, node, offset, 8, true);
+  OperationDeadline deadline(options_.op_timeout);
+  check_access(pe, node, offset, 8, true, deadline);
   traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
-  post_fetch_add(pe, node, offset, value, false);
+  post_fetch_add(pe, node, offset, value, false, deadline);
 }
 
 uint64_t VerbsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
-  check_access(pe, node, offset, 8, true);
+  OperationDeadline deadline(options_.op_timeout);
+  check_access(pe, node, offset, 8, true, deadline);
   traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
-  const auto [seq, position] = post_fetch_add(pe, node, offset, value, true);
-  wait_done(pe, node, seq, "an atomic fetch-add");
+  const auto [seq, position] = post_fetch_add(pe, node, offset, value, true, deadline);
+  wait_done(pe, node, seq, "an atomic fetch-add", deadline);
   uint64_t old = 0;
   std::memcpy(&old, pe.bounce->at(position), 8);
   return old;
@@ -561,33 +584,34 @@ void VerbsTransport::fence(int src_pe) {
   // read or atomic: wait for those (IBV_SEND_FENCE would do it in the device, but soft-RoCE
   // in Linux 6.1 stalls the QP on it; see README).
   PeState& pe = pe_state(src_pe);
+  OperationDeadline deadline(options_.op_timeout);
   std::lock_guard lock(pe.mutex);
   for (int peer = 0; peer < nodes_; ++peer) {
     QpState& qp = pe.qps[peer];
     if (!qp.qp || qp.completed >= qp.unordered_upto) continue;
-    if (qp.signaled_upto < qp.unordered_upto) post(pe, peer, completion_marker());
+    if (qp.signaled_upto < qp.unordered_upto) post(pe, peer, completion_marker(), deadline);
     spin_until(
         [&] {
           poll(pe);
           check_peer(peer);
           return qp.completed >= qp.unordered_upto;
         },
-        deadline_after(options_.op_timeout),
+        deadline,
         [&] {
           return "verbs: fence: a read or atomic to node " + std::to_string(peer) +
-                 " did not complete within " + std::to_string(options_.op_timeout.count()) + " ms";
+                 " had not completed at the deadline (" + timeout_text() + ")";
         });
   }
 }
 
-void VerbsTransport::quiet_locked(PeState& pe, Deadline deadline) {
+void VerbsTransport::quiet_locked(PeState& pe, OperationDeadline deadline) {
   for (int peer = 0; peer < nodes_; ++peer) {
     QpState& qp = pe.qps[peer];
     if (!qp.qp || qp.completed == qp.posted) continue;
     settle(pe, peer, deadline);
     check_peer(peer);
     if (qp.signaled_upto < qp.posted) {
-      post(pe, peer, completion_marker());
+      post(pe, peer, completion_marker(), deadline);
     }
     spin_until(
         [&] {
@@ -610,7 +634,7 @@ void VerbsTransport::quiet_locked(PeState& pe, Deadline deadline) {
 void VerbsTransport::quiet(int src_pe) {
   PeState& pe = pe_state(src_pe);
   std::lock_guard lock(pe.mutex);
-  quiet_locked(pe, deadline_after(options_.op_timeout));
+  quiet_locked(pe, options_.op_timeout);
 }
 
 void VerbsTransport::flush_all(Deadline deadline) {

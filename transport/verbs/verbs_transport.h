@@ -144,34 +144,43 @@ class VerbsTransport final : public RdmaTransport {
   void check_peer(int node, const QpState* draining = nullptr) const;
   void check_range(int node, uint64_t offset, uint64_t length, bool word) const;
   // check_range at an operation's start, from `pe` (whose mutex the caller does not hold).
-  void check_access(PeState& pe, int node, uint64_t offset, uint64_t length, bool word);
+  void check_access(PeState& pe, int node, uint64_t offset, uint64_t length, bool word,
+                    OperationDeadline& deadline);
   // True once the notifier saw `qp` go into the error state: every request still on it will
   // complete (the failed one first, with the cause, then the rest flushed).
   bool in_error(const QpState& qp) const;
   // With pe.mutex held, for a peer that is down: when pe's queue pair to it is in the error
   // state, polls until its requests have all completed, so the reason kept is the cause.
-  void settle(PeState& pe, int node, Deadline deadline);
+  void settle(PeState& pe, int node, OperationDeadline& deadline);
+  // Every wait below takes the deadline of the operation it is part of, so one operation ends
+  // within about one op_timeout however many pieces it is cut into: a node peer lending memory
+  // to a put bounds its wait by that.
   // Posts `requests` (at most kMaxChain) as one chain of work requests, so one doorbell
   // carries them; returns the last one's sequence number.
-  uint64_t post(PeState& pe, int peer, std::span<Request> requests);
-  uint64_t post(PeState& pe, int peer, Request request);
+  uint64_t post(PeState& pe, int peer, std::span<Request> requests, OperationDeadline& deadline);
+  uint64_t post(PeState& pe, int peer, Request request, OperationDeadline& deadline);
   // Drains up to one batch of `pe`'s send completions; returns how many there were.
   int poll(PeState& pe);
-  void wait_done(PeState& pe, int peer, uint64_t seq, const char* what);
+  void wait_done(PeState& pe, int peer, uint64_t seq, const char* what,
+                 OperationDeadline& deadline);
   // Bounce space for `bytes`; polls (and asks for completions) until some is returned.
-  uint64_t stage(PeState& pe, int peer, uint64_t bytes);
+  uint64_t stage(PeState& pe, int peer, uint64_t bytes, OperationDeadline& deadline);
   bool wants_notify(QpState& qp) const;
   // A zero-length write with immediate that wakes `peer`'s waiters (see notify_interval).
-  void notify(PeState& pe, int peer);
+  void notify(PeState& pe, int peer, OperationDeadline& deadline);
   // Points `request` at its `length` bytes of `data`: inlined when they fit, else staged.
-  void attach(PeState& pe, int node, Request& request, const void* data);
+  void attach(PeState& pe, int node, Request& request, const void* data,
+              OperationDeadline& deadline);
+  // "op_timeout N ms", for the errors of a wait that reached its deadline.
+  std::string timeout_text() const;
   struct Posted {
     uint64_t seq;
     uint64_t position;  // of the old value in the bounce ring
   };
   // A fetch-add whose old value lands in the bounce ring, then the write that wakes the target.
-  Posted post_fetch_add(PeState& pe, int node, uint64_t offset, uint64_t value, bool signaled);
-  void quiet_locked(PeState& pe, Deadline deadline);
+  Posted post_fetch_add(PeState& pe, int node, uint64_t offset, uint64_t value, bool signaled,
+                        OperationDeadline& deadline);
+  void quiet_locked(PeState& pe, OperationDeadline deadline);
   // `cause`: a failed completion that is not a flush (its reason replaces a flush's).
   void mark_down(int peer, const std::string& why, bool cause);
   void notifier_loop();
