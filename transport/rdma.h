@@ -40,7 +40,9 @@ struct VerbsOptions {
   // target a thread switch per signal; a parked waiter is woken by the next wake-up or its
   // own re-check.
   std::chrono::microseconds notify_interval{1000};
-  // Bounds one whole operation (a put cut into many writes, a quiet), not each of its waits.
+  // Bounds one whole operation (a put cut into many writes, a quiet), not each of its waits:
+  // counted from the operation's first wait that lasts, or its second wait. flush_all takes
+  // its caller's deadline instead.
   std::chrono::milliseconds op_timeout{60000};
 };
 

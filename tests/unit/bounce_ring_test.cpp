@@ -42,5 +42,22 @@ TEST(BounceRing, ReleaseIsMonotoneAndTooLargeIsRefused) {
   EXPECT_EQ(ring.in_use(), 0u);
 }
 
+TEST(BounceRing, SpaceNeverPostedIsTakenBack) {
+  BounceRing ring(4096);
+  ASSERT_TRUE(ring.allocate(1000));
+  const uint64_t posted_end = ring.tail();
+  ASSERT_TRUE(ring.allocate(2000));  // staged for a request that was never posted
+  ring.take_back_from(posted_end);
+  EXPECT_EQ(ring.in_use(), 1000u);
+  auto again = ring.allocate(3000);
+  ASSERT_TRUE(again) << "the 2000 bytes taken back are free again";
+  EXPECT_EQ(ring.offset(*again), 1000u);
+  ring.release_to(ring.tail());
+  ASSERT_TRUE(ring.allocate(8));
+  ring.take_back_from(0);  // nothing posted at all: never below what was released
+  EXPECT_EQ(ring.in_use(), 0u);
+  EXPECT_EQ(ring.tail(), 4000u);
+}
+
 }  // namespace
 }  // namespace symmesh

@@ -34,6 +34,9 @@ class BounceRing {
   void release_to(uint64_t position) {
     if (position > head_) head_ = position;
   }
+  // Takes back everything from `position` (a former tail(), or 0) to the tail: ranges
+  // allocated for requests that were never posted.
+  void take_back_from(uint64_t position) { tail_ = position > head_ ? position : head_; }
 
  private:
   uint64_t capacity_;

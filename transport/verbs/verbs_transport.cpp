@@ -49,9 +49,9 @@ const char* opcode_name(ibv_wr_opcode opcode) {
 template <class Done>
 void spin_until(Done&& done, OperationDeadline& deadline,
                 const std::function<std::string()>& describe) {
-  if (done()) return;
+  // Before the first check: a wait whose first poll always succeeds still reads the clock.
   if (deadline.passed_at_wait()) throw TimeoutError(describe());
-  for (int spins = 1; !done(); ++spins) {
+  for (int spins = 0; !done(); ++spins) {
     if (spins >= kSpinsBeforeYield) {
       // The clock only every few yields (see yield_until in transport/wait.h).
       if (spins % kYieldsPerClockRead == 0 && deadline.passed()) throw TimeoutError(describe());
@@ -262,6 +262,12 @@ void VerbsTransport::settle(PeState& pe, int node, OperationDeadline& deadline) 
                       std::to_string(node) + " (QP " + std::to_string(qp.qp->qpn()) +
                       ") never completed after it failed";
              });
+}
+
+VerbsTransport::StagingScope::~StagingScope() {
+  if (std::uncaught_exceptions() == exceptions_) return;
+  // Every range before the last posted request's end may still be in use; none after it is.
+  pe_.bounce->ring.take_back_from(pe_.staged.empty() ? 0 : pe_.staged.back().ring_end);
 }
 
 uint64_t VerbsTransport::post(PeState& pe, int peer, Request request, OperationDeadline& deadline) {
@@ -483,24 +489,27 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
   if (signal) check_access(pe, node, signal->offset, 8, true, deadline);
   traffic_.sent(node, length);
   std::lock_guard lock(pe.mutex);
+  StagingScope staging(pe);
   const bool set_signal = signal && signal->op == SignalOp::kSet;
   // A SET signal is posted in one chain with the last piece of data (one doorbell).
   std::array<Request, kMaxChain> chain{Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0),
                                        Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0)};
   size_t chained = 0;
   const auto* bytes = static_cast<const std::byte*>(data);
-  size_t done = 0;
+  size_t done = 0;    // bytes attached
+  size_t posted = 0;  // bytes posted
   try {
     while (done < length) {
       const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
       Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
       attach(pe, node, request, bytes + done, deadline);
-      if (set_signal && done + n == length) {
+      done += n;
+      if (set_signal && done == length) {
         chain[chained++] = request;
       } else {
         post(pe, node, request, deadline);
+        posted = done;
       }
-      done += n;
     }
     if (set_signal) {
       const bool wake = wants_notify(pe.qps[node]);
@@ -514,21 +523,22 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
     }
   } catch (const TimeoutError& e) {
     throw TimeoutError("verbs: a put of " + std::to_string(length) + " bytes to node " +
-                       std::to_string(node) + " had posted " + std::to_string(done) +
+                       std::to_string(node) + " had posted " + std::to_string(posted) +
                        " of them at its deadline: " + e.what());
   }
 }
 
 void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
-  PeState& pe = pe_state(src_pe);
-  OperationDeadline deadline(options_.op_timeout);
-  check_access(pe, node, offset, length, false, deadline);
   if (length == 8 && offset % 8 == 0) {  // a word: atomic, as the interface promises
     const uint64_t value = atomic_fetch_add(src_pe, node, offset, 0);
     std::memcpy(out, &value, 8);
     return;
   }
+  PeState& pe = pe_state(src_pe);
+  OperationDeadline deadline(options_.op_timeout);
+  check_access(pe, node, offset, length, false, deadline);
   std::lock_guard lock(pe.mutex);
+  StagingScope staging(pe);
   auto* bytes = static_cast<std::byte*>(out);
   for (size_t done = 0; done < length;) {
     const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
@@ -563,6 +573,7 @@ void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t 
   check_access(pe, node, offset, 8, true, deadline);
   traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
+  StagingScope staging(pe);
   post_fetch_add(pe, node, offset, value, false, deadline);
 }
 
@@ -572,6 +583,7 @@ uint64_t VerbsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset,
   check_access(pe, node, offset, 8, true, deadline);
   traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
+  StagingScope staging(pe);
   const auto [seq, position] = post_fetch_add(pe, node, offset, value, true, deadline);
   wait_done(pe, node, seq, "an atomic fetch-add", deadline);
   uint64_t old = 0;

@@ -36,6 +36,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -168,6 +169,19 @@ class VerbsTransport final : public RdmaTransport {
   bool wants_notify(QpState& qp) const;
   // A zero-length write with immediate that wakes `peer`'s waiters (see notify_interval).
   void notify(PeState& pe, int peer, OperationDeadline& deadline);
+  // For the length of one operation on `pe` (under its mutex): when the operation leaves by an
+  // exception, the bounce space it staged for requests it never posted is taken back.
+  class StagingScope {
+   public:
+    explicit StagingScope(PeState& pe) : pe_(pe) {}
+    ~StagingScope();
+    StagingScope(const StagingScope&) = delete;
+    StagingScope& operator=(const StagingScope&) = delete;
+
+   private:
+    PeState& pe_;
+    const int exceptions_ = std::uncaught_exceptions();
+  };
   // Points `request` at its `length` bytes of `data`: inlined when they fit, else staged.
   void attach(PeState& pe, int node, Request& request, const void* data,
               OperationDeadline& deadline);
