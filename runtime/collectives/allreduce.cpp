@@ -10,6 +10,7 @@
 //   in one step when small.
 #include <cstring>
 
+#include "common/streaming_copy.h"
 #include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
@@ -79,11 +80,16 @@ void hier_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
     ring_allreduce_f32(pe, h.cross, dst + part.begin * element, own, acc, part.count, dtype);
   }
   barrier(pe, h.node);  // every part is final in its owner's dst
-  for (int m = 0; m < h.locals; ++m) {
-    if (m == h.local) continue;
-    const auto* peer = static_cast<const std::byte*>(pe.ptr(dst, h.node.pe(m)));
-    std::memcpy(dst + parts[m].begin * element, peer + parts[m].begin * element,
-                parts[m].count * element);
+  {
+    // The peers' parts together: streamed past the cache share (see common/streaming_copy.h).
+    const CopyInto copy((count - part.count) * element);
+    const StreamingFenceOnExit fence;
+    for (int m = 0; m < h.locals; ++m) {
+      if (m == h.local) continue;
+      const auto* peer = static_cast<const std::byte*>(pe.ptr(dst, h.node.pe(m)));
+      copy(dst + parts[m].begin * element, peer + parts[m].begin * element,
+           parts[m].count * element);
+    }
   }
   barrier(pe, h.node);  // nobody returns while a peer still reads its dst
 }

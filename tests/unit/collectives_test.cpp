@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/streaming_copy.h"
 #include "runtime/barrier.h"
 #include "tests/support/local_cluster.h"
 
@@ -321,6 +322,29 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Collectives,
                            return std::to_string(info.param.nodes) + "x" +
                                   std::to_string(info.param.ranks);
                          });
+
+// hier copies its node peers' parts into its output with streaming stores once they add up to
+// the cache share: sized past it, out of place and in place, every element checked.
+TEST(CollectivesLarge, HierAllreducePastTheCacheShareIsExact) {
+  const size_t count = streaming_threshold() / sizeof(float) * 2 + 1001;  // half is the peer's
+  LocalClusterOptions o = options(Shape{1, 2});
+  o.heap_size = 2 * (2 * count * sizeof(float) + (24 << 20));  // 2 PEs; scratch besides
+  LocalCluster cluster(o);
+  cluster.run([&](Pe& pe) {
+    auto* src = pe.malloc_array<float>(count);
+    auto* dst = pe.malloc_array<float>(count);
+    for (float* out : {dst, src}) {
+      fill(src, pe.my_pe(), count, DType::kF32);
+      barrier_all(pe);
+      allreduce(pe, pe.team_world(), out, src, count, DType::kF32, ReduceOp::kSum, CollAlgo::kHier);
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[i], reduced(pe.n_pes(), i, ReduceOp::kSum))
+            << (out == src ? "in place" : "out of place") << " i=" << i;
+      }
+      barrier_all(pe);
+    }
+  });
+}
 
 TEST(CollectivesTeams, RingOnAStridedTeamAndHierRefusedOnANonUniformOne) {
   LocalCluster cluster(options(Shape{2, 3}));
