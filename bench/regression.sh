@@ -32,6 +32,7 @@ jobs=(
   "allreduce 1 MiB hier|median_s|collective --op allreduce --bytes 1MiB --algo hier --iters 50"
   "allreduce 16 MiB hier|median_s|collective --op allreduce --bytes 16MiB --algo hier --iters 10"
   "allreduce 64 MiB hier|median_s|collective --op allreduce --bytes 64MiB --algo hier --iters 5"
+  "allgather 16 MiB hier|median_s|collective --op allgather --bytes 16MiB --algo hier --iters 9"
   "allreduce 16 MiB ring|median_s|collective --op allreduce --bytes 16MiB --algo ring --iters 10"
   "reduce-scatter 16 MiB ring|median_s|collective --op reduce-scatter --bytes 16MiB --algo ring --iters 10"
   "alltoall 4 MiB|median_s|collective --op alltoall --bytes 4MiB --iters 10"

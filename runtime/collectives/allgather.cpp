@@ -7,6 +7,7 @@
 //   Network bytes per node: (K-1)/K of the result over L parallel rings.
 #include <cstring>
 
+#include "common/streaming_copy.h"
 #include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
@@ -31,8 +32,14 @@ void hier_allgather(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   const size_t node_bytes = bytes * h.locals;
   const auto parts = block_ranges(node_bytes, h.locals);
   barrier(pe, h.node);
-  for (int m = 0; m < h.locals; ++m) {
-    std::memcpy(dst + (h.node_index * h.locals + m) * bytes, pe.ptr(src, h.node.pe(m)), bytes);
+  {
+    // Each of the two copying steps streams past the cache share when its copies add up to it
+    // (common/streaming_copy.h), fenced before anyone reads what it wrote.
+    const CopyInto copy(node_bytes);
+    const StreamingFenceOnExit fence;
+    for (int m = 0; m < h.locals; ++m) {
+      copy(dst + (h.node_index * h.locals + m) * bytes, pe.ptr(src, h.node.pe(m)), bytes);
+    }
   }
   const uint64_t sequence = h.cross.next_collective();
   announce_entered(pe, h.cross, sequence, {(h.node_index + h.nodes - 1) % h.nodes});
@@ -42,13 +49,17 @@ void hier_allgather(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   }
   ring_allgather_bytes(pe, h.cross, dst, blocks, sequence);
   barrier(pe, h.node);
-  for (int m = 0; m < h.locals; ++m) {
-    if (m == h.local) continue;
-    const auto* peer = static_cast<const std::byte*>(pe.ptr(dst, h.node.pe(m)));
-    for (int k = 0; k < h.nodes; ++k) {
-      if (k == h.node_index) continue;
-      const size_t at = k * node_bytes + parts[m].begin;
-      std::memcpy(dst + at, peer + at, parts[m].count);
+  {
+    const CopyInto copy((node_bytes - parts[h.local].count) * size_t(h.nodes - 1));
+    const StreamingFenceOnExit fence;
+    for (int m = 0; m < h.locals; ++m) {
+      if (m == h.local) continue;
+      const auto* peer = static_cast<const std::byte*>(pe.ptr(dst, h.node.pe(m)));
+      for (int k = 0; k < h.nodes; ++k) {
+        if (k == h.node_index) continue;
+        const size_t at = k * node_bytes + parts[m].begin;
+        copy(dst + at, peer + at, parts[m].count);
+      }
     }
   }
   barrier(pe, h.node);

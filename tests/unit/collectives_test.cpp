@@ -346,6 +346,29 @@ TEST(CollectivesLarge, HierAllreducePastTheCacheShareIsExact) {
   });
 }
 
+// hier's all-gather copies its node's inputs, then its node peers' parts from the other
+// nodes, each step streamed once it adds up to the cache share: sized so both steps do.
+TEST(CollectivesLarge, HierAllgatherPastTheCacheShareIsExact) {
+  const size_t count = streaming_threshold() / sizeof(float) + 1001;
+  LocalClusterOptions o = options(Shape{2, 2});
+  o.heap_size = 2 * (5 * count * sizeof(float) + (24 << 20));  // 2 PEs; scratch besides
+  LocalCluster cluster(o);
+  cluster.run([&](Pe& pe) {
+    const int n = pe.n_pes();
+    auto* src = pe.malloc_array<float>(count);
+    auto* dst = pe.malloc_array<float>(count * n);
+    fill(src, pe.my_pe(), count, DType::kF32);
+    barrier_all(pe);
+    allgather(pe, pe.team_world(), dst, src, count, DType::kF32, CollAlgo::kHier);
+    for (int source = 0; source < n; ++source) {
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(dst[source * count + i], input_value(source, i)) << "from " << source;
+      }
+    }
+    barrier_all(pe);
+  });
+}
+
 TEST(CollectivesTeams, RingOnAStridedTeamAndHierRefusedOnANonUniformOne) {
   LocalCluster cluster(options(Shape{2, 3}));
   cluster.run([](Pe& pe) {
