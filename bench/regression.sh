@@ -42,6 +42,7 @@ jobs=(
   "matmul-reduce-scatter 2048x2048x1024 fused|pipelined_s|matmul --op matmul-reduce-scatter --m 2048 --k 2048 --n 1024 --mode fused --iters 3"
   "combine 1024 tokens hier|median_s|combine --tokens 1024 --hidden 2048 --topk 4 --experts 16 --iters 3"
   "dispatch 1024 tokens hier|median_s|dispatch --tokens 1024 --hidden 7168 --topk 8 --experts 64 --iters 3"
+  "combine 1024 tokens hier 7168|median_s|combine --tokens 1024 --hidden 7168 --topk 8 --experts 64 --iters 5"
   "dispatch 128 tokens low-latency|median_s|dispatch --algo low-latency --tokens 128 --hidden 7168 --topk 8 --experts 64 --iters 50"
   "combine 128 tokens low-latency|median_s|combine --algo low-latency --tokens 128 --hidden 7168 --topk 8 --experts 64 --iters 50"
 )
