@@ -29,9 +29,22 @@ class CopyInto {
  public:
   explicit CopyInto(size_t total) : streaming_(total >= streaming_threshold()) {}
   void operator()(void* dst, const void* src, size_t bytes) const;
+  bool streaming() const { return streaming_; }
 
  private:
   bool streaming_;
+};
+
+// The copies of one scope, as CopyInto; when they streamed, the scope's end (a return or a
+// throw) fences them, so no one reads them before they are in memory.
+class ScopedCopyInto : public CopyInto {
+ public:
+  explicit ScopedCopyInto(size_t total) : CopyInto(total) {}
+  ~ScopedCopyInto() {
+    if (streaming()) streaming_fence();
+  }
+  ScopedCopyInto(const ScopedCopyInto&) = delete;
+  ScopedCopyInto& operator=(const ScopedCopyInto&) = delete;
 };
 
 // Fences this thread's streaming stores when it leaves a scope, by return or by a throw.

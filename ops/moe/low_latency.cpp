@@ -239,9 +239,9 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   d.source_token.resize(d.received());
   // Rows that outgrow this PE's share of the cache go around it: no read of each line of x
   // before it is written, and the records the node's PEs still read stay in the cache.
-  const CopyInto copy_row(size_t(d.received()) * row);
+  // The rows are in x when the call returns or throws.
+  const ScopedCopyInto copy_row(size_t(d.received()) * row);
   std::vector<int64_t> next(d.offset.begin(), d.offset.end() - 1);
-  const StreamingFenceOnExit fence;  // the rows are in x when the call returns or throws
   for (int source = 0; source < n_; ++source) {
     for (LowLatencyDispatch::Term& term : d.terms[source]) {
       const std::byte* at = blocks[source] + size_t(term.record) * record;

@@ -35,8 +35,7 @@ void hier_allgather(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   {
     // Each of the two copying steps streams past the cache share when its copies add up to it
     // (common/streaming_copy.h), fenced before anyone reads what it wrote.
-    const CopyInto copy(node_bytes);
-    const StreamingFenceOnExit fence;
+    const ScopedCopyInto copy(node_bytes);
     for (int m = 0; m < h.locals; ++m) {
       copy(dst + (h.node_index * h.locals + m) * bytes, pe.ptr(src, h.node.pe(m)), bytes);
     }
@@ -50,8 +49,7 @@ void hier_allgather(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   ring_allgather_bytes(pe, h.cross, dst, blocks, sequence);
   barrier(pe, h.node);
   {
-    const CopyInto copy((node_bytes - parts[h.local].count) * size_t(h.nodes - 1));
-    const StreamingFenceOnExit fence;
+    const ScopedCopyInto copy(bytes * size_t(h.locals - 1) * size_t(h.nodes - 1));
     for (int m = 0; m < h.locals; ++m) {
       if (m == h.local) continue;
       const auto* peer = static_cast<const std::byte*>(pe.ptr(dst, h.node.pe(m)));

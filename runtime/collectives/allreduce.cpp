@@ -8,8 +8,6 @@
 //   part sent by each); (3) each member copies the other L-1 parts from its node's peers.
 //   Network bytes per node: 2(K-1)/K of the vector split over L parallel rings, or (K-1)x it
 //   in one step when small.
-#include <cstring>
-
 #include "common/streaming_copy.h"
 #include "common/trace.h"
 #include "runtime/barrier.h"
@@ -82,8 +80,7 @@ void hier_allreduce(Pe& pe, Team& team, std::byte* dst, const void* src, size_t 
   barrier(pe, h.node);  // every part is final in its owner's dst
   {
     // The peers' parts together: streamed past the cache share (see common/streaming_copy.h).
-    const CopyInto copy((count - part.count) * element);
-    const StreamingFenceOnExit fence;
+    const ScopedCopyInto copy((count - part.count) * element);
     for (int m = 0; m < h.locals; ++m) {
       if (m == h.local) continue;
       const auto* peer = static_cast<const std::byte*>(pe.ptr(dst, h.node.pe(m)));
