@@ -154,19 +154,28 @@ class WaitDeadline {
 // The deadline of one operation made of several waits (a put cut into many writes, each of
 // which may wait briefly for space): fixed by its first wait that lasts, or at its second
 // wait, then read at the start of each later wait, so the whole operation ends within about
-// one timeout, and an operation that never waits reads no clock.
+// one timeout, and an operation that never waits reads no clock. Given a doorbell, the
+// operation also ends at its abort (for operations that no longer need the caller's memory
+// once they wait: an aborted job's PEs stop at once).
 class OperationDeadline {
  public:
   OperationDeadline(std::chrono::milliseconds timeout) : deadline_(timeout) {}  // NOLINT
   OperationDeadline(Deadline at) : deadline_(at) {}                             // NOLINT
+  OperationDeadline(std::chrono::milliseconds timeout, const Doorbell& aborts)
+      : deadline_(timeout), aborts_(&aborts) {}
   // At a wait's start: true when this is not the operation's first wait and the deadline
   // has passed.
   bool passed_at_wait() { return waits_++ > 0 && passed(); }
   // During a wait that lasts.
   bool passed() { return Clock::now() >= deadline_.get(); }
+  // The abort's reason when the doorbell given was aborted; empty otherwise.
+  std::string abort_reason() const {
+    return aborts_ && aborts_->aborted() ? aborts_->abort_reason() : std::string();
+  }
 
  private:
   WaitDeadline deadline_;
+  const Doorbell* aborts_ = nullptr;
   int waits_ = 0;
 };
 

@@ -1,7 +1,7 @@
 // The verbs transport on a real (soft-RoCE) device, beyond what the shared Rma suite checks:
 // splitting above the message limit, many back-to-back signals, a send queue and a bounce
-// ring far smaller than the traffic, bounds errors, one deadline for a whole put, and a failed
-// work completion.
+// ring far smaller than the traffic, bounds errors, one deadline for a whole put and its end at
+// an abort, and a failed work completion.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -134,40 +134,27 @@ TEST(Verbs, OutOfBoundsAndMisalignedAreRefusedBeforePosting) {
   EXPECT_TRUE(verbs.peer_up(1));
 }
 
-// One deadline bounds a whole put, however many writes it is cut into: a node peer that lent
-// the put its source waits a bounded time. The put below is cut into 32768 writes of 4 KiB
-// (above any device's inline size) through a ring of four, so it waits for a completion every
-// four writes, each wait far shorter than op_timeout; 8192 round trips and 128 MiB of copies
-// take far more than 5 ms on any device, so the put ends with a named timeout. Once its writes
-// drain, the pair serves again.
-TEST(Verbs, APutCutIntoManyWritesEndsWithinOneOperationTimeout) {
-  constexpr size_t kPut = size_t{128} << 20;
-  NodeConfig config;
-  config.nodes = 2;
-  config.heap_size = kPut + (1 << 20);  // the segments are symmetric
-  Node node0(config);
-  config.node_rank = 1;
-  Node node1(config);
-  VerbsOptions options;
-  options.bounce_bytes = 16 << 10;
-  options.op_timeout = std::chrono::milliseconds(5);
-  VerbsTransport verbs0(0, 2, 1, node0.segment(), node0.doorbell(), options);
-  VerbsTransport verbs1(1, 2, 1, node1.segment(), node1.doorbell(), options);
-  verbs0.connect(1, verbs1.local_info());
-  verbs1.connect(0, verbs0.local_info());
-  try {
-    verbs0.put(0, 1, 0, node0.segment().base, kPut, nullptr);
-    FAIL() << "128 MiB in 4 KiB writes crossed the device within 5 ms";
-  } catch (const TimeoutError& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("a put of " + std::to_string(kPut) + " bytes to node 1 had posted"),
-              std::string::npos)
-        << message;
-    EXPECT_NE(message.find("op_timeout 5 ms"), std::string::npos) << message;
+// Two nodes of one rank joined by verbs, with room for a put of `put_bytes` and a word after it.
+struct TwoVerbsNodes {
+  static NodeConfig config(int rank, size_t put_bytes) {
+    NodeConfig c;
+    c.nodes = 2;
+    c.node_rank = rank;
+    c.heap_size = put_bytes + (1 << 20);  // the segments are symmetric
+    return c;
   }
-  // The writes already posted drain; each quiet has 5 ms, so it is retried, bounded.
-  const auto give_up = deadline_after(std::chrono::seconds(60));
-  const auto quiet_eventually = [&] {
+  TwoVerbsNodes(size_t put_bytes, const VerbsOptions& options)
+      : word_offset(put_bytes + 4096),
+        node0(config(0, put_bytes)),
+        node1(config(1, put_bytes)),
+        verbs0(0, 2, 1, node0.segment(), node0.doorbell(), options),
+        verbs1(1, 2, 1, node1.segment(), node1.doorbell(), options) {
+    verbs0.connect(1, verbs1.local_info());
+    verbs1.connect(0, verbs0.local_info());
+  }
+  // A quiet of node 0's PE, retried while it times out (op_timeout may be tiny), bounded.
+  bool quiet_eventually() {
+    const auto give_up = deadline_after(std::chrono::seconds(60));
     for (int attempt = 0; attempt < 3000 && Clock::now() < give_up; ++attempt) {
       try {
         verbs0.quiet(0);
@@ -176,16 +163,70 @@ TEST(Verbs, APutCutIntoManyWritesEndsWithinOneOperationTimeout) {
       }
     }
     return false;
-  };
-  ASSERT_TRUE(quiet_eventually()) << "the posted writes never drained";
-  EXPECT_TRUE(verbs0.peer_up(1));
-  const uint64_t value = 0x0123456789abcdef;
-  const uint64_t offset = kPut + 4096;
-  verbs0.put(0, 1, offset, &value, 8, nullptr);
-  ASSERT_TRUE(quiet_eventually());
-  uint64_t arrived = 0;
-  std::memcpy(&arrived, node1.segment().base + offset, 8);
-  EXPECT_EQ(arrived, value);
+  }
+  // After an operation that failed part way: the pair still carries a word, once drained.
+  void serves_again() {
+    ASSERT_TRUE(quiet_eventually()) << "the posted writes never drained";
+    EXPECT_TRUE(verbs0.peer_up(1));
+    const uint64_t value = 0x0123456789abcdef;
+    verbs0.put(0, 1, word_offset, &value, 8, nullptr);
+    ASSERT_TRUE(quiet_eventually());
+    uint64_t arrived = 0;
+    std::memcpy(&arrived, node1.segment().base + word_offset, 8);
+    EXPECT_EQ(arrived, value);
+  }
+
+  const uint64_t word_offset;
+  Node node0, node1;
+  VerbsTransport verbs0, verbs1;
+};
+
+// A put of 128 MiB cut into 32768 writes of 4 KiB (above any device's inline size) through a
+// ring of four: it waits for a completion every four writes, each wait far shorter than any
+// op_timeout, and 8192 round trips and 128 MiB of copies take far more than 5 ms on any device.
+constexpr size_t kLongPut = size_t{128} << 20;
+VerbsOptions long_put_options(std::chrono::milliseconds op_timeout) {
+  VerbsOptions options;
+  options.bounce_bytes = 16 << 10;
+  options.op_timeout = op_timeout;
+  return options;
+}
+
+// One deadline bounds a whole put, however many writes it is cut into: a node peer that lent
+// the put its source waits a bounded time. The long put ends with a named timeout.
+TEST(Verbs, APutCutIntoManyWritesEndsWithinOneOperationTimeout) {
+  TwoVerbsNodes pair(kLongPut, long_put_options(std::chrono::milliseconds(5)));
+  try {
+    pair.verbs0.put(0, 1, 0, pair.node0.segment().base, kLongPut, nullptr);
+    FAIL() << "128 MiB in 4 KiB writes crossed the device within 5 ms";
+  } catch (const TimeoutError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("a put of " + std::to_string(kLongPut) + " bytes to node 1 had posted"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("op_timeout 5 ms"), std::string::npos) << message;
+  }
+  pair.serves_again();
+}
+
+// An aborted node's put stops at its next wait instead of running to its end: everything it
+// posted is in the bounce ring, so nothing in flight needs the caller's memory.
+TEST(Verbs, APutStopsAtItsNextWaitOnceTheNodeIsAborted) {
+  TwoVerbsNodes pair(kLongPut, long_put_options(std::chrono::seconds(60)));
+  pair.node0.doorbell().abort("the job failed on PE 3");
+  try {
+    pair.verbs0.put(0, 1, 0, pair.node0.segment().base, kLongPut, nullptr);
+    FAIL() << "the put ran to its end on an aborted node";
+  } catch (const AbortedError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("a put of " + std::to_string(kLongPut) +
+                           " bytes to node 1 stopped after posting"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("aborted: the job failed on PE 3"), std::string::npos) << message;
+  }
+  pair.node0.doorbell().clear_abort();
+  pair.serves_again();
 }
 
 // A peer whose memory key no longer matches (as after it re-registered or restarted): the

@@ -63,5 +63,21 @@ TEST(YieldUntil, ReturnsTrueOnceReadyAndFalseWhenItsTimeIsUp) {
       << "no time to yield: nothing is checked";
 }
 
+// An operation's first wait reads no clock; its second fixes the deadline if the first did not;
+// a doorbell given to it ends it at an abort, and one not given does not.
+TEST(OperationDeadline, FixedByALaterWaitAndEndedByAnAbort) {
+  Doorbell bell;
+  OperationDeadline deadline(std::chrono::milliseconds(0), bell);
+  EXPECT_FALSE(deadline.passed_at_wait()) << "the first wait reads no clock";
+  EXPECT_TRUE(deadline.passed_at_wait()) << "a 0 ms timeout has passed by the second";
+  EXPECT_EQ(deadline.abort_reason(), "");
+  bell.abort("PE 2 failed");
+  EXPECT_EQ(deadline.abort_reason(), "PE 2 failed");
+  OperationDeadline flush(deadline_after(std::chrono::hours(1)));
+  EXPECT_EQ(flush.abort_reason(), "") << "no doorbell given: an abort does not end it";
+  EXPECT_FALSE(flush.passed_at_wait());
+  EXPECT_FALSE(flush.passed_at_wait()) << "an hour has not passed";
+}
+
 }  // namespace
 }  // namespace symmesh

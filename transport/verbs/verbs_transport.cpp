@@ -45,16 +45,26 @@ const char* opcode_name(ibv_wr_opcode opcode) {
 }
 
 // `deadline` is the whole operation's: a put cut into many pieces, each of which may wait for
-// bounce space or send-queue room, still ends within about one op_timeout.
+// bounce space or send-queue room, still ends within about one op_timeout, or at the node's
+// abort (a put's data is in the bounce ring or inlined before it waits, and reads and atomics
+// land there: nothing in flight needs the caller's memory).
 template <class Done>
 void spin_until(Done&& done, OperationDeadline& deadline,
                 const std::function<std::string()>& describe) {
+  const auto give_up_if_aborted = [&] {
+    if (std::string reason = deadline.abort_reason(); !reason.empty())
+      throw AbortedError(describe() + ": aborted: " + reason);
+  };
+  give_up_if_aborted();
   // Before the first check: a wait whose first poll always succeeds still reads the clock.
   if (deadline.passed_at_wait()) throw TimeoutError(describe());
   for (int spins = 0; !done(); ++spins) {
     if (spins >= kSpinsBeforeYield) {
       // The clock only every few yields (see yield_until in transport/wait.h).
-      if (spins % kYieldsPerClockRead == 0 && deadline.passed()) throw TimeoutError(describe());
+      if (spins % kYieldsPerClockRead == 0) {
+        give_up_if_aborted();
+        if (deadline.passed()) throw TimeoutError(describe());
+      }
       std::this_thread::yield();
     }
   }
@@ -484,7 +494,7 @@ void VerbsTransport::attach(PeState& pe, int node, Request& request, const void*
 void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
                          const SignalUpdate* signal) {
   PeState& pe = pe_state(src_pe);
-  OperationDeadline deadline(options_.op_timeout);
+  OperationDeadline deadline(options_.op_timeout, doorbell_);
   check_access(pe, node, offset, length, false, deadline);
   if (signal) check_access(pe, node, signal->offset, 8, true, deadline);
   traffic_.sent(node, length);
@@ -525,6 +535,10 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
     throw TimeoutError("verbs: a put of " + std::to_string(length) + " bytes to node " +
                        std::to_string(node) + " had posted " + std::to_string(posted) +
                        " of them at its deadline: " + e.what());
+  } catch (const AbortedError& e) {
+    throw AbortedError("verbs: a put of " + std::to_string(length) + " bytes to node " +
+                       std::to_string(node) + " stopped after posting " + std::to_string(posted) +
+                       " of them: " + e.what());
   }
 }
 
@@ -535,7 +549,7 @@ void VerbsTransport::get(int src_pe, int node, uint64_t offset, void* out, size_
     return;
   }
   PeState& pe = pe_state(src_pe);
-  OperationDeadline deadline(options_.op_timeout);
+  OperationDeadline deadline(options_.op_timeout, doorbell_);
   check_access(pe, node, offset, length, false, deadline);
   std::lock_guard lock(pe.mutex);
   StagingScope staging(pe);
@@ -569,7 +583,7 @@ VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uin
 
 void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
-  OperationDeadline deadline(options_.op_timeout);
+  OperationDeadline deadline(options_.op_timeout, doorbell_);
   check_access(pe, node, offset, 8, true, deadline);
   traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
@@ -579,7 +593,7 @@ void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t 
 
 uint64_t VerbsTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   PeState& pe = pe_state(src_pe);
-  OperationDeadline deadline(options_.op_timeout);
+  OperationDeadline deadline(options_.op_timeout, doorbell_);
   check_access(pe, node, offset, 8, true, deadline);
   traffic_.sent(node, 8);
   std::lock_guard lock(pe.mutex);
@@ -596,7 +610,7 @@ void VerbsTransport::fence(int src_pe) {
   // read or atomic: wait for those (IBV_SEND_FENCE would do it in the device, but soft-RoCE
   // in Linux 6.1 stalls the QP on it; see README).
   PeState& pe = pe_state(src_pe);
-  OperationDeadline deadline(options_.op_timeout);
+  OperationDeadline deadline(options_.op_timeout, doorbell_);
   std::lock_guard lock(pe.mutex);
   for (int peer = 0; peer < nodes_; ++peer) {
     QpState& qp = pe.qps[peer];
@@ -646,9 +660,10 @@ void VerbsTransport::quiet_locked(PeState& pe, OperationDeadline deadline) {
 void VerbsTransport::quiet(int src_pe) {
   PeState& pe = pe_state(src_pe);
   std::lock_guard lock(pe.mutex);
-  quiet_locked(pe, options_.op_timeout);
+  quiet_locked(pe, OperationDeadline(options_.op_timeout, doorbell_));
 }
 
+// Between jobs, after the abort was cleared: the caller's deadline alone ends it.
 void VerbsTransport::flush_all(Deadline deadline) {
   for (auto& pe : pes_) {
     std::lock_guard lock(pe->mutex);
