@@ -50,9 +50,10 @@ class Pe {
   std::byte* heap_range(uint64_t offset, uint64_t bytes);
 
   // One-sided operations (OpenSHMEM semantics). Once the node is aborted, none starts: each
-  // throws AbortedError naming itself, its target and the abort, and writes nothing (fence and
-  // quiet still run: they only wait for what was started). A bad address or PE is an
-  // InvalidArgument first.
+  // throws AbortedError naming itself, its target and the abort, and writes nothing. fence and
+  // quiet still run over tcp; over verbs they, and an operation already under way, stop at
+  // their next wait (what they started completes or is flushed; the next job's flush between
+  // jobs drains it). A bad address or PE is an InvalidArgument first.
   void put(void* dest, const void* source, size_t bytes, int pe);
   void put_nbi(void* dest, const void* source, size_t bytes, int pe);
   void get(void* dest, const void* source, size_t bytes, int pe);

@@ -50,10 +50,11 @@ void Doorbell::park(uint32_t seen, std::chrono::nanoseconds max_sleep) {
 
 void Doorbell::abort(const std::string& reason) {
   {
+    // The flag with its reason, so a clear_abort() never leaves one without the other.
     std::lock_guard lock(reason_mutex_);
     if (!aborted_.load(std::memory_order_relaxed)) reason_ = reason;
+    aborted_.store(true, std::memory_order_release);
   }
-  aborted_.store(true, std::memory_order_release);
   ring();
 }
 

@@ -168,10 +168,9 @@ class OperationDeadline {
   bool passed_at_wait() { return waits_++ > 0 && passed(); }
   // During a wait that lasts.
   bool passed() { return Clock::now() >= deadline_.get(); }
-  // The abort's reason when the doorbell given was aborted; empty otherwise.
-  std::string abort_reason() const {
-    return aborts_ && aborts_->aborted() ? aborts_->abort_reason() : std::string();
-  }
+  // Whether the doorbell given was aborted, and why.
+  bool aborted() const { return aborts_ && aborts_->aborted(); }
+  std::string abort_reason() const { return aborts_ ? aborts_->abort_reason() : std::string(); }
 
  private:
   WaitDeadline deadline_;

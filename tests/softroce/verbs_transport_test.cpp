@@ -134,7 +134,7 @@ TEST(Verbs, OutOfBoundsAndMisalignedAreRefusedBeforePosting) {
   EXPECT_TRUE(verbs.peer_up(1));
 }
 
-// Two nodes of one rank joined by verbs, with room for a put of `put_bytes` and a word after it.
+// Two nodes of one rank joined by verbs, with room for a put of `put_bytes` and 64 KiB after it.
 struct TwoVerbsNodes {
   static NodeConfig config(int rank, size_t put_bytes) {
     NodeConfig c;
@@ -144,7 +144,7 @@ struct TwoVerbsNodes {
     return c;
   }
   TwoVerbsNodes(size_t put_bytes, const VerbsOptions& options)
-      : word_offset(put_bytes + 4096),
+      : rows_offset(put_bytes + 4096),
         node0(config(0, put_bytes)),
         node1(config(1, put_bytes)),
         verbs0(0, 2, 1, node0.segment(), node0.doorbell(), options),
@@ -164,19 +164,22 @@ struct TwoVerbsNodes {
     }
     return false;
   }
-  // After an operation that failed part way: the pair still carries a word, once drained.
+  // After an operation that failed part way: once drained, the pair carries 64 KiB each way
+  // through the bounce ring (too large to inline).
   void serves_again() {
     ASSERT_TRUE(quiet_eventually()) << "the posted writes never drained";
     EXPECT_TRUE(verbs0.peer_up(1));
-    const uint64_t value = 0x0123456789abcdef;
-    verbs0.put(0, 1, word_offset, &value, 8, nullptr);
+    std::vector<uint32_t> sent(16384), back(16384);
+    std::iota(sent.begin(), sent.end(), 0x5eed0000u);
+    const size_t bytes = sent.size() * sizeof(uint32_t);
+    verbs0.put(0, 1, rows_offset, sent.data(), bytes, nullptr);
     ASSERT_TRUE(quiet_eventually());
-    uint64_t arrived = 0;
-    std::memcpy(&arrived, node1.segment().base + word_offset, 8);
-    EXPECT_EQ(arrived, value);
+    EXPECT_EQ(std::memcmp(node1.segment().base + rows_offset, sent.data(), bytes), 0);
+    verbs0.get(0, 1, rows_offset, back.data(), bytes);
+    EXPECT_EQ(back, sent);
   }
 
-  const uint64_t word_offset;
+  const uint64_t rows_offset;
   Node node0, node1;
   VerbsTransport verbs0, verbs1;
 };
@@ -210,7 +213,7 @@ TEST(Verbs, APutCutIntoManyWritesEndsWithinOneOperationTimeout) {
 }
 
 // An aborted node's put stops at its next wait instead of running to its end: everything it
-// posted is in the bounce ring, so nothing in flight needs the caller's memory.
+// posted is in the bounce ring, so nothing in flight needs the caller's memory. So does a get.
 TEST(Verbs, APutStopsAtItsNextWaitOnceTheNodeIsAborted) {
   TwoVerbsNodes pair(kLongPut, long_put_options(std::chrono::seconds(60)));
   pair.node0.doorbell().abort("the job failed on PE 3");
@@ -223,14 +226,21 @@ TEST(Verbs, APutStopsAtItsNextWaitOnceTheNodeIsAborted) {
                            " bytes to node 1 stopped after posting"),
               std::string::npos)
         << message;
-    EXPECT_NE(message.find("aborted: the job failed on PE 3"), std::string::npos) << message;
+    EXPECT_NE(message.find("the node was aborted: the job failed on PE 3"), std::string::npos)
+        << message;
   }
+  // A read waits for its data in the bounce ring: it stops too, and its ring space stays held
+  // until the device is done with it.
+  std::vector<std::byte> out(64 << 10);
+  EXPECT_THROW(pair.verbs0.get(0, 1, 0, out.data(), out.size()), AbortedError);
   pair.node0.doorbell().clear_abort();
   pair.serves_again();
 }
 
 // A peer whose memory key no longer matches (as after it re-registered or restarted): the
-// device refuses the write, and that first failed completion names everything needed.
+// device refuses the write, and that first failed completion names everything needed. As in
+// the daemon, the peer's going down aborts the node: the waits that collect the cause are not
+// cut short by that abort.
 TEST(Verbs, AFailedCompletionNamesItselfAndTheQueuePairIsNeverReused) {
   NodeConfig config;
   config.nodes = 2;
@@ -251,6 +261,7 @@ TEST(Verbs, AFailedCompletionNamesItselfAndTheQueuePairIsNeverReused) {
   std::condition_variable report_arrived;
   std::string reported;
   verbs0.on_peer_down([&](int node, const std::string& why) {
+    node0.doorbell().abort("node " + std::to_string(node) + " is down: " + why);
     std::lock_guard lock(report_mutex);
     if (node == 1) reported = why;
     report_arrived.notify_all();

@@ -48,22 +48,30 @@ const char* opcode_name(ibv_wr_opcode opcode) {
 // bounce space or send-queue room, still ends within about one op_timeout, or at the node's
 // abort (a put's data is in the bounce ring or inlined before it waits, and reads and atomics
 // land there: nothing in flight needs the caller's memory).
-template <class Done>
+// `describe` says what is waited for; a wait that collects a failure's cause (`abortable`
+// false while it does) is not cut short by the abort that failure itself set off.
+struct Abortable {
+  bool operator()() const { return true; }
+};
+template <class Done, class MayAbort = Abortable>
 void spin_until(Done&& done, OperationDeadline& deadline,
-                const std::function<std::string()>& describe) {
+                const std::function<std::string()>& describe, MayAbort&& abortable = {}) {
   const auto give_up_if_aborted = [&] {
-    if (std::string reason = deadline.abort_reason(); !reason.empty())
-      throw AbortedError(describe() + ": aborted: " + reason);
+    if (!deadline.aborted() || !abortable()) return;
+    throw AbortedError(describe() + ": stopped: the node was aborted: " + deadline.abort_reason());
+  };
+  const auto timed_out = [&] {
+    return TimeoutError(describe() + ": still so at the operation's deadline");
   };
   give_up_if_aborted();
   // Before the first check: a wait whose first poll always succeeds still reads the clock.
-  if (deadline.passed_at_wait()) throw TimeoutError(describe());
+  if (deadline.passed_at_wait()) throw timed_out();
   for (int spins = 0; !done(); ++spins) {
     if (spins >= kSpinsBeforeYield) {
       // The clock only every few yields (see yield_until in transport/wait.h).
       if (spins % kYieldsPerClockRead == 0) {
         give_up_if_aborted();
-        if (deadline.passed()) throw TimeoutError(describe());
+        if (deadline.passed()) throw timed_out();
       }
       std::this_thread::yield();
     }
@@ -266,12 +274,14 @@ bool VerbsTransport::in_error(const QpState& qp) const {
 void VerbsTransport::settle(PeState& pe, int node, OperationDeadline& deadline) {
   QpState& qp = pe.qps[node];
   if (!in_error(qp)) return;
+  // Collects the failure's cause, so the abort that failure set off does not cut it short.
   spin_until([&] { return poll(pe) == 0 && qp.completed == qp.posted; }, deadline,
              [&] {
                return "verbs: " + std::to_string(qp.posted - qp.completed) + " requests to node " +
                       std::to_string(node) + " (QP " + std::to_string(qp.qp->qpn()) +
-                      ") never completed after it failed";
-             });
+                      ") not completed after it failed";
+             },
+             [] { return false; });
 }
 
 VerbsTransport::StagingScope::~StagingScope() {
@@ -301,8 +311,7 @@ uint64_t VerbsTransport::post(PeState& pe, int peer, std::span<Request> requests
         deadline,
         [&] {
           return "verbs: send queue to node " + std::to_string(peer) + " (QP " +
-                 std::to_string(qp.qp->qpn()) + ") still full at the operation's deadline (" +
-                 timeout_text() + ")";
+                 std::to_string(qp.qp->qpn()) + ") is full (" + timeout_text() + ")";
         });
   }
   // One linked list of work requests, so one doorbell (on soft-RoCE one system call, one run
@@ -418,8 +427,7 @@ void VerbsTransport::wait_done(PeState& pe, int peer, uint64_t seq, const char* 
       deadline,
       [&] {
         return std::string("verbs: ") + what + " on node " + std::to_string(peer) + " (QP " +
-               std::to_string(qp.qp->qpn()) + ") had not completed at the operation's deadline (" +
-               timeout_text() + ")";
+               std::to_string(qp.qp->qpn()) + ") has not completed (" + timeout_text() + ")";
       });
 }
 
@@ -443,11 +451,10 @@ uint64_t VerbsTransport::stage(PeState& pe, int peer, uint64_t bytes, OperationD
       },
       deadline,
       [&] {
-        std::string state = "verbs: no bounce space for " + std::to_string(bytes) +
-                            " bytes by the operation's deadline (" + timeout_text() + "; ring " +
-                            std::to_string(pe.bounce->ring.in_use()) + " of " +
-                            std::to_string(pe.bounce->ring.capacity()) + " bytes in use by " +
-                            std::to_string(pe.staged.size()) + " requests";
+        std::string state = "verbs: no bounce space for " + std::to_string(bytes) + " bytes (" +
+                            timeout_text() + "; ring " + std::to_string(pe.bounce->ring.in_use()) +
+                            " of " + std::to_string(pe.bounce->ring.capacity()) +
+                            " bytes in use by " + std::to_string(pe.staged.size()) + " requests";
         if (!pe.staged.empty()) {
           const Staged& front = pe.staged.front();
           const QpState& holder = pe.qps[front.peer];
@@ -625,7 +632,7 @@ void VerbsTransport::fence(int src_pe) {
         deadline,
         [&] {
           return "verbs: fence: a read or atomic to node " + std::to_string(peer) +
-                 " had not completed at the deadline (" + timeout_text() + ")";
+                 " has not completed (" + timeout_text() + ")";
         });
   }
 }
@@ -651,8 +658,9 @@ void VerbsTransport::quiet_locked(PeState& pe, OperationDeadline deadline) {
         [&] {
           return "verbs: quiet: " + std::to_string(qp.posted - qp.completed) +
                  " requests to node " + std::to_string(peer) + " (QP " +
-                 std::to_string(qp.qp->qpn()) + ") still outstanding at the deadline";
-        });
+                 std::to_string(qp.qp->qpn()) + ") outstanding";
+        },
+        [&] { return !in_error(qp); });
     check_peer(peer);
   }
 }
