@@ -87,6 +87,10 @@ VerbsTransport::Request VerbsTransport::completion_marker() {
   return request;
 }
 
+VerbsTransport::Request VerbsTransport::wake_up() {
+  return Request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, nullptr, 0);
+}
+
 VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentView segment,
                                Doorbell& doorbell, VerbsOptions options)
     : RdmaTransport(nodes),
@@ -480,11 +484,6 @@ bool VerbsTransport::wants_notify(QpState& qp) const {
   return true;
 }
 
-void VerbsTransport::notify(PeState& pe, int peer, OperationDeadline& deadline) {
-  if (wants_notify(pe.qps[peer]))
-    post(pe, peer, Request(IBV_WR_RDMA_WRITE_WITH_IMM, 0, nullptr, 0), deadline);
-}
-
 void VerbsTransport::attach(PeState& pe, int node, Request& request, const void* data,
                             OperationDeadline& deadline) {
   if (request.length <= pe.qps[node].qp->max_inline()) {
@@ -515,6 +514,9 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
   const auto* bytes = static_cast<const std::byte*>(data);
   size_t done = 0;    // bytes attached
   size_t posted = 0;  // bytes posted
+  const auto put_text = [&] {
+    return "verbs: a put of " + std::to_string(length) + " bytes to node " + std::to_string(node);
+  };
   try {
     while (done < length) {
       const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
@@ -539,12 +541,10 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
       post_fetch_add(pe, node, signal->offset, signal->value, false, deadline);
     }
   } catch (const TimeoutError& e) {
-    throw TimeoutError("verbs: a put of " + std::to_string(length) + " bytes to node " +
-                       std::to_string(node) + " had posted " + std::to_string(posted) +
+    throw TimeoutError(put_text() + " had posted " + std::to_string(posted) +
                        " of them at its deadline: " + e.what());
   } catch (const AbortedError& e) {
-    throw AbortedError("verbs: a put of " + std::to_string(length) + " bytes to node " +
-                       std::to_string(node) + " stopped after posting " + std::to_string(posted) +
+    throw AbortedError(put_text() + " stopped after posting " + std::to_string(posted) +
                        " of them: " + e.what());
   }
 }
@@ -580,12 +580,15 @@ VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uin
                                                       uint64_t value, bool signaled,
                                                       OperationDeadline& deadline) {
   const uint64_t position = stage(pe, node, 8, deadline);
-  Request request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, pe.bounce->at(position), 8, value);
-  request.signaled = signaled;
-  request.ring_end = pe.bounce->ring.tail();
-  const uint64_t seq = post(pe, node, request, deadline);
-  if (value != 0) notify(pe, node, deadline);
-  return Posted{seq, position};
+  std::array<Request, kMaxChain> chain{
+      Request(IBV_WR_ATOMIC_FETCH_AND_ADD, offset, pe.bounce->at(position), 8, value), wake_up()};
+  chain[0].signaled = signaled;
+  chain[0].ring_end = pe.bounce->ring.tail();
+  // An add that changes the word wakes the target in the same chain: one doorbell, and one
+  // wait for room in the queue, so a wait that times out has posted neither.
+  const size_t count = value != 0 && wants_notify(pe.qps[node]) ? 2 : 1;
+  const uint64_t last = post(pe, node, std::span<Request>(chain.data(), count), deadline);
+  return Posted{last - (count - 1), position};
 }
 
 void VerbsTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {

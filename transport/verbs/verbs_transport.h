@@ -21,7 +21,7 @@
 // bounce ring past its deadline, a failed post) may so have sent none of its last piece.
 //
 // Waking the target: nothing tells a CPU that RDMA wrote. A SET signal is sent as
-// WRITE_WITH_IMM, and an ADD or atomic is followed by a zero-length WRITE_WITH_IMM, at most
+// WRITE_WITH_IMM, and an ADD or atomic is chained with a zero-length WRITE_WITH_IMM, at most
 // once per notify_interval per QP; the immediate's receive completion makes the target's
 // notifier thread ring its doorbell, so a parked waiter wakes at once.
 //
@@ -137,6 +137,8 @@ class VerbsTransport final : public RdmaTransport {
 
   static constexpr size_t kMaxChain = 2;
   static Request completion_marker();
+  // A zero-length write with immediate: it wakes the target's waiters (see notify_interval).
+  static Request wake_up();
   void connect_loop(PeState& pe, const QpLimits& limits);
   int local_rank_of(int src_pe) const;
   PeState& pe_state(int src_pe);
@@ -167,8 +169,6 @@ class VerbsTransport final : public RdmaTransport {
   // Bounce space for `bytes`; polls (and asks for completions) until some is returned.
   uint64_t stage(PeState& pe, int peer, uint64_t bytes, OperationDeadline& deadline);
   bool wants_notify(QpState& qp) const;
-  // A zero-length write with immediate that wakes `peer`'s waiters (see notify_interval).
-  void notify(PeState& pe, int peer, OperationDeadline& deadline);
   // For the length of one operation on `pe` (under its mutex): when the operation leaves by an
   // exception, the bounce space it staged for requests it never posted is taken back.
   class StagingScope {
@@ -191,7 +191,8 @@ class VerbsTransport final : public RdmaTransport {
     uint64_t seq;
     uint64_t position;  // of the old value in the bounce ring
   };
-  // A fetch-add whose old value lands in the bounce ring, then the write that wakes the target.
+  // A fetch-add whose old value lands in the bounce ring, chained with the write that wakes the
+  // target when the add changes the word and the target is due a wake-up.
   Posted post_fetch_add(PeState& pe, int node, uint64_t offset, uint64_t value, bool signaled,
                         OperationDeadline& deadline);
   void quiet_locked(PeState& pe, OperationDeadline deadline);
