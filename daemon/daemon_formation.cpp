@@ -186,8 +186,9 @@ void Daemon::run_member() {
       throw;  // refused by the root: a configuration to fix
     } catch (const Error& e) {
       // The root went away or stalled while this node was joining: it retries until the
-      // deadline.
-      if (Clock::now() >= deadline) throw;
+      // deadline, by the joining attempts' own rule (no retry with less than a first back-off
+      // left), so a root that refuses connections fast is not retried in a tight loop.
+      if (Clock::now() + kFirstBackoff >= deadline) throw;
       spdlog::warn("node {}: joining failed: {}; trying again", config_.node_rank, e.what());
       lost = true;
     }

@@ -31,7 +31,13 @@ wait
 FAKE
 chmod +x "$fake/scontrol" "$fake/srun"
 
-port=$(( 20000 + RANDOM % 12000 ))  # below the ephemeral range
+# Below the ephemeral range, where the cluster tests running beside this one pick theirs too:
+# three ports (two control, one bootstrap) that nothing listens on yet.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for ((attempt = 0; attempt < 50; attempt++)); do
+  port=$((20000 + RANDOM % 12000))
+  listening $port || listening $((port + 1)) || listening $((port + 2)) || break
+done
 # sbatch JOB_ID ARGS...: the script on two "nodes" of 2 PEs, its output; then checks that none
 # of the daemons outlives it (a bounded wait).
 sbatch() {
