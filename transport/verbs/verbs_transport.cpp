@@ -374,6 +374,8 @@ uint64_t VerbsTransport::post(PeState& pe, int peer, std::span<Request> requests
       ++qp.unsignaled;
     }
     if (request.ring_end) pe.staged.push_back(Staged{peer, seq, *request.ring_end});
+    // Counted once posted: a wake-up that a failed wait kept back does not hold off the next.
+    if (request.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) qp.notified = Clock::now();
   }
   if (rc != 0) {
     throw PeerError("verbs: posting to node " + std::to_string(peer) + " (QP " +
@@ -477,11 +479,8 @@ std::string VerbsTransport::timeout_text() const {
   return "op_timeout " + std::to_string(options_.op_timeout.count()) + " ms";
 }
 
-bool VerbsTransport::wants_notify(QpState& qp) const {
-  const auto now = Clock::now();
-  if (now - qp.notified < options_.notify_interval) return false;
-  qp.notified = now;
-  return true;
+bool VerbsTransport::wake_up_due(const QpState& qp) const {
+  return Clock::now() - qp.notified >= options_.notify_interval;
 }
 
 void VerbsTransport::attach(PeState& pe, int node, Request& request, const void* data,
@@ -531,7 +530,7 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
       }
     }
     if (set_signal) {
-      const bool wake = wants_notify(pe.qps[node]);
+      const bool wake = wake_up_due(pe.qps[node]);
       Request& request = chain[chained++];
       request = Request(wake ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, signal->offset,
                         nullptr, 8);
@@ -586,7 +585,7 @@ VerbsTransport::Posted VerbsTransport::post_fetch_add(PeState& pe, int node, uin
   chain[0].ring_end = pe.bounce->ring.tail();
   // An add that changes the word wakes the target in the same chain: one doorbell, and one
   // wait for room in the queue, so a wait that times out has posted neither.
-  const size_t count = value != 0 && wants_notify(pe.qps[node]) ? 2 : 1;
+  const size_t count = value != 0 && wake_up_due(pe.qps[node]) ? 2 : 1;
   const uint64_t last = post(pe, node, std::span<Request>(chain.data(), count), deadline);
   return Posted{last - (count - 1), position};
 }

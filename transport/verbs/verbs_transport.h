@@ -168,7 +168,8 @@ class VerbsTransport final : public RdmaTransport {
                  OperationDeadline& deadline);
   // Bounce space for `bytes`; polls (and asks for completions) until some is returned.
   uint64_t stage(PeState& pe, int peer, uint64_t bytes, OperationDeadline& deadline);
-  bool wants_notify(QpState& qp) const;
+  // True when `qp` sent no wake-up for notify_interval (post() notes when one is posted).
+  bool wake_up_due(const QpState& qp) const;
   // For the length of one operation on `pe` (under its mutex): when the operation leaves by an
   // exception, the bounce space it staged for requests it never posted is taken back.
   class StagingScope {
