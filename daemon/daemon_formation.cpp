@@ -13,6 +13,12 @@ namespace {
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 
+// A member's joining attempts reached the deadline with no time left for another: not retried.
+class JoinGaveUp : public TimeoutError {
+ public:
+  using TimeoutError::TimeoutError;
+};
+
 wire::ControlMessage reform_message(uint64_t epoch, const std::string& why) {
   wire::ControlMessage message;
   message.mutable_reform()->set_epoch(epoch);
@@ -184,11 +190,12 @@ void Daemon::run_member() {
       if (!serve_as_member(lost)) return;
     } catch (const InvalidArgument&) {
       throw;  // refused by the root: a configuration to fix
+    } catch (const JoinGaveUp&) {
+      throw;  // retrying would give up at once, again and again until the deadline
     } catch (const Error& e) {
       // The root went away or stalled while this node was joining: it retries until the
-      // deadline, by the joining attempts' own rule (no retry with less than a first back-off
-      // left), so a root that refuses connections fast is not retried in a tight loop.
-      if (Clock::now() + kFirstBackoff >= deadline) throw;
+      // deadline.
+      if (Clock::now() >= deadline) throw;
       spdlog::warn("node {}: joining failed: {}; trying again", config_.node_rank, e.what());
       lost = true;
     }
@@ -234,10 +241,11 @@ bool Daemon::form_as_member(Deadline deadline) {
       }
       if (stopping()) return false;
       if (Clock::now() + backoff >= deadline) {
-        throw Error("could not join the root at " + config_.bootstrap.str() + " after " +
-                    std::to_string(attempt) + " attempts (" + e.what() +
-                    "); gave up at the deadline (--bootstrap-timeout at start, --rejoin-timeout "
-                    "after losing the root)");
+        throw JoinGaveUp(
+            "could not join the root at " + config_.bootstrap.str() + " after " +
+            std::to_string(attempt) + " attempts (" + e.what() +
+            "); gave up at the deadline (--bootstrap-timeout at start, --rejoin-timeout "
+            "after losing the root)");
       }
       spdlog::info("node {}: joining the root at {}: {}; again in {} ms", config_.node_rank,
                    config_.bootstrap.str(), e.what(), backoff.count());

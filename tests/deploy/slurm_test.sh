@@ -34,10 +34,13 @@ chmod +x "$fake/scontrol" "$fake/srun"
 # Below the ephemeral range, where the cluster tests running beside this one pick theirs too:
 # three ports (two control, one bootstrap) that nothing listens on yet.
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port=""
 for ((attempt = 0; attempt < 50; attempt++)); do
-  port=$((20000 + RANDOM % 12000))
-  listening $port || listening $((port + 1)) || listening $((port + 2)) || break
+  candidate=$((20000 + RANDOM % 12000))
+  listening $candidate || listening $((candidate + 1)) || listening $((candidate + 2)) ||
+    { port=$candidate; break; }
 done
+[[ -n "$port" ]] || { echo "slurm_test: 50 port triples in 20000-32000 all had a listener" >&2; exit 1; }
 # sbatch JOB_ID ARGS...: the script on two "nodes" of 2 PEs, its output; then checks that none
 # of the daemons outlives it (a bounded wait).
 sbatch() {
