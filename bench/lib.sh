@@ -22,6 +22,25 @@ median() {
   sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1
     print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+# iperf3_gbps PORT [IPERF3 FLAGS...]: GB/s over loopback for 3 s, as the receivers counted it
+# (both ways added up with --bidir), with an iperf3 server on 127.0.0.1:PORT for that one test.
+iperf3_gbps() {
+  local server_port=$1 out=""
+  shift
+  iperf3 --server --one-off --bind 127.0.0.1 --port "$server_port" >/dev/null 2>&1 &
+  local server=$!
+  for _ in $(seq 50); do  # the server needs a moment to listen: retry, bounded
+    if out=$(iperf3 --client 127.0.0.1 --port "$server_port" --time 3 --json "$@" 2>/dev/null); then
+      break
+    fi
+    sleep 0.1
+  done
+  wait "$server" 2>/dev/null || true
+  /usr/bin/python3 -c 'import json, sys
+end = json.load(sys.stdin)["end"]
+print((end["sum_received"]["bits_per_second"] +
+       end.get("sum_received_bidir_reverse", {}).get("bits_per_second", 0)) / 8e9)' <<<"$out"
+}
 # A number field of the one-line JSON on stdin (the CLI's --json output).
 json_field() { grep -o "\"$1\":[0-9.e+-]*" | head -n 1 | cut -d: -f2; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }

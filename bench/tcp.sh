@@ -23,23 +23,8 @@ symmesh_lat() {
   "$bin/symmesh" submit transport --op put-signal-lat --bytes 8 --iters 2000 --json |
     json_field p50_us
 }
-iperf3_bw() {  # GB/s of one stream for 3 s, as the receiver counted it
-  local server_port=$((port + 90))
-  iperf3 --server --one-off --bind 127.0.0.1 --port "$server_port" >/dev/null 2>&1 &
-  local server=$! out=""
-  for _ in $(seq 50); do  # the server needs a moment to listen: retry, bounded
-    if out=$(iperf3 --client 127.0.0.1 --port "$server_port" --time 3 --json 2>/dev/null); then
-      break
-    fi
-    sleep 0.1
-  done
-  wait "$server" 2>/dev/null || true
-  /usr/bin/python3 -c 'import json, sys
-print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e9)' <<<"$out"
-}
-
 bw=$(for _ in $(seq "$runs"); do symmesh_bw; done | median)
-iperf=$(for _ in $(seq "$runs"); do iperf3_bw; done | median)
+iperf=$(for _ in $(seq "$runs"); do iperf3_gbps $((port + 90)); done | median)
 lat=$(for _ in $(seq "$runs"); do symmesh_lat; done | median)
 
 echo "symmesh bench/tcp.sh: $(date -u +%F), $(nproc) cores, $(uname -r), runs=$runs"
