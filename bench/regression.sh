@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Before and after a change: the same jobs on two builds of symmesh, on this machine, in one
-# invocation. Each build gets its own local cluster (2 nodes x 2 ranks over tcp); the jobs
-# alternate between the two clusters round by round, so both builds see the same noise. For
-# each job it prints the median over ROUNDS (default 5) of the job's own median, for both
-# builds, and after/before (for a time, above 1 is slower; for a bandwidth, below 1 is).
+# invocation. Each build gets its own local cluster (NODES x RANKS, default 2 nodes x 2 ranks,
+# over tcp); the jobs alternate between the two clusters round by round, so both builds see the
+# same noise. For each job it prints the median over ROUNDS (default 5) of the job's own median,
+# for both builds, and after/before (for a time, above 1 is slower; for a bandwidth, below 1 is).
 # ONLY (an extended regex over the job names) runs a subset.
 #   bench/regression.sh BEFORE_BIN_DIR AFTER_BIN_DIR
 set -euo pipefail
@@ -12,10 +12,12 @@ before=${1:?usage: regression.sh BEFORE_BIN_DIR AFTER_BIN_DIR}
 after=${2:?usage: regression.sh BEFORE_BIN_DIR AFTER_BIN_DIR}
 rounds=${ROUNDS:-5}
 port=${SYMMESH_BENCH_PORT:-7700}
+nodes=${NODES:-2}
+ranks=${RANKS:-2}
 
 start() {  # BIN_DIR PORT -> the cluster's environment, as local-cluster.sh prints it
-  SYMMESH_BIN=$1 deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 --base-port "$2" \
-    --heap-size 1GiB
+  SYMMESH_BIN=$1 deploy/local-cluster.sh up --nodes "$nodes" --ranks-per-node "$ranks" \
+    --base-port "$2" --heap-size 1GiB
 }
 env_before=$(start "$before" "$port")
 env_after=$(start "$after" "$((port + 10))")
@@ -62,7 +64,7 @@ for ((round = 0; round < rounds; ++round)); do
   done
 done
 
-echo "symmesh bench/regression.sh: $(date -u +%F), $(nproc) cores, 2 nodes x 2 ranks over tcp, medians of $rounds rounds"
+echo "symmesh bench/regression.sh: $(date -u +%F), $(nproc) cores, $nodes nodes x $ranks ranks over tcp, medians of $rounds rounds"
 echo "before: $before"
 echo "after:  $after"
 python3 - "$results" <<'PY'

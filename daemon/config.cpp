@@ -153,6 +153,16 @@ std::map<std::string, Key> keys() {
           }
           c.verbs_progress = v;
         }}},
+      {"cpu-bind",
+       {"none (the default: PE threads run where the scheduler puts them) or core (each PE "
+        "thread bound to one of the CPUs the daemon may use, as MPI's --bind-to core; left "
+        "unbound when the daemon has more PEs than CPUs)",
+        [](DaemonConfig& c, const std::string& v) {
+          if (v != "core" && v != "none") {
+            throw InvalidArgument("--cpu-bind '" + v + "' is not one of: none, core");
+          }
+          c.cpu_bind = v;
+        }}},
       {"log-level",
        {"trace, debug, info, warn or error",
         [](DaemonConfig& c, const std::string& v) {

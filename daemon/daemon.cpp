@@ -100,6 +100,10 @@ void Daemon::start() {
   secret_ = read_secret_file(config_.secret_file);
   data_dir_ = prepare_data_dir(config_.data_dir.empty() ? default_data_dir() : config_.data_dir);
   job_memory_ = config_.job_memory ? config_.job_memory : default_job_memory();
+  if (config_.cpu_bind == "core") {
+    cpus_ = CpuPlacement(allowed_cpus(), config_.node_rank, config_.ranks_per_node);
+    spdlog::info("node {}: {}", config_.node_rank, cpus_.describe());
+  }
   NodeConfig node_config;
   node_config.node_rank = config_.node_rank;
   node_config.nodes = config_.nodes;

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "common/cpu_binding.h"
 #include "common/progress.h"
 #include "daemon/attach/attach_server.h"
 #include "daemon/config.h"
@@ -120,6 +121,7 @@ class Daemon {
   std::string secret_;
   std::string data_dir_;  // canonical
   uint64_t job_memory_ = 0;
+  CpuPlacement cpus_;  // where the job's PE threads run (--cpu-bind)
   Clock::time_point started_;
   double started_unix_s_;
   // Grows with every start (the start time in microseconds): peers fence an old one by it.

@@ -125,6 +125,7 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
       const int global = node_.rank() * ranks + local;
       const trace::ThreadBinding traced({recorder ? &*recorder : nullptr, global}, "main");
       const progress::Binding counted(global == 0 ? &progress_ : nullptr);
+      const ScopedCpuBinding bound(limits_.cpus.cpu_of(local));
       try {
         Pe pe(node_, local);
         outcomes[local] = kind.run_on_pe(pe, spec);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/cpu_binding.h"
 #include "common/progress.h"
 #include "daemon/status/metrics.h"
 #include "runtime/node.h"
@@ -18,10 +19,12 @@
 namespace symmesh {
 
 // What this daemon lets a job use: files only under its data directory, host memory up to
-// --job-memory (daemon/jobs/data_paths.h, daemon/jobs/host_memory.h).
+// --job-memory (daemon/jobs/data_paths.h, daemon/jobs/host_memory.h), and the CPU each PE
+// thread is bound to (--cpu-bind).
 struct JobLimits {
   std::string data_dir;
   uint64_t job_memory = 0;
+  CpuPlacement cpus;
 };
 
 class NodeAgent {

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cpu_binding.h"
 #include "common/trace.h"
 #include "ops/fused/workers.h"
 
@@ -60,7 +61,10 @@ void multiply_tiled(Gemm& gemm, const GemmOperands& operands, int64_t m, int64_t
     }
   };
   std::vector<std::thread> helpers;
-  for (int thread = 1; thread < threads; ++thread) helpers.emplace_back(work, thread);
+  {
+    const ScopedUnbound anywhere;  // the helpers share the daemon's CPUs, not the PE's one
+    for (int thread = 1; thread < threads; ++thread) helpers.emplace_back(work, thread);
+  }
   work(0);
   for (auto& helper : helpers) helper.join();
 }

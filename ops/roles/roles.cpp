@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cpu_binding.h"
 #include "common/trace.h"
 
 namespace symmesh {
@@ -37,8 +38,11 @@ void run_roles(Pe& pe, int compute_threads, const std::function<void(int)>& comp
     };
   };
   std::vector<std::thread> threads;
-  for (int i = 0; i < compute_threads; ++i) threads.emplace_back(guarded(compute, i, true));
-  for (int j = 0; j < comm_threads; ++j) threads.emplace_back(guarded(comm, j, false));
+  {
+    const ScopedUnbound anywhere;  // the roles share the daemon's CPUs, not the PE's one
+    for (int i = 0; i < compute_threads; ++i) threads.emplace_back(guarded(compute, i, true));
+    for (int j = 0; j < comm_threads; ++j) threads.emplace_back(guarded(comm, j, false));
+  }
   for (auto& thread : threads) thread.join();
   if (first_error) std::rethrow_exception(first_error);
 }

@@ -72,6 +72,8 @@ TEST(DaemonConfig, ErrorsNameTheKeyAndWhatIsAllowed) {
             std::string::npos);
   EXPECT_NE(message({"--secret-file", "/s", "--verbs-progress", "maybe"}).find("pe, thread"),
             std::string::npos);
+  EXPECT_NE(message({"--secret-file", "/s", "--cpu-bind", "socket"}).find("none, core"),
+            std::string::npos);
   EXPECT_NE(message({"--nodes", "2"}).find("--secret-file is required"), std::string::npos);
   EXPECT_NE(message({"--secret-file", "/s", "--node-rank", "2", "--nodes", "2"}).find("0..1"),
             std::string::npos);

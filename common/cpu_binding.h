@@ -1,0 +1,62 @@
+// Binding a daemon's PE threads to CPUs, as MPI's --bind-to core does. A bound PE keeps its
+// cache and is not moved by the scheduler between the moments it waits and the moments it
+// works; the threads a PE starts for itself (comm roles, GEMM tiles) run on any CPU the daemon
+// may use, so they are not crowded onto the PE's one CPU.
+#pragma once
+
+#include <sched.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace symmesh {
+
+// The CPUs this process may run on (its affinity mask), in increasing order.
+std::vector<int> allowed_cpus();
+
+// Which CPU each of a node's PEs is bound to, or none. Node `node_rank`'s PE `local` goes to
+// allowed[(node_rank * ranks_per_node + local) % allowed.size()], so two daemons on one host
+// with one PE each take different CPUs. More PEs than CPUs leave every PE unbound, as MPI
+// leaves an oversubscribed node.
+class CpuPlacement {
+ public:
+  CpuPlacement() = default;  // binds nothing
+  CpuPlacement(std::vector<int> allowed, int node_rank, int ranks_per_node);
+
+  std::optional<int> cpu_of(int local) const;
+  // One line for the log: "PEs bound to CPUs 0,1" or why they are not.
+  std::string describe() const;
+
+ private:
+  std::vector<int> allowed_;
+  std::vector<int> pe_cpus_;  // empty: unbound
+};
+
+// Binds the calling thread to `cpu` for this object's life (the thread's mask comes back
+// afterwards). A failure (the CPU left the process's set) leaves the thread where it was.
+class ScopedCpuBinding {
+ public:
+  explicit ScopedCpuBinding(std::optional<int> cpu);
+  ~ScopedCpuBinding();
+  ScopedCpuBinding(const ScopedCpuBinding&) = delete;
+  ScopedCpuBinding& operator=(const ScopedCpuBinding&) = delete;
+
+ private:
+  std::optional<cpu_set_t> saved_;
+};
+
+// While alive, a bound calling thread may run on the CPUs it had before it was bound, so the
+// threads it starts meanwhile inherit those. Does nothing on an unbound thread.
+class ScopedUnbound {
+ public:
+  ScopedUnbound();
+  ~ScopedUnbound();
+  ScopedUnbound(const ScopedUnbound&) = delete;
+  ScopedUnbound& operator=(const ScopedUnbound&) = delete;
+
+ private:
+  std::optional<cpu_set_t> bound_;
+};
+
+}  // namespace symmesh
