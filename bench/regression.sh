@@ -64,7 +64,8 @@ for ((round = 0; round < rounds; ++round)); do
   done
 done
 
-echo "symmesh bench/regression.sh: $(date -u +%F), $(nproc) cores, $nodes nodes x $ranks ranks over tcp, medians of $rounds rounds"
+between=$([[ $nodes -gt 1 ]] && echo " over tcp" || true)
+echo "symmesh bench/regression.sh: $(date -u +%F), $(nproc) cores, $nodes nodes x $ranks ranks$between, medians of $rounds rounds"
 echo "before: $before"
 echo "after:  $after"
 python3 - "$results" <<'PY'

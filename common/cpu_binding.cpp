@@ -47,7 +47,7 @@ std::optional<int> CpuPlacement::cpu_of(int local) const {
 
 std::string CpuPlacement::describe() const {
   const std::string of = std::to_string(allowed_.size()) + " CPUs allowed";
-  if (allowed_.empty()) return "PEs not bound to CPUs (the affinity mask was not readable)";
+  if (allowed_.empty()) return "PEs not bound to CPUs";
   if (pe_cpus_.empty()) return "PEs not bound to CPUs (more PEs than the " + of + ")";
   std::string text = "PEs bound to CPUs";
   for (size_t local = 0; local < pe_cpus_.size(); ++local) {
@@ -65,13 +65,14 @@ ScopedCpuBinding::ScopedCpuBinding(std::optional<int> cpu) {
   CPU_SET(*cpu, &one);
   if (!set_mask(one)) return;
   saved_ = before;
-  unbound_mask = before;
+  outer_unbound_ = unbound_mask;
+  if (!unbound_mask) unbound_mask = before;  // nested: helpers still get the outermost mask
 }
 
 ScopedCpuBinding::~ScopedCpuBinding() {
   if (!saved_) return;
   set_mask(*saved_);
-  unbound_mask.reset();
+  unbound_mask = outer_unbound_;
 }
 
 ScopedUnbound::ScopedUnbound() {

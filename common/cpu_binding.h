@@ -16,9 +16,10 @@ namespace symmesh {
 std::vector<int> allowed_cpus();
 
 // Which CPU each of a node's PEs is bound to, or none. Node `node_rank`'s PE `local` goes to
-// allowed[(node_rank * ranks_per_node + local) % allowed.size()], so two daemons on one host
-// with one PE each take different CPUs. More PEs than CPUs leave every PE unbound, as MPI
-// leaves an oversubscribed node.
+// allowed[(node_rank * ranks_per_node + local) % allowed.size()], so daemons of consecutive
+// ranks on one host, with the same mask, take different CPUs while there are enough. A daemon
+// with more PEs than CPUs leaves every PE unbound, as MPI leaves an oversubscribed node; it
+// cannot see other daemons on its host, so several that together oversubscribe it still bind.
 class CpuPlacement {
  public:
   CpuPlacement() = default;  // binds nothing
@@ -42,8 +43,11 @@ class ScopedCpuBinding {
   ScopedCpuBinding(const ScopedCpuBinding&) = delete;
   ScopedCpuBinding& operator=(const ScopedCpuBinding&) = delete;
 
+  bool bound() const { return saved_.has_value(); }
+
  private:
   std::optional<cpu_set_t> saved_;
+  std::optional<cpu_set_t> outer_unbound_;  // a binding this one nests in
 };
 
 // While alive, a bound calling thread may run on the CPUs it had before it was bound, so the

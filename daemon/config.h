@@ -42,7 +42,7 @@ struct DaemonConfig {
   std::string rdma_device;            // empty: the first device with an active port
   int rdma_gid_index = -1;            // -1: chosen automatically (a RoCE v2 IPv4-mapped GID)
   std::string verbs_progress = "pe";  // who drains send completions: pe or thread
-  std::string cpu_bind = "none";      // core: each PE thread bound to one CPU; none
+  std::string cpu_bind = "none";      // none, or core (each PE thread bound to one CPU)
 };
 
 // Parses argv. Returns nullopt after printing --help. Throws InvalidArgument naming the

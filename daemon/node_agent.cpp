@@ -125,7 +125,12 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
       const int global = node_.rank() * ranks + local;
       const trace::ThreadBinding traced({recorder ? &*recorder : nullptr, global}, "main");
       const progress::Binding counted(global == 0 ? &progress_ : nullptr);
-      const ScopedCpuBinding bound(limits_.cpus.cpu_of(local));
+      const std::optional<int> cpu = limits_.cpus.cpu_of(local);
+      const ScopedCpuBinding bound(cpu);
+      if (cpu && !bound.bound()) {
+        spdlog::warn("node {}: PE {} runs unbound: CPU {} is no longer the daemon's to use",
+                     node_.rank(), global, *cpu);
+      }
       try {
         Pe pe(node_, local);
         outcomes[local] = kind.run_on_pe(pe, spec);

@@ -60,7 +60,7 @@ void multiply_tiled(Gemm& gemm, const GemmOperands& operands, int64_t m, int64_t
       compute_tile(gemm, operands, tile, 0, c + tile.row * n + tile.col, n);
     }
   };
-  std::vector<std::thread> helpers;
+  std::vector<std::jthread> helpers;  // joined on every way out, a throwing tile included
   {
     const ScopedUnbound anywhere;  // the helpers share the daemon's CPUs, not the PE's one
     for (int thread = 1; thread < threads; ++thread) helpers.emplace_back(work, thread);

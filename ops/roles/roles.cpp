@@ -5,6 +5,7 @@
 #include <ctime>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -37,11 +38,16 @@ void run_roles(Pe& pe, int compute_threads, const std::function<void(int)>& comp
       }
     };
   };
-  std::vector<std::thread> threads;
-  {
+  std::vector<std::jthread> threads;  // joined on every way out, a failed start included
+  try {
     const ScopedUnbound anywhere;  // the roles share the daemon's CPUs, not the PE's one
     for (int i = 0; i < compute_threads; ++i) threads.emplace_back(guarded(compute, i, true));
     for (int j = 0; j < comm_threads; ++j) threads.emplace_back(guarded(comm, j, false));
+  } catch (const std::system_error& error) {
+    // The roles already started would wait for the missing one: stop them at their next wait.
+    pe.node().doorbell().abort(
+        pe_error(pe.my_pe(), std::string("cannot start a role's thread: ") + error.what()));
+    throw;
   }
   for (auto& thread : threads) thread.join();
   if (first_error) std::rethrow_exception(first_error);

@@ -3,7 +3,6 @@
 // the root and to another node.
 #include <gtest/gtest.h>
 
-#include "common/cpu_binding.h"
 #include "tests/cluster/test_cluster.h"
 
 namespace symmesh::testing {
@@ -73,25 +72,6 @@ TEST(Daemons, ABarrierJobWithoutAnAlgorithmRunsTheConfiguredOne) {
   const auto result = cluster.run(spec, 1);
   ASSERT_TRUE(result.ok()) << result.error();
   EXPECT_EQ(result.algo(), "kary");
-}
-
-TEST(Daemons, PesBoundToCpusRunJobsAndTheLogSaysWhere) {
-  ClusterOptions options = shape(2, 1);
-  options.extra_args = {"--cpu-bind", "core"};
-  TestCluster cluster(options);
-  ASSERT_TRUE(cluster.run(barrier_job("dissemination", 50)).ok());
-  const auto result = cluster.run(collective_job("allreduce", 1 << 16, "f32", "auto"));
-  ASSERT_TRUE(result.ok()) << result.error();
-  EXPECT_TRUE(result.verified());
-  // One PE per daemon: the two daemons' PEs take different CPUs when there are two.
-  const bool two_cpus = allowed_cpus().size() >= 2;
-  for (int node = 0; node < 2; ++node) {
-    const std::string expected = two_cpus
-                                     ? "PEs bound to CPUs " + std::to_string(allowed_cpus()[node])
-                                     : "PEs bound to CPUs";
-    EXPECT_NE(cluster.daemon(node).log().find(expected), std::string::npos)
-        << cluster.daemon(node).log();
-  }
 }
 
 TEST(Daemons, SigtermStopsEveryDaemonCleanly) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace symmesh {
@@ -45,15 +46,17 @@ TEST(CpuPlacement, MorePesThanCpusOrNoMaskLeaveEveryPeUnbound) {
   EXPECT_NE(crowded.describe().find("more PEs than the 2 CPUs allowed"), std::string::npos);
   EXPECT_EQ(CpuPlacement({}, 0, 1).cpu_of(0), std::nullopt);
   EXPECT_EQ(CpuPlacement().cpu_of(0), std::nullopt);
+  EXPECT_EQ(CpuPlacement().describe(), "PEs not bound to CPUs");
 }
 
 TEST(CpuBinding, ABoundThreadRunsOnOneCpuAndStartsItsHelpersOnAllOfItsOldOnes) {
   const std::vector<int> allowed = allowed_cpus();
-  ASSERT_FALSE(allowed.empty());
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs to tell one CPU from all";
   std::thread([&] {
     const cpu_set_t before = this_thread_mask();
     {
       const ScopedCpuBinding bound(allowed.back());
+      ASSERT_TRUE(bound.bound());
       cpu_set_t mask = this_thread_mask();
       EXPECT_EQ(CPU_COUNT(&mask), 1);
       EXPECT_TRUE(CPU_ISSET(allowed.back(), &mask));
@@ -70,6 +73,45 @@ TEST(CpuBinding, ABoundThreadRunsOnOneCpuAndStartsItsHelpersOnAllOfItsOldOnes) {
     const cpu_set_t after = this_thread_mask();
     EXPECT_TRUE(CPU_EQUAL(&after, &before));
   }).join();
+}
+
+TEST(CpuBinding, ANestedBindingLeavesHelpersTheOutermostMask) {
+  const std::vector<int> allowed = allowed_cpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs to tell one CPU from all";
+  std::thread([&] {
+    const cpu_set_t before = this_thread_mask();
+    const ScopedCpuBinding outer(allowed[0]);
+    {
+      const ScopedCpuBinding inner(allowed[1]);
+      ASSERT_TRUE(inner.bound());
+      const ScopedUnbound anywhere;
+      const cpu_set_t helper = mask_of_a_new_thread();
+      EXPECT_TRUE(CPU_EQUAL(&helper, &before));
+    }
+    cpu_set_t mask = this_thread_mask();  // the outer binding again
+    EXPECT_EQ(CPU_COUNT(&mask), 1);
+    EXPECT_TRUE(CPU_ISSET(allowed[0], &mask));
+    const ScopedUnbound anywhere;
+    const cpu_set_t helper = mask_of_a_new_thread();
+    EXPECT_TRUE(CPU_EQUAL(&helper, &before));
+  }).join();
+}
+
+TEST(CpuBinding, ACpuOutsideTheMaskBindsNothing) {
+  const std::vector<int> allowed = allowed_cpus();
+  int outside = 0;
+  while (outside < CPU_SETSIZE &&
+         std::find(allowed.begin(), allowed.end(), outside) != allowed.end()) {
+    ++outside;
+  }
+  const cpu_set_t before = this_thread_mask();
+  for (const int cpu : {outside, int(CPU_SETSIZE), -1}) {
+    const ScopedCpuBinding refused(cpu);
+    EXPECT_FALSE(refused.bound()) << "CPU " << cpu;
+    const ScopedUnbound anywhere;
+    const cpu_set_t during = this_thread_mask();
+    EXPECT_TRUE(CPU_EQUAL(&during, &before)) << "CPU " << cpu;
+  }
 }
 
 TEST(CpuBinding, NoCpuBindsNothingAndAnUnboundThreadStaysAsItWas) {

@@ -1,0 +1,96 @@
+// --cpu-bind core end to end: while a job runs, each PE thread may run on one CPU only and the
+// threads a PE starts for itself on all of the daemon's CPUs; the log says where the PEs went.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/cpu_binding.h"
+#include "tests/cluster/test_cluster.h"
+
+namespace symmesh::testing {
+namespace {
+
+// The value of `key` ("Cpus_allowed_list") in a /proc status file.
+std::string status_field(const std::filesystem::path& status, const std::string& key) {
+  std::ifstream in(status);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":\t", 0) == 0) return line.substr(key.size() + 2);
+  }
+  return "";
+}
+
+// (thread name, the CPUs it may run on) for every thread of `pid`.
+std::vector<std::pair<std::string, std::string>> thread_cpus(pid_t pid) {
+  std::vector<std::pair<std::string, std::string>> threads;
+  std::error_code error;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    threads.emplace_back(status_field(task.path() / "status", "Name"),
+                         status_field(task.path() / "status", "Cpus_allowed_list"));
+  }
+  return threads;
+}
+
+uint64_t running_job(TestCluster& cluster) {
+  const CliRun jobs = cli(target(cluster) + " jobs --json");
+  if (jobs.exit_code != 0) return 0;
+  const auto listed = nlohmann::json::parse(jobs.out);
+  for (const auto& job : listed["jobs"]) {
+    if (job["state"] == "running") return job["job_id"];
+  }
+  return 0;
+}
+
+TEST(CpuBind, ARunningJobsPesAreBoundAndTheThreadsTheyStartAreNot) {
+  const std::vector<int> allowed = allowed_cpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs to tell one CPU from all";
+  ClusterOptions options = shape(2, 1);
+  options.extra_args = {"--cpu-bind", "core"};
+  TestCluster cluster(options);
+  for (int node = 0; node < 2; ++node) {  // one PE per daemon: different CPUs
+    EXPECT_NE(cluster.daemon(node).log().find("PEs bound to CPUs " + std::to_string(allowed[node]) +
+                                              " ("),
+              std::string::npos)
+        << cluster.daemon(node).log();
+  }
+  CliRun long_run;
+  std::jthread long_job([&] {
+    long_run = cli(target(cluster) +
+                   " --timeout 300s submit matmul --op gemm-allreduce --m 1024 --n 1024 "
+                   "--k 1024 --mode fused --iters 1000 --json");
+  });
+  const pid_t daemon = cluster.daemon(0).pid();
+  const std::string every_cpu =
+      status_field("/proc/" + std::to_string(daemon) + "/status", "Cpus_allowed_list");
+  std::string pe_cpus, helper_cpus;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; i < 6000 && std::chrono::steady_clock::now() < deadline; ++i) {
+    for (const auto& [name, cpus] : thread_cpus(daemon)) {
+      if (name == "pe0 main") pe_cpus = cpus;
+      if (name.rfind("pe0 ", 0) == 0 && name != "pe0 main") helper_cpus = cpus;
+    }
+    if (!pe_cpus.empty() && !helper_cpus.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(pe_cpus, std::to_string(allowed[0]));
+  EXPECT_EQ(helper_cpus, every_cpu);
+  EXPECT_NE(helper_cpus, pe_cpus);
+
+  uint64_t job = 0;
+  for (int i = 0; i < 600 && job == 0 && std::chrono::steady_clock::now() < deadline; ++i) {
+    job = running_job(cluster);
+  }
+  ASSERT_NE(job, 0u);
+  EXPECT_EQ(cli(target(cluster) + " cancel " + std::to_string(job)).exit_code, 0);
+  long_job.join();
+  EXPECT_NE(long_run.out.find("cancelled"), std::string::npos) << long_run.out;
+}
+
+}  // namespace
+}  // namespace symmesh::testing
