@@ -60,6 +60,9 @@ ScopedCpuBinding::ScopedCpuBinding(std::optional<int> cpu) {
   if (!cpu || *cpu < 0 || *cpu >= CPU_SETSIZE) return;
   const std::optional<cpu_set_t> before = current_mask();
   if (!before) return;
+  // Only a CPU of the process's set: a thread may widen its own mask past what the daemon was
+  // given (by taskset, say), but must not.
+  if (!CPU_ISSET(*cpu, unbound_mask ? &*unbound_mask : &*before)) return;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(*cpu, &one);

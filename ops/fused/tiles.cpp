@@ -1,6 +1,7 @@
 #include "ops/fused/tiles.h"
 
 #include <algorithm>
+#include <exception>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -60,13 +61,26 @@ void multiply_tiled(Gemm& gemm, const GemmOperands& operands, int64_t m, int64_t
       compute_tile(gemm, operands, tile, 0, c + tile.row * n + tile.col, n);
     }
   };
-  std::vector<std::jthread> helpers;  // joined on every way out, a throwing tile included
+  std::vector<std::exception_ptr> helper_errors(size_t(std::max(threads, 1)));
+  auto helper = [&](int thread) {
+    try {
+      work(thread);
+    } catch (...) {
+      helper_errors[thread] = std::current_exception();  // the caller rethrows it
+    }
+  };
   {
-    const ScopedUnbound anywhere;  // the helpers share the daemon's CPUs, not the PE's one
-    for (int thread = 1; thread < threads; ++thread) helpers.emplace_back(work, thread);
+    std::vector<std::jthread> helpers;  // joined on every way out, a throwing tile included
+    helpers.reserve(helper_errors.size());
+    {
+      const ScopedUnbound anywhere;  // the helpers share the daemon's CPUs, not the PE's one
+      for (int thread = 1; thread < threads; ++thread) helpers.emplace_back(helper, thread);
+    }
+    work(0);
   }
-  work(0);
-  for (auto& helper : helpers) helper.join();
+  for (const std::exception_ptr& error : helper_errors) {
+    if (error) std::rethrow_exception(error);
+  }
 }
 
 double tile_flops(const Tile& tile, int64_t k) {

@@ -5,7 +5,6 @@
 #include <ctime>
 #include <exception>
 #include <mutex>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -22,11 +21,11 @@ void run_roles(Pe& pe, int compute_threads, const std::function<void(int)>& comp
   const trace::Context trace_context = trace::current();
   auto guarded = [&](const std::function<void(int)>& body, int index, bool computes) {
     return [&, index, computes] {
-      const trace::ThreadBinding traced(trace_context, computes ? "compute " + std::to_string(index)
-                                                       : comm_thread_name
-                                                           ? comm_thread_name(index)
-                                                           : "comm " + std::to_string(index));
       try {
+        const trace::ThreadBinding traced(trace_context,
+                                          computes           ? "compute " + std::to_string(index)
+                                          : comm_thread_name ? comm_thread_name(index)
+                                                             : "comm " + std::to_string(index));
         if (computes) set_gemm_threads(1);
         body(index);
       } catch (const std::exception& error) {
@@ -39,14 +38,14 @@ void run_roles(Pe& pe, int compute_threads, const std::function<void(int)>& comp
     };
   };
   std::vector<std::jthread> threads;  // joined on every way out, a failed start included
+  threads.reserve(size_t(compute_threads) + size_t(comm_threads));
   try {
     const ScopedUnbound anywhere;  // the roles share the daemon's CPUs, not the PE's one
     for (int i = 0; i < compute_threads; ++i) threads.emplace_back(guarded(compute, i, true));
     for (int j = 0; j < comm_threads; ++j) threads.emplace_back(guarded(comm, j, false));
-  } catch (const std::system_error& error) {
+  } catch (...) {
     // The roles already started would wait for the missing one: stop them at their next wait.
-    pe.node().doorbell().abort(
-        pe_error(pe.my_pe(), std::string("cannot start a role's thread: ") + error.what()));
+    pe.node().doorbell().abort("a role's thread could not be started");
     throw;
   }
   for (auto& thread : threads) thread.join();
