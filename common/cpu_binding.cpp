@@ -47,7 +47,7 @@ std::optional<int> CpuPlacement::cpu_of(int local) const {
 
 std::string CpuPlacement::describe() const {
   const std::string of = std::to_string(allowed_.size()) + " CPUs allowed";
-  if (allowed_.empty()) return "PEs not bound to CPUs";
+  if (allowed_.empty()) return "PEs not bound to CPUs (the CPUs allowed are not known)";
   if (pe_cpus_.empty()) return "PEs not bound to CPUs (more PEs than the " + of + ")";
   std::string text = "PEs bound to CPUs";
   for (size_t local = 0; local < pe_cpus_.size(); ++local) {

@@ -101,11 +101,8 @@ void Daemon::start() {
   data_dir_ = prepare_data_dir(config_.data_dir.empty() ? default_data_dir() : config_.data_dir);
   job_memory_ = config_.job_memory ? config_.job_memory : default_job_memory();
   if (config_.cpu_bind == "core") {
-    const std::vector<int> allowed = allowed_cpus();
-    cpus_ = CpuPlacement(allowed, config_.node_rank, config_.ranks_per_node);
-    spdlog::info("node {}: {}", config_.node_rank,
-                 allowed.empty() ? "PEs not bound to CPUs (the affinity mask was not readable)"
-                                 : cpus_.describe());
+    cpus_ = CpuPlacement(allowed_cpus(), config_.node_rank, config_.ranks_per_node);
+    spdlog::info("node {}: {}", config_.node_rank, cpus_.describe());
   }
   NodeConfig node_config;
   node_config.node_rank = config_.node_rank;

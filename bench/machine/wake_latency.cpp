@@ -21,6 +21,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Parks on `bell` until `turn` reaches `value`; gives up after 10 s (the other side died).
+void wait_for_turn(Doorbell& bell, const std::atomic<int>& turn, int value) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const uint32_t seen = bell.sequence();
+    if (turn.load() == value) return;
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr, "wake_latency: turn %d not reached within 10 s\n", value);
+      std::exit(1);
+    }
+    bell.park(seen, std::chrono::milliseconds(100));
+  }
+}
+
 // Rounds of ring-then-park ping-pong; returns each round's wake-up latency in microseconds.
 std::vector<double> measure(std::optional<int> waker_cpu, std::optional<int> sleeper_cpu,
                             int rounds) {
@@ -31,14 +45,9 @@ std::vector<double> measure(std::optional<int> waker_cpu, std::optional<int> sle
   std::thread sleeper([&] {
     const ScopedCpuBinding bound(sleeper_cpu);
     for (int round = 0; round < rounds; ++round) {
-      for (;;) {
-        const uint32_t seen = bell.sequence();
-        if (turn.load() == 2 * round + 1) break;
-        bell.park(seen, std::chrono::milliseconds(100));
-      }
-      const auto woke = Clock::now().time_since_epoch().count();
-      latencies.push_back(double(woke - rung_at.load()) * 1e6 * Clock::period::num /
-                          Clock::period::den);
+      wait_for_turn(bell, turn, 2 * round + 1);
+      const Clock::duration woke_after(Clock::now().time_since_epoch().count() - rung_at.load());
+      latencies.push_back(std::chrono::duration<double, std::micro>(woke_after).count());
       turn.store(2 * round + 2);
       bell.ring();
     }
@@ -50,11 +59,7 @@ std::vector<double> measure(std::optional<int> waker_cpu, std::optional<int> sle
       rung_at.store(Clock::now().time_since_epoch().count());
       turn.store(2 * round + 1);
       bell.ring();
-      for (;;) {
-        const uint32_t seen = bell.sequence();
-        if (turn.load() == 2 * round + 2) break;
-        bell.park(seen, std::chrono::milliseconds(100));
-      }
+      wait_for_turn(bell, turn, 2 * round + 2);
     }
   }
   sleeper.join();

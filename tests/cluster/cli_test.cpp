@@ -93,28 +93,6 @@ TEST(Cli, ErrorsSayWhatWasWrongAndExitNonZero) {
   EXPECT_EQ(cli(target(cluster) + " submit barrier --iters 5").exit_code, 0);
 }
 
-// The id of the first job of `kind` in `state` in `symmesh jobs --json` asked of `node`, or 0.
-uint64_t find_job(TestCluster& cluster, const std::string& kind, const std::string& state,
-                  int node = 0) {
-  CliRun run = cli(target(cluster, node) + " jobs --json");
-  EXPECT_EQ(run.exit_code, 0) << run.out;
-  const auto listed = nlohmann::json::parse(run.out);  // alive for the loop, unlike a temporary
-  for (const auto& job : listed["jobs"]) {
-    if (job["kind"] == kind && job["state"] == state) return job["job_id"];
-  }
-  return 0;
-}
-
-// Polls (bounded in count and time) until such a job is listed; returns its id, or 0.
-uint64_t wait_for_job(TestCluster& cluster, const std::string& kind, const std::string& state) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (int i = 0; i < 6000 && std::chrono::steady_clock::now() < deadline; ++i) {
-    if (const uint64_t id = find_job(cluster, kind, state)) return id;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return 0;
-}
-
 TEST(Cli, JobsJobAndCancelAQueuedAndARunningJob) {
   TestCluster cluster(shape(2, 1));
   CliRun long_run, queued_run;

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -36,16 +35,6 @@ std::vector<std::pair<std::string, std::string>> thread_cpus(pid_t pid) {
                          status_field(task.path() / "status", "Cpus_allowed_list"));
   }
   return threads;
-}
-
-uint64_t running_job(TestCluster& cluster) {
-  const CliRun jobs = cli(target(cluster) + " jobs --json");
-  if (jobs.exit_code != 0) return 0;
-  const auto listed = nlohmann::json::parse(jobs.out);
-  for (const auto& job : listed["jobs"]) {
-    if (job["state"] == "running") return job["job_id"];
-  }
-  return 0;
 }
 
 TEST(CpuBind, ARunningJobsPesAreBoundAndTheThreadsTheyStartAreNot) {
@@ -97,7 +86,7 @@ TEST(CpuBind, ARunningJobsPesAreBoundAndTheThreadsTheyStartAreNot) {
   // Cancel it (nothing above returns early), so the join does not wait for its 1000 calls.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (int i = 0; i < 600 && !returned && std::chrono::steady_clock::now() < until; ++i) {
-    if (const uint64_t job = running_job(cluster)) {
+    if (const uint64_t job = find_job(cluster, "matmul", "running")) {
       cli(target(cluster) + " cancel " + std::to_string(job));
       break;
     }

@@ -93,6 +93,26 @@ uint64_t submit_job(TestCluster& cluster, const std::string& submit_args) {
   return json["job_id"].get<uint64_t>();
 }
 
+uint64_t find_job(TestCluster& cluster, const std::string& kind, const std::string& state,
+                  int node) {
+  CliRun run = cli(target(cluster, node) + " jobs --json");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  const auto listed = nlohmann::json::parse(run.out);  // alive for the loop, unlike a temporary
+  for (const auto& job : listed["jobs"]) {
+    if (job["kind"] == kind && job["state"] == state) return job["job_id"];
+  }
+  return 0;
+}
+
+uint64_t wait_for_job(TestCluster& cluster, const std::string& kind, const std::string& state) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; i < 6000 && std::chrono::steady_clock::now() < deadline; ++i) {
+    if (const uint64_t id = find_job(cluster, kind, state)) return id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
+
 DaemonProcess::DaemonProcess(const std::vector<std::string>& args, const std::string& log_path)
     : log_path_(log_path) {
   std::vector<char*> argv;

@@ -105,6 +105,11 @@ std::vector<CliRun> launch_on_every_node(TestCluster& cluster, const std::string
 // Submits `submit_args` (after "submit", with --json added) through the CLI and returns the
 // job id; a failed submission fails the test and returns 0.
 uint64_t submit_job(TestCluster& cluster, const std::string& submit_args);
+// The id of the first job of `kind` in `state` in `symmesh jobs --json` asked of `node`, or 0.
+uint64_t find_job(TestCluster& cluster, const std::string& kind, const std::string& state,
+                  int node = 0);
+// Polls (bounded in count and time) until such a job is listed; returns its id, or 0.
+uint64_t wait_for_job(TestCluster& cluster, const std::string& kind, const std::string& state);
 
 wire::JobSpec barrier_job(const std::string& algo, uint32_t iters);
 wire::JobSpec collective_job(const std::string& op, uint64_t bytes, const std::string& dtype,

@@ -46,7 +46,8 @@ TEST(CpuPlacement, MorePesThanCpusOrNoMaskLeaveEveryPeUnbound) {
   EXPECT_NE(crowded.describe().find("more PEs than the 2 CPUs allowed"), std::string::npos);
   EXPECT_EQ(CpuPlacement({}, 0, 1).cpu_of(0), std::nullopt);
   EXPECT_EQ(CpuPlacement().cpu_of(0), std::nullopt);
-  EXPECT_EQ(CpuPlacement().describe(), "PEs not bound to CPUs");
+  EXPECT_EQ(CpuPlacement({}, 0, 1).describe(),
+            "PEs not bound to CPUs (the CPUs allowed are not known)");
 }
 
 TEST(CpuBinding, ABoundThreadRunsOnOneCpuAndStartsItsHelpersOnAllOfItsOldOnes) {
