@@ -12,6 +12,7 @@
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
 #include "ops/roles/roles.h"
+#include "runtime/barrier.h"
 
 namespace symmesh {
 namespace {
@@ -82,17 +83,21 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
       intra = r.intra_node_bytes;
       last = std::move(r.combined_x);
     } else {
+      barrier_all(pe);  // every PE starts its call together, as in every other job
       const double start = now_seconds();
       dispatched = dispatch(pe, o, x, routing, std::move(dispatched));
       seconds = now_seconds() - start;
     }
+    // The slowest PE's time, taken before the untimed check below: every PE is done with the
+    // call before any starts its check, so none takes a core from a PE still in its call.
+    const double slowest = max_over_pes(pe, seconds);
     // A dispatch's rows are compared where they are: a copy of them is as slow as a dispatch.
     const std::vector<std::byte>& output = hier_dispatch ? dispatched.x : last;
     if (i < 0) {
       first = output;
       continue;
     }
-    times.push_back(max_over_pes(pe, seconds));
+    times.push_back(slowest);
     progress::step();
     // memcmp: std::vector<std::byte>'s == compares byte by byte, as slow as a dispatch.
     report.deterministic =
