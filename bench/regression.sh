@@ -23,9 +23,10 @@ env_before=$(start "$before" "$port")
 env_after=$(start "$after" "$((port + 10))")
 dir_of() { sed -n 's/^export SYMMESH_CLUSTER_DIR=//p' <<<"$1"; }
 results=$(mktemp)
+result=$(mktemp)
 trap 'deploy/local-cluster.sh down --dir "$(dir_of "$env_before")" >/dev/null
       deploy/local-cluster.sh down --dir "$(dir_of "$env_after")" >/dev/null
-      rm -f "$results"' EXIT
+      rm -f "$results" "$result"' EXIT
 
 # name | figure (a key of the --json result) | submit arguments
 jobs=(
@@ -49,10 +50,13 @@ jobs=(
   "combine 128 tokens low-latency|median_s|combine --algo low-latency --tokens 128 --hidden 7168 --topk 8 --experts 64 --iters 50"
 )
 
-run() {  # ENV BIN_DIR ARGS -> the figure
+# The result is read once the job has ended: a reader started beside it (python3 at the other
+# end of a pipe) takes a core for its start-up while the job runs, which doubled the barrier's
+# figure here.
+run() {  # ENV BIN_DIR FIGURE ARGS -> the figure
   local figure=$3
-  (eval "$1" && read -ra args <<<"$4" && "$2/symmesh" --json submit "${args[@]}") |
-    python3 -c "import json,sys; r=json.load(sys.stdin); print(r['$figure'] if r['status']=='ok' else 'error: '+r['error'])"
+  (eval "$1" && read -ra args <<<"$4" && "$2/symmesh" --json submit "${args[@]}") >"$result"
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['$figure'] if r['status']=='ok' else 'error: '+r['error'])" "$result"
 }
 
 for ((round = 0; round < rounds; ++round)); do
