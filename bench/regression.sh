@@ -24,9 +24,9 @@ env_after=$(start "$after" "$((port + 10))")
 dir_of() { sed -n 's/^export SYMMESH_CLUSTER_DIR=//p' <<<"$1"; }
 results=$(mktemp)
 result=$(mktemp)
-trap 'deploy/local-cluster.sh down --dir "$(dir_of "$env_before")" >/dev/null
-      deploy/local-cluster.sh down --dir "$(dir_of "$env_after")" >/dev/null
-      rm -f "$results" "$result"' EXIT
+trap 'rm -f "$results" "$result"
+      deploy/local-cluster.sh down --dir "$(dir_of "$env_before")" >/dev/null || true
+      deploy/local-cluster.sh down --dir "$(dir_of "$env_after")" >/dev/null || true' EXIT
 
 # name | figure (a key of the --json result) | submit arguments
 jobs=(
@@ -56,7 +56,14 @@ jobs=(
 run() {  # ENV BIN_DIR FIGURE ARGS -> the figure
   local figure=$3
   (eval "$1" && read -ra args <<<"$4" && "$2/symmesh" --json submit "${args[@]}") >"$result"
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['$figure'] if r['status']=='ok' else 'error: '+r['error'])" "$result"
+  python3 - "$result" "$figure" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except ValueError:  # the client printed nothing (it died, or could not connect)
+    r = {"status": "error", "error": "no result"}
+print(r[sys.argv[2]] if r["status"] == "ok" else "error: " + r["error"])
+PY
 }
 
 for ((round = 0; round < rounds; ++round)); do

@@ -34,7 +34,7 @@ void run_experts(const LowLatencyDispatch& d, int first_expert, int64_t hidden,
 
 // One call, timed from a barrier. The PEs meet again before any untimed work (the stand-in
 // experts, the combine that frees the handle's half), so a PE done early takes no core from one
-// still in its call; the peers' benches wait in their next barrier the same way.
+// still in its call; the peers' benches wait in their next barrier.
 double timed(Pe& pe, auto&& call) {
   barrier_all(pe);
   const double start = now_seconds();
