@@ -23,8 +23,8 @@ env_before=$(start "$before" "$port")
 env_after=$(start "$after" "$((port + 10))")
 dir_of() { sed -n 's/^export SYMMESH_CLUSTER_DIR=//p' <<<"$1"; }
 results=$(mktemp)
-result=$(mktemp)
-trap 'rm -f "$results" "$result"
+job_json=$(mktemp)
+trap 'rm -f "$results" "$job_json"
       deploy/local-cluster.sh down --dir "$(dir_of "$env_before")" >/dev/null || true
       deploy/local-cluster.sh down --dir "$(dir_of "$env_after")" >/dev/null || true' EXIT
 
@@ -55,8 +55,8 @@ jobs=(
 # figure here.
 run() {  # ENV BIN_DIR FIGURE ARGS -> the figure
   local figure=$3
-  (eval "$1" && read -ra args <<<"$4" && "$2/symmesh" --json submit "${args[@]}") >"$result"
-  python3 - "$result" "$figure" <<'PY'
+  (eval "$1" && read -ra args <<<"$4" && "$2/symmesh" --json submit "${args[@]}") >"$job_json"
+  python3 - "$job_json" "$figure" <<'PY'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))

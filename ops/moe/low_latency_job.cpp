@@ -32,16 +32,11 @@ void run_experts(const LowLatencyDispatch& d, int first_expert, int64_t hidden,
   }
 }
 
-// One call, timed from a barrier. The PEs meet again before any untimed work (the stand-in
-// experts, the combine that frees the handle's half), so a PE done early takes no core from one
-// still in its call; the peers' benches wait in their next barrier.
 double timed(Pe& pe, auto&& call) {
   barrier_all(pe);
   const double start = now_seconds();
   call();
-  const double seconds = now_seconds() - start;
-  barrier_all(pe);
-  return seconds;
+  return now_seconds() - start;
 }
 
 }  // namespace
@@ -53,6 +48,11 @@ LowLatencyCalls::LowLatencyCalls(Pe& pe, const MoeOptions& options, const Routin
 double LowLatencyCalls::dispatch(std::vector<std::byte>& output) {
   dispatched_ = {};  // the last handle goes before the next is made
   const double seconds = timed(pe_, [&] { dispatched_ = buffer_.dispatch(x_.data(), routing_); });
+  // The PEs meet before the untimed work below (the stand-in experts, the combine that frees
+  // the handle's half), so a PE done early takes no core from one still in its call; the peers'
+  // benches wait in their next barrier. (After a timed combine, the job's exchange of times
+  // is that meeting.)
+  barrier_all(pe_);
   output = dispatched_.x;
   // The handle's half is free again only once combined.
   run_experts(dispatched_, pe_.my_pe() * buffer_.local_experts(), options_.hidden, expert_rows_);
