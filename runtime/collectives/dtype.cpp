@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <cstring>
+#include <type_traits>
 
 #include "common/errors.h"
 
@@ -150,6 +151,38 @@ inline void accumulate_block(float* acc, const void* src, size_t count, DType dt
   with_loader(src, dtype, [&](auto load) { combine(acc, count, op, load); });
 }
 
+// The row loops of reduce_rows and weighted_group_sum visit each row a block at a time, turn
+// about between the rows, and do arithmetic on every element they load. Rows that come from
+// memory, not the cache, then wait for each line in turn: the hardware's prefetcher sees a
+// new short stream at every visit, and the loads do not overlap the sums (measured on the
+// MoE combine's pattern: a pass over cold rows took as long as reading them plus summing them
+// in cache). So each visit also asks for the same row's next block, a cache line for each
+// line it reads, one visit before it is summed. A row in the cache pays a prefetch instruction
+// per line.
+constexpr size_t kRowBlock = 512;      // f32 elements: 2 KiB per accumulator, both stay in L1
+constexpr size_t kPrefetchChunk = 32;  // elements between two prefetches: one line of bf16
+
+// body(from, length) over [0, n) in chunks, `length` a compile-time constant for whole chunks
+// (so their loops have no remainder); before each chunk, the line(s) at the same place one
+// block further on in `row` (of `row_length` elements of `element` bytes, this block starting
+// at `block_begin`), when that is still in the row.
+template <class Body>
+inline void with_next_block_fetched(const void* row, size_t element, size_t block_begin, size_t n,
+                                    size_t row_length, Body body) {
+  const auto* bytes = static_cast<const char*>(row);
+  size_t c = 0;
+  for (; c + kPrefetchChunk <= n; c += kPrefetchChunk) {
+    const size_t ahead = block_begin + c + kRowBlock;
+    if (ahead < row_length) {
+      for (size_t line = 0; line < kPrefetchChunk * element; line += 64) {
+        __builtin_prefetch(bytes + ahead * element + line);
+      }
+    }
+    body(c, std::integral_constant<size_t, kPrefetchChunk>{});
+  }
+  if (c < n) body(c, n - c);
+}
+
 }  // namespace
 
 SYMMESH_VECTOR_CLONES void load_f32(float* out, const void* src, size_t count, DType dtype) {
@@ -184,19 +217,22 @@ SYMMESH_VECTOR_CLONES void reduce_rows(void* dst, DType dtype, const TypedRow* r
     std::memcpy(dst, rows[0].data, count * dtype_size(dtype));
     return;
   }
-  constexpr size_t kBlock = 1024;  // 4 KiB of f32: stays in L1 while every row is added
-  float acc[kBlock];
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t n = std::min(kBlock, count - begin);
-    auto at = [&](const TypedRow& row) {
-      return static_cast<const std::byte*>(row.data) + begin * dtype_size(row.dtype);
-    };
-    if (row_count == 0) {
-      std::fill(acc, acc + n, 0.0f);
-    } else {
-      load_block(acc, at(rows[0]), n, rows[0].dtype);
+  float acc[kRowBlock];
+  for (size_t begin = 0; begin < count; begin += kRowBlock) {
+    const size_t n = std::min(kRowBlock, count - begin);
+    if (row_count == 0) std::fill(acc, acc + n, 0.0f);
+    for (size_t r = 0; r < row_count; ++r) {
+      const size_t element = dtype_size(rows[r].dtype);
+      const auto* at = static_cast<const std::byte*>(rows[r].data) + begin * element;
+      with_next_block_fetched(
+          rows[r].data, element, begin, n, count, [&](size_t from, auto length) {
+            if (r == 0) {
+              load_block(acc + from, at + from * element, length, rows[r].dtype);
+            } else {
+              accumulate_block(acc + from, at + from * element, length, rows[r].dtype, op);
+            }
+          });
     }
-    for (size_t r = 1; r < row_count; ++r) accumulate_block(acc, at(rows[r]), n, rows[r].dtype, op);
     store_block(static_cast<std::byte*>(dst) + begin * dtype_size(dtype), acc, n, dtype);
   }
 }
@@ -204,24 +240,28 @@ SYMMESH_VECTOR_CLONES void reduce_rows(void* dst, DType dtype, const TypedRow* r
 SYMMESH_VECTOR_CLONES void weighted_group_sum(void* dst, DType dtype, const WeightedRow* rows,
                                               const size_t* group_ends, size_t groups,
                                               size_t count) {
-  constexpr size_t kBlock = 1024;  // 4 KiB of f32 per buffer: both stay in L1
-  float acc[kBlock], group[kBlock];
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t n = std::min(kBlock, count - begin);
+  float acc[kRowBlock], group[kRowBlock];
+  for (size_t begin = 0; begin < count; begin += kRowBlock) {
+    const size_t n = std::min(kRowBlock, count - begin);
     bool summed = false;  // acc holds a group's sum
     for (size_t g = 0, first = 0; g < groups; first = group_ends[g++]) {
       if (group_ends[g] == first) continue;  // an empty group adds nothing
       float* sum = summed ? group : acc;
       for (size_t r = first; r < group_ends[g]; ++r) {
-        const auto* at =
-            static_cast<const std::byte*>(rows[r].data) + begin * dtype_size(rows[r].dtype);
+        const size_t element = dtype_size(rows[r].dtype);
+        const auto* at = static_cast<const std::byte*>(rows[r].data) + begin * element;
         const float weight = rows[r].weight;
         with_loader(at, rows[r].dtype, [&](auto load) {
-          if (r == first) {
-            for (size_t i = 0; i < n; ++i) sum[i] = weight * load(i);
-          } else {
-            for (size_t i = 0; i < n; ++i) sum[i] += weight * load(i);
-          }
+          with_next_block_fetched(rows[r].data, element, begin, n, count,
+                                  [&](size_t from, auto length) {
+                                    if (r == first) {
+                                      for (size_t i = from; i < from + length; ++i)
+                                        sum[i] = weight * load(i);
+                                    } else {
+                                      for (size_t i = from; i < from + length; ++i)
+                                        sum[i] += weight * load(i);
+                                    }
+                                  });
         });
       }
       if (summed) combine(acc, n, ReduceOp::kSum, [&](size_t i) { return group[i]; });

@@ -9,6 +9,9 @@
 namespace symmesh {
 namespace {
 
+// Around the loops' edges: a prefetch chunk (32 elements) and a block (512).
+const size_t kCounts[] = {1, 7, 31, 32, 33, 511, 512, 513, 1023, 1024, 1025, 3000};
+
 std::vector<float> values(size_t count, int row) {
   std::vector<float> out(count);
   for (size_t i = 0; i < count; ++i) out[i] = float(int((i * 37 + row * 11) % 201) - 100) / 7.0f;
@@ -16,8 +19,7 @@ std::vector<float> values(size_t count, int row) {
 }
 
 TEST(ReduceRows, MatchesAddingEachElementInOrderThenRoundingOnce) {
-  for (size_t count :
-       {size_t{1}, size_t{7}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{3000}}) {
+  for (size_t count : kCounts) {
     const std::vector<float> a = values(count, 1), b = values(count, 2), c = values(count, 3);
     std::vector<uint16_t> b_bf16(count), c_f16(count);
     store_from_f32(b_bf16.data(), b.data(), count, DType::kBF16);
@@ -67,7 +69,7 @@ TEST(ReduceRows, NoRowsGiveZerosAndOneRowIsCopiedOrRounded) {
 }
 
 TEST(WeightedGroupSum, MatchesScalingAndAddingEachElementInOrderAcrossBlockEdges) {
-  for (size_t count : {size_t{1}, size_t{1023}, size_t{1025}, size_t{3000}}) {
+  for (size_t count : kCounts) {
     const std::vector<float> a = values(count, 8), b = values(count, 9), c = values(count, 10);
     std::vector<uint16_t> b_bf16(count), c_f16(count);
     store_from_f32(b_bf16.data(), b.data(), count, DType::kBF16);
