@@ -35,6 +35,9 @@ iperf3_gbps() {
     fi
     sleep 0.1
   done
+  # A one-off server whose client never got through (all tries failed) would wait for one
+  # forever, and the bench with it.
+  kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
   /usr/bin/python3 -c 'import json, sys
 end = json.load(sys.stdin)["end"]
