@@ -29,8 +29,8 @@ iperf3_gbps() {
   shift
   iperf3 --server --one-off --bind 127.0.0.1 --port "$server_port" >/dev/null 2>&1 &
   local server=$!
-  for _ in $(seq 50); do  # the server needs a moment to listen: retry, bounded
-    if out=$(iperf3 --client 127.0.0.1 --port "$server_port" --time 3 --json "$@" 2>/dev/null); then
+  for _ in $(seq 50); do  # the server needs a moment to listen: retry, 50 tries of at most 20 s
+    if out=$(timeout 20 iperf3 --client 127.0.0.1 --port "$server_port" --time 3 --json "$@" 2>/dev/null); then
       break
     fi
     sleep 0.1

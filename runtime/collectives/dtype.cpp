@@ -159,25 +159,26 @@ inline void accumulate_block(float* acc, const void* src, size_t count, DType dt
 // in cache). So each visit also asks for the same row's next block, a cache line for each
 // line it reads, one visit before it is summed. A row in the cache pays a prefetch instruction
 // per line.
-constexpr size_t kRowBlock = 512;      // f32 elements: 2 KiB per accumulator, both stay in L1
-constexpr size_t kPrefetchChunk = 32;  // elements between two prefetches: one line of bf16
+// A block: 2 KiB per f32 buffer (weighted_group_sum has two). A chunk: the elements per round
+// of prefetches, two lines of bf16 or f16, four of f32 (32 elements cost more in loop overhead
+// on rows in the cache, and no less on rows in memory).
+constexpr size_t kRowBlock = 512;
+constexpr size_t kPrefetchChunk = 64;
 
 // body(from, length) over [0, n) in chunks, `length` a compile-time constant for whole chunks
 // (so their loops have no remainder); before each chunk, the line(s) at the same place one
 // block further on in `row` (of `row_length` elements of `element` bytes, this block starting
-// at `block_begin`), when that is still in the row.
+// at `block_begin`), as far as the row goes.
 template <class Body>
 inline void with_next_block_fetched(const void* row, size_t element, size_t block_begin, size_t n,
                                     size_t row_length, Body body) {
   const auto* bytes = static_cast<const char*>(row);
+  const size_t row_bytes = row_length * element;
   size_t c = 0;
   for (; c + kPrefetchChunk <= n; c += kPrefetchChunk) {
-    const size_t ahead = block_begin + c + kRowBlock;
-    if (ahead < row_length) {
-      for (size_t line = 0; line < kPrefetchChunk * element; line += 64) {
-        __builtin_prefetch(bytes + ahead * element + line);
-      }
-    }
+    const size_t ahead = (block_begin + c + kRowBlock) * element;
+    const size_t end = std::min(row_bytes, ahead + kPrefetchChunk * element);
+    for (size_t at = ahead; at < end; at += 64) __builtin_prefetch(bytes + at);
     body(c, std::integral_constant<size_t, kPrefetchChunk>{});
   }
   if (c < n) body(c, n - c);
@@ -224,14 +225,16 @@ SYMMESH_VECTOR_CLONES void reduce_rows(void* dst, DType dtype, const TypedRow* r
     for (size_t r = 0; r < row_count; ++r) {
       const size_t element = dtype_size(rows[r].dtype);
       const auto* at = static_cast<const std::byte*>(rows[r].data) + begin * element;
-      with_next_block_fetched(
-          rows[r].data, element, begin, n, count, [&](size_t from, auto length) {
-            if (r == 0) {
-              load_block(acc + from, at + from * element, length, rows[r].dtype);
-            } else {
-              accumulate_block(acc + from, at + from * element, length, rows[r].dtype, op);
-            }
-          });
+      with_loader(at, rows[r].dtype, [&](auto load) {
+        with_next_block_fetched(
+            rows[r].data, element, begin, n, count, [&](size_t from, auto length) {
+              if (r == 0) {
+                for (size_t i = from; i < from + length; ++i) acc[i] = load(i);
+              } else {
+                combine(acc + from, length, op, [&](size_t i) { return load(from + i); });
+              }
+            });
+      });
     }
     store_block(static_cast<std::byte*>(dst) + begin * dtype_size(dtype), acc, n, dtype);
   }

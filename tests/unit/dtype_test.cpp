@@ -9,8 +9,8 @@
 namespace symmesh {
 namespace {
 
-// Around the loops' edges: a prefetch chunk (32 elements) and a block (512).
-const size_t kCounts[] = {1, 7, 31, 32, 33, 511, 512, 513, 1023, 1024, 1025, 3000};
+// Around the loops' edges: a prefetch chunk (64 elements) and a block (512).
+const size_t kCounts[] = {1, 7, 63, 64, 65, 511, 512, 513, 1023, 1024, 1025, 3000};
 
 std::vector<float> values(size_t count, int row) {
   std::vector<float> out(count);
@@ -24,17 +24,29 @@ TEST(ReduceRows, MatchesAddingEachElementInOrderThenRoundingOnce) {
     std::vector<uint16_t> b_bf16(count), c_f16(count);
     store_from_f32(b_bf16.data(), b.data(), count, DType::kBF16);
     store_from_f32(c_f16.data(), c.data(), count, DType::kF16);
-    const TypedRow rows[] = {
+    // The first row is loaded, the others added: each type goes first once.
+    const TypedRow f32_first[] = {
         {a.data(), DType::kF32}, {b_bf16.data(), DType::kBF16}, {c_f16.data(), DType::kF16}};
-    for (DType out_type : {DType::kF32, DType::kBF16, DType::kF16}) {
-      std::vector<std::byte> got(count * dtype_size(out_type)), want(got.size());
-      reduce_rows(got.data(), out_type, rows, 3, count);
-      std::vector<float> sum(count);
-      for (size_t i = 0; i < count; ++i) {
-        sum[i] = a[i] + bf16_to_f32(b_bf16[i]) + f16_to_f32(c_f16[i]);
+    const TypedRow bf16_first[] = {
+        {b_bf16.data(), DType::kBF16}, {c_f16.data(), DType::kF16}, {a.data(), DType::kF32}};
+    const TypedRow f16_first[] = {
+        {c_f16.data(), DType::kF16}, {a.data(), DType::kF32}, {b_bf16.data(), DType::kBF16}};
+    std::vector<float> a_first(count), b_first(count), c_first(count);
+    for (size_t i = 0; i < count; ++i) {
+      const float b_i = bf16_to_f32(b_bf16[i]), c_i = f16_to_f32(c_f16[i]);
+      a_first[i] = a[i] + b_i + c_i;
+      b_first[i] = b_i + c_i + a[i];
+      c_first[i] = c_i + a[i] + b_i;
+    }
+    for (const auto& [rows, sum] : {std::pair{f32_first, &a_first}, std::pair{bf16_first, &b_first},
+                                    std::pair{f16_first, &c_first}}) {
+      for (DType out_type : {DType::kF32, DType::kBF16, DType::kF16}) {
+        std::vector<std::byte> got(count * dtype_size(out_type)), want(got.size());
+        reduce_rows(got.data(), out_type, rows, 3, count);
+        store_from_f32(want.data(), sum->data(), count, out_type);
+        EXPECT_EQ(got, want) << count << " elements into " << dtype_name(out_type) << ", first row "
+                             << dtype_name(rows[0].dtype);
       }
-      store_from_f32(want.data(), sum.data(), count, out_type);
-      EXPECT_EQ(got, want) << count << " elements into " << dtype_name(out_type);
     }
   }
 }
