@@ -147,10 +147,6 @@ inline void combine(float* acc, size_t count, ReduceOp op, Load load) {
   }
 }
 
-inline void accumulate_block(float* acc, const void* src, size_t count, DType dtype, ReduceOp op) {
-  with_loader(src, dtype, [&](auto load) { combine(acc, count, op, load); });
-}
-
 // The row loops of reduce_rows and weighted_group_sum visit each row a block at a time, turn
 // about between the rows, and do arithmetic on every element they load. Rows that come from
 // memory, not the cache, then wait for each line in turn: the hardware's prefetcher sees a
@@ -184,6 +180,19 @@ inline void with_next_block_fetched(const void* row, size_t element, size_t bloc
   if (c < n) body(c, n - c);
 }
 
+// body(load, from, length) over the block [begin, begin + n) of `row` (`row_length` elements
+// in `dtype`), chunk by chunk with the next block fetched: load(i) is the block's element i as
+// f32, chosen once for the row's type.
+template <class Body>
+inline void visit_row_block(const void* row, DType dtype, size_t begin, size_t n, size_t row_length,
+                            Body body) {
+  const size_t element = dtype_size(dtype);
+  with_loader(static_cast<const std::byte*>(row) + begin * element, dtype, [&](auto load) {
+    with_next_block_fetched(row, element, begin, n, row_length,
+                            [&](size_t from, auto length) { body(load, from, length); });
+  });
+}
+
 }  // namespace
 
 SYMMESH_VECTOR_CLONES void load_f32(float* out, const void* src, size_t count, DType dtype) {
@@ -199,7 +208,7 @@ SYMMESH_VECTOR_CLONES void store_from_f32(void* dst, const float* in, size_t cou
 SYMMESH_VECTOR_CLONES void accumulate(float* acc, const void* src, size_t count, DType dtype,
                                       ReduceOp op) {
   if (count == 0) return;  // empty blocks may come with null pointers
-  accumulate_block(acc, src, count, dtype, op);
+  with_loader(src, dtype, [&](auto load) { combine(acc, count, op, load); });
 }
 
 SYMMESH_VECTOR_CLONES void combine_f32(float* dst, const float* a, const float* b, size_t count,
@@ -223,18 +232,14 @@ SYMMESH_VECTOR_CLONES void reduce_rows(void* dst, DType dtype, const TypedRow* r
     const size_t n = std::min(kRowBlock, count - begin);
     if (row_count == 0) std::fill(acc, acc + n, 0.0f);
     for (size_t r = 0; r < row_count; ++r) {
-      const size_t element = dtype_size(rows[r].dtype);
-      const auto* at = static_cast<const std::byte*>(rows[r].data) + begin * element;
-      with_loader(at, rows[r].dtype, [&](auto load) {
-        with_next_block_fetched(
-            rows[r].data, element, begin, n, count, [&](size_t from, auto length) {
-              if (r == 0) {
-                for (size_t i = from; i < from + length; ++i) acc[i] = load(i);
-              } else {
-                combine(acc + from, length, op, [&](size_t i) { return load(from + i); });
-              }
-            });
-      });
+      visit_row_block(rows[r].data, rows[r].dtype, begin, n, count,
+                      [&](auto load, size_t from, auto length) {
+                        if (r == 0) {
+                          for (size_t i = from; i < from + length; ++i) acc[i] = load(i);
+                        } else {
+                          combine(acc + from, length, op, [&](size_t i) { return load(from + i); });
+                        }
+                      });
     }
     store_block(static_cast<std::byte*>(dst) + begin * dtype_size(dtype), acc, n, dtype);
   }
@@ -251,21 +256,16 @@ SYMMESH_VECTOR_CLONES void weighted_group_sum(void* dst, DType dtype, const Weig
       if (group_ends[g] == first) continue;  // an empty group adds nothing
       float* sum = summed ? group : acc;
       for (size_t r = first; r < group_ends[g]; ++r) {
-        const size_t element = dtype_size(rows[r].dtype);
-        const auto* at = static_cast<const std::byte*>(rows[r].data) + begin * element;
         const float weight = rows[r].weight;
-        with_loader(at, rows[r].dtype, [&](auto load) {
-          with_next_block_fetched(rows[r].data, element, begin, n, count,
-                                  [&](size_t from, auto length) {
-                                    if (r == first) {
-                                      for (size_t i = from; i < from + length; ++i)
-                                        sum[i] = weight * load(i);
-                                    } else {
-                                      for (size_t i = from; i < from + length; ++i)
-                                        sum[i] += weight * load(i);
-                                    }
-                                  });
-        });
+        visit_row_block(rows[r].data, rows[r].dtype, begin, n, count,
+                        [&](auto load, size_t from, auto length) {
+                          if (r == first) {
+                            for (size_t i = from; i < from + length; ++i) sum[i] = weight * load(i);
+                          } else {
+                            for (size_t i = from; i < from + length; ++i)
+                              sum[i] += weight * load(i);
+                          }
+                        });
       }
       if (summed) combine(acc, n, ReduceOp::kSum, [&](size_t i) { return group[i]; });
       summed = true;
