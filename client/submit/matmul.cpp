@@ -105,9 +105,10 @@ SubmitKind matmul_kind() {
                .fallback = "0"},
               {.flag = "--subtile-m",
                .field = "subtile_m",
-               .help = "gemm-allreduce: rows per reduce unit",
-               .fallback = "64",
-               .accepts = in_range(1, 4096)},
+               .help = "gemm-allreduce: rows per reduce and all-gather unit (0: the whole tile; "
+                       "1..4096)",
+               .fallback = "0",
+               .accepts = in_range(0, 4096)},
               {.flag = "--compute-threads",
                .field = "compute_threads",
                .help = "GEMM threads per PE (1..64)",

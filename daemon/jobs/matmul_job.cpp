@@ -25,7 +25,7 @@ FusedJob fused_job(const wire::MatmulJob& w) {
   o.tile_k = w.tile_k();
   if (w.stages()) o.stages = int(w.stages());
   if (w.comm_interval()) o.comm_interval = int(w.comm_interval());
-  if (w.subtile_m()) o.subtile_m = w.subtile_m();
+  o.subtile_m = w.subtile_m();
   if (w.compute_threads()) o.compute_threads = int(w.compute_threads());
   if (w.comm_threads()) o.comm_threads = int(w.comm_threads());
   if (w.transfer()) o.transfer = parse_stage_transfer(wire::enum_text(w.transfer()));

@@ -2,19 +2,25 @@
 //
 // Tiles of C are owned round-robin (tile t by PE t % n). Compute threads compute this PE's
 // partial of every tile, owners PE+1, PE+2, ... first and this PE's own tiles last (Ascend's
-// AllGatherMatmul's advice for MatmulAllReduce: the local block hides the last communication), into
-// a local tile-major buffer, and enqueue each finished tile id into their own ready queue. Comm
-// thread j drains queues j, j + comm_threads, ...: each tile is split into subtiles of subtile_m
-// rows and put into the owner's receive slot for this PE, bumping the owner's per-subtile ready
-// counter (put_signal) and the summary doorbell of the owner's comm thread that all-gathers
-// that subtile (reversed stripes, as in CATCOC's AllReduce). That thread, seeing the counter reach
-// n, adds the n partials in rank order (fixed: bitwise deterministic) and puts the sum to every
-// other PE, starting at a peer rotated by the subtile id. Counters only grow: a run's target is
-// n x the run's number.
+// AllGatherMatmul's advice for MatmulAllReduce: the local block hides the last communication),
+// into a local tile-major buffer, and enqueue each finished tile id into their own ready queue.
+// Comm thread j drains queues j, j + comm_threads, ...: each tile is split into subtiles of
+// subtile_m rows (by default one subtile per tile: every message costs its receiver wake-ups,
+// which on a host whose cores all compute come out of the GEMM) and put into the owner's
+// receive slot for this PE, bumping the owner's per-subtile ready counter (put_signal) and the
+// summary doorbell of the owner's comm thread that all-gathers that subtile (reversed stripes,
+// as in CATCOC's AllReduce). That thread, seeing the counter reach n, adds the n partials in
+// rank order (fixed: bitwise deterministic), puts the sum to every other PE, starting at a peer
+// rotated by the subtile id, and copies it into C while it is still in the cache. Each
+// all-gathered subtile raises its own arrival counter, and one of the receiver's comm threads
+// copies it into C as soon as it lands: C is complete when the last comm thread ends, with no
+// pass over all of C after the GEMM (a PE that finishes its GEMM early unpacks what it has
+// while the others still compute). Counters only grow: a run's target is n x the run's number
+// for the partials, the run's number for the sums.
 //
 // Cost per PE: M*N*K*2 flops; sends (n-1)/n * M*N*4 bytes of partials and (n-1)/n * M*N*4
 // bytes of sums (edge tiles' padding columns included); 2 signals per (subtile, peer) and one
-// per all-gathered subtile and peer.
+// per all-gathered subtile and peer; M*N*4 bytes copied into C, a subtile at a time.
 #include <algorithm>
 #include <vector>
 
@@ -37,7 +43,7 @@ class GemmAllreduce final : public FusedOperator {
         me_(pe.my_pe()),
         grid_(0, options.m, options.m, options.n, options.tile_m, options.tile_n),
         tile_floats_(size_t(o_.tile_m * o_.tile_n)),
-        sub_m_(std::min(o_.subtile_m, o_.tile_m)),
+        sub_m_(o_.subtile_m == 0 ? o_.tile_m : std::min(o_.subtile_m, o_.tile_m)),
         subs_per_tile_((o_.tile_m + sub_m_ - 1) / sub_m_),
         max_owned_((grid_.count() + n_ - 1) / n_),
         partials_(size_t(grid_.count()) * tile_floats_, 0.0f) {
@@ -51,13 +57,11 @@ class GemmAllreduce final : public FusedOperator {
         pe, size_t(max_owned_ * subs_per_tile_) * sizeof(uint64_t), "subtile-ready counters"));
     summary_ = static_cast<uint64_t*>(
         fused_workspace(pe, size_t(o_.comm_threads) * sizeof(uint64_t), "summary doorbells"));
-    arrived_ = static_cast<uint64_t*>(fused_workspace(pe, sizeof(uint64_t), "arrival counter"));
+    arrived_ = static_cast<uint64_t*>(fused_workspace(
+        pe, size_t(grid_.count() * subs_per_tile_) * sizeof(uint64_t), "subtile-arrival counters"));
     // Compute order: tiles of owner PE+1 first, this PE's last.
     for (int step = 1; step <= n_; ++step) {
       for (int64_t t = (me_ + step) % n_; t < grid_.count(); t += n_) order_.push_back(t);
-    }
-    for (int64_t t = 0; t < grid_.count(); ++t) {
-      if (t % n_ != me_) others_subtiles_ += subtiles(t);
     }
   }
 
@@ -77,16 +81,7 @@ class GemmAllreduce final : public FusedOperator {
     }
     return run_pipelined(
         pe_, o_, [&](int i) { return compute(t, *queues[i], i); },
-        [&](int j, CommPort& port) { communicate(port, queues, run, j); },
-        [&] {
-          pe_.signal_wait_until(arrived_, Cmp::kGe, run * others_subtiles_, pe_.deadline(),
-                                "all-gathered subtiles arrived");
-          for (int64_t tile = 0; tile < grid_.count(); ++tile) {
-            const Tile tl = grid_.tile(tile);
-            copy_tile(t.c.data() + tl.row * o_.n + tl.col, o_.n,
-                      reduced_ + size_t(tile) * tile_floats_, o_.tile_n, tl.rows, tl.cols);
-          }
-        });
+        [&](int j, CommPort& port) { communicate(port, queues, t.c.data(), run, j); });
   }
 
  private:
@@ -98,8 +93,21 @@ class GemmAllreduce final : public FusedOperator {
   int ag_thread(int64_t sid) const { return o_.comm_threads - 1 - int(sid % o_.comm_threads); }
   size_t subtile_offset(int64_t sub) const { return size_t(sub * sub_m_ * o_.tile_n); }
   size_t subtile_bytes(int64_t tile, int64_t sub) const {
-    const int64_t rows = std::min(sub_m_, grid_.tile(tile).rows - sub * sub_m_);
-    return size_t(rows * o_.tile_n) * sizeof(float);
+    return size_t(subtile_rows(tile, sub) * o_.tile_n) * sizeof(float);
+  }
+  int64_t subtile_rows(int64_t tile, int64_t sub) const {
+    return std::min(sub_m_, grid_.tile(tile).rows - sub * sub_m_);
+  }
+  // The comm thread that copies other owners' subtile `sub` of `tile` into C when it arrives.
+  int arrival_thread(int64_t tile, int64_t sub) const {
+    return int((tile * subs_per_tile_ + sub) % o_.comm_threads);
+  }
+  // Subtile `sub` of `tile`'s sum, from `reduced_` into its place in C.
+  void copy_into_c(float* c, int64_t tile, int64_t sub) const {
+    const Tile tl = grid_.tile(tile);
+    copy_tile(c + (tl.row + sub * sub_m_) * o_.n + tl.col, o_.n,
+              reduced_ + size_t(tile) * tile_floats_ + subtile_offset(sub), o_.tile_n,
+              subtile_rows(tile, sub), tl.cols);
   }
   float* receive_slot(int source, int64_t owned_index) const {
     return recv_ + (size_t(source) * max_owned_ + owned_index) * tile_floats_;
@@ -137,8 +145,8 @@ class GemmAllreduce final : public FusedOperator {
     }
   }
 
-  // Owner: the sum of the n partials of subtile `sid`, in rank order, to every PE.
-  void reduce_and_gather(CommPort& port, int64_t sid) {
+  // Owner: the sum of the n partials of subtile `sid`, in rank order, to every PE and into C.
+  void reduce_and_gather(CommPort& port, float* c, int64_t sid) {
     const int64_t owned = sid / subs_per_tile_;
     const int64_t sub = sid % subs_per_tile_;
     const int64_t tile = owned * n_ + me_;
@@ -156,12 +164,14 @@ class GemmAllreduce final : public FusedOperator {
     }
     for (int step = 0; step < n_ - 1; ++step) {
       const int peer = (me_ + 1 + int((sid + step) % (n_ - 1))) % n_;
-      port.put_signal(sum, sum, floats * sizeof(float), arrived_, 1, SignalOp::kAdd, peer);
+      port.put_signal(sum, sum, floats * sizeof(float), arrived_ + tile * subs_per_tile_ + sub, 1,
+                      SignalOp::kAdd, peer);
     }
+    copy_into_c(c, tile, sub);
   }
 
-  void communicate(CommPort& port, std::vector<std::unique_ptr<ReadyQueue>>& queues, uint64_t run,
-                   int thread) {
+  void communicate(CommPort& port, std::vector<std::unique_ptr<ReadyQueue>>& queues, float* c,
+                   uint64_t run, int thread) {
     std::vector<int> mine;  // the queues this thread drains
     int64_t expected = 0, popped = 0;
     for (int q = thread; q < o_.compute_threads; q += o_.comm_threads) {
@@ -175,9 +185,17 @@ class GemmAllreduce final : public FusedOperator {
         if (ag_thread(sid) == thread) pending.push_back(sid);
       }
     }
+    std::vector<int64_t> arriving;  // other owners' subtiles (tile x subs + sub) this thread copies
+    for (int64_t tile = 0; tile < grid_.count(); ++tile) {
+      if (tile % n_ == me_) continue;
+      for (int64_t sub = 0; sub < subtiles(tile); ++sub) {
+        if (arrival_thread(tile, sub) == thread) arriving.push_back(tile * subs_per_tile_ + sub);
+      }
+    }
     const uint64_t full = run * uint64_t(n_);
     auto ready = [&](int64_t sid) { return pe_.signal_fetch(ready_ + sid) >= full; };
-    while (popped < expected || !pending.empty()) {
+    auto arrived = [&](int64_t id) { return pe_.signal_fetch(arrived_ + id) >= run; };
+    while (popped < expected || !pending.empty() || !arriving.empty()) {
       const uint64_t summary_seen = pe_.signal_fetch(summary_ + thread);
       bool progress = false;
       for (int q : mine) {
@@ -190,8 +208,17 @@ class GemmAllreduce final : public FusedOperator {
           ++it;
           continue;
         }
-        reduce_and_gather(port, *it);
+        reduce_and_gather(port, c, *it);
         it = pending.erase(it);
+        progress = true;
+      }
+      for (auto it = arriving.begin(); it != arriving.end();) {
+        if (!arrived(*it)) {
+          ++it;
+          continue;
+        }
+        copy_into_c(c, *it / subs_per_tile_, *it % subs_per_tile_);
+        it = arriving.erase(it);
         progress = true;
       }
       if (progress) continue;
@@ -203,13 +230,16 @@ class GemmAllreduce final : public FusedOperator {
             return pe_.signal_fetch(summary_ + thread) != summary_seen ||
                    std::any_of(mine.begin(), mine.end(),
                                [&](int q) { return queues[q]->ready(); }) ||
-                   std::any_of(pending.begin(), pending.end(), ready);
+                   std::any_of(pending.begin(), pending.end(), ready) ||
+                   std::any_of(arriving.begin(), arriving.end(), arrived);
           },
           [&] {
             return "PE " + std::to_string(me_) + ": gemm-allreduce comm thread " +
                    std::to_string(thread) + ": " + std::to_string(expected - popped) +
                    " tiles not yet computed, " + std::to_string(pending.size()) +
-                   " subtiles not yet reduced by all " + std::to_string(n_) + " ranks";
+                   " subtiles not yet reduced by all " + std::to_string(n_) + " ranks, " +
+                   std::to_string(arriving.size()) + " subtiles not yet all-gathered from their " +
+                   "owners";
           },
           pe_.node().wait_policy());
     }
@@ -227,12 +257,11 @@ class GemmAllreduce final : public FusedOperator {
   const int64_t max_owned_;
   std::vector<float> partials_;  // this PE's A_i x B, tile-major
   std::vector<int64_t> order_;   // compute order
-  int64_t others_subtiles_ = 0;  // subtiles owned by other PEs: what the all-gather brings
   float* recv_ = nullptr;        // [source][owned tile]: partials sent to this owner
   float* reduced_ = nullptr;     // [tile]: the sums, tile-major
   uint64_t* ready_ = nullptr;    // [owned subtile]: partials added so far
   uint64_t* summary_ = nullptr;  // [comm thread]: the all-gather wake-up doorbells
-  uint64_t* arrived_ = nullptr;  // subtiles all-gathered into this PE
+  uint64_t* arrived_ = nullptr;  // [tile x subs + sub]: other owners' sums all-gathered here
   uint64_t runs_ = 0;
 };
 

@@ -46,7 +46,7 @@ void validate(const FusedOptions& o, int n_pes) {
   check_range("tile_k", o.tile_k, 0, kMaxFusedDim, "0 means all of k");
   check_range("stages", o.stages, 1, 8);
   check_range("comm_interval", o.comm_interval, 1, 4096);
-  check_range("subtile_m", o.subtile_m, 1, 4096);
+  check_range("subtile_m", o.subtile_m, 0, 4096, "0 means the whole tile");
   check_range("compute_threads", o.compute_threads, 1, 64);
   check_range("comm_threads", o.comm_threads, 1, 64);
 }

@@ -30,10 +30,10 @@ struct FusedOptions {
   // 256 x 512 tile runs as fast as one GEMM over the whole problem (bench/fused.sh).
   int64_t tile_m = 256;
   int64_t tile_n = 512;
-  int64_t tile_k = 0;      // 0: the whole K in one step
-  int stages = 2;          // matmul-reduce-scatter: WORKSPACE_STAGES
-  int comm_interval = 2;   // matmul-reduce-scatter: tiles per destination rank per stage
-  int64_t subtile_m = 64;  // gemm-allreduce: rows per reduce/all-gather unit
+  int64_t tile_k = 0;     // 0: the whole K in one step
+  int stages = 2;         // matmul-reduce-scatter: WORKSPACE_STAGES
+  int comm_interval = 2;  // matmul-reduce-scatter: tiles per destination rank per stage
+  int64_t subtile_m = 0;  // gemm-allreduce: rows per reduce/all-gather unit (0: the whole tile)
   int compute_threads = 1;
   int comm_threads = 1;
   StageTransfer transfer = StageTransfer::kPull;

@@ -141,6 +141,18 @@ TEST(FusedThreads, SeveralComputeAndCommThreads) {
   }
 }
 
+// gemm-allreduce's reduce and all-gather unit: the whole tile (0, the default), one row, a
+// ragged split, exactly a tile, more than a tile (clamped to it).
+TEST(GemmAllreduceSubtiles, EverySubtileHeightMatchesTheReference) {
+  LocalCluster cluster(cluster_options({2, 2}));
+  for (int64_t subtile_m : {0, 1, 3, 8, 100}) {
+    FusedJob job = small_job(FusedOp::kGemmAllreduce, DType::kBF16);
+    job.mode = FusedMode::kFused;
+    job.options.subtile_m = subtile_m;
+    expect_correct(run_job(cluster, job), "subtile_m " + std::to_string(subtile_m));
+  }
+}
+
 TEST(FusedShapesEdge, FewerRowsThanPesAndSingleElements) {
   LocalCluster cluster(cluster_options({1, 3}));
   for (FusedOp op :
@@ -272,6 +284,8 @@ TEST(FusedErrors, BadOptionsNameTheFieldAndTheRange) {
   EXPECT_NE(error_of([](FusedJob& j) { j.options.tile_n = 0; }).find("tile_n = 0"),
             std::string::npos);
   EXPECT_NE(error_of([](FusedJob& j) { j.options.comm_threads = 65; }).find("comm_threads = 65"),
+            std::string::npos);
+  EXPECT_NE(error_of([](FusedJob& j) { j.options.subtile_m = -1; }).find("subtile_m = -1"),
             std::string::npos);
   EXPECT_NE(error_of([](FusedJob& j) { j.iters = 0; }).find("iters = 0"), std::string::npos);
   EXPECT_NE(error_of([](FusedJob& j) { j.inputs.dir = "/nonexistent"; }).find("A_0.npy"),
