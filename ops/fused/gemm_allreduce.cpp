@@ -19,8 +19,8 @@
 // for the partials, the run's number for the sums.
 //
 // Cost per PE: M*N*K*2 flops; sends (n-1)/n * M*N*4 bytes of partials and (n-1)/n * M*N*4
-// bytes of sums (edge tiles' padding columns included); 2 signals per (subtile, peer) and one
-// per all-gathered subtile and peer; M*N*4 bytes copied into C, a subtile at a time.
+// bytes of sums; 2 signals per (subtile, peer) and one per all-gathered subtile and peer;
+// M*N*4 bytes copied into C, a subtile at a time.
 #include <algorithm>
 #include <vector>
 
@@ -91,9 +91,13 @@ class GemmAllreduce final : public FusedOperator {
   int64_t subtiles(int64_t tile) const { return (grid_.tile(tile).rows + sub_m_ - 1) / sub_m_; }
   // The owner's comm thread that all-gathers owner-local subtile `sid` (reversed stripes).
   int ag_thread(int64_t sid) const { return o_.comm_threads - 1 - int(sid % o_.comm_threads); }
-  size_t subtile_offset(int64_t sub) const { return size_t(sub * sub_m_ * o_.tile_n); }
+  // A tile's values are packed in its slot, rows of its own width (an edge tile's narrower rows
+  // carry no padding over the wire).
+  size_t subtile_offset(int64_t tile, int64_t sub) const {
+    return size_t(sub * sub_m_ * grid_.tile(tile).cols);
+  }
   size_t subtile_bytes(int64_t tile, int64_t sub) const {
-    return size_t(subtile_rows(tile, sub) * o_.tile_n) * sizeof(float);
+    return size_t(subtile_rows(tile, sub) * grid_.tile(tile).cols) * sizeof(float);
   }
   int64_t subtile_rows(int64_t tile, int64_t sub) const {
     return std::min(sub_m_, grid_.tile(tile).rows - sub * sub_m_);
@@ -106,7 +110,7 @@ class GemmAllreduce final : public FusedOperator {
   void copy_into_c(float* c, int64_t tile, int64_t sub) const {
     const Tile tl = grid_.tile(tile);
     copy_tile(c + (tl.row + sub * sub_m_) * o_.n + tl.col, o_.n,
-              reduced_ + size_t(tile) * tile_floats_ + subtile_offset(sub), o_.tile_n,
+              reduced_ + size_t(tile) * tile_floats_ + subtile_offset(tile, sub), tl.cols,
               subtile_rows(tile, sub), tl.cols);
   }
   float* receive_slot(int source, int64_t owned_index) const {
@@ -120,7 +124,7 @@ class GemmAllreduce final : public FusedOperator {
       const int64_t tile = order_[i];
       const double begin = now_seconds();
       compute_tile(gemm_, operands, grid_.tile(tile), 0,
-                   partials_.data() + size_t(tile) * tile_floats_, o_.tile_n);
+                   partials_.data() + size_t(tile) * tile_floats_, grid_.tile(tile).cols);
       busy += now_seconds() - begin;
       queue.push(tile, pe_.node().doorbell(), pe_.deadline());
     }
@@ -134,7 +138,7 @@ class GemmAllreduce final : public FusedOperator {
     for (int64_t sub = 0; sub < subtiles(tile); ++sub) {
       const int64_t sid = owned * subs_per_tile_ + sub;
       if (owner != me_) {
-        const size_t offset = subtile_offset(sub);
+        const size_t offset = subtile_offset(tile, sub);
         port.put_signal(receive_slot(me_, owned) + offset,
                         partials_.data() + size_t(tile) * tile_floats_ + offset,
                         subtile_bytes(tile, sub), ready_ + sid, 1, SignalOp::kAdd, owner);
@@ -150,7 +154,7 @@ class GemmAllreduce final : public FusedOperator {
     const int64_t owned = sid / subs_per_tile_;
     const int64_t sub = sid % subs_per_tile_;
     const int64_t tile = owned * n_ + me_;
-    const size_t offset = subtile_offset(sub);
+    const size_t offset = subtile_offset(tile, sub);
     const size_t floats = subtile_bytes(tile, sub) / sizeof(float);
     float* sum = reduced_ + size_t(tile) * tile_floats_ + offset;
     for (int source = 0; source < n_; ++source) {
