@@ -161,6 +161,8 @@ class LowLatencyBuffer {
   void reduce_node(const LowLatencyDispatch& handle, const std::vector<LocalLoans::Borrowed>& lent,
                    int source, uint64_t count, std::byte* out) const;
 
+  friend struct LowLatencyBufferProbe;  // tests: a peer that writes what it likes
+
   Pe& pe_;
   const LowLatencyShape shape_;
   const int n_, ranks_, nodes_;

@@ -404,4 +404,87 @@ TEST(LowLatency, NodePeersCombiningDispatchesOfDifferentBuffersAreRefused) {
 }
 
 }  // namespace
+
+// A peer's view of a buffer's layout, to write into another PE's region what an honest
+// dispatch never would.
+struct LowLatencyBufferProbe {
+  static std::byte* dispatch_block(const LowLatencyBuffer& b, int half, int source_node) {
+    return b.dispatch_block(half, source_node);
+  }
+  static uint64_t* dispatch_signal(const LowLatencyBuffer& b, int half, int source_node) {
+    return b.dispatch_signal(half, source_node);
+  }
+  static size_t record_bytes(const LowLatencyBuffer& b) { return b.record_bytes(); }
+};
+
+namespace {
+
+// One record as a lying peer sends it: `token`, then per topk slot `expert` in the first and
+// -1 in the others, every weight 1.
+std::vector<std::byte> forged_record(const LowLatencyBuffer& buffer, int64_t token,
+                                     int32_t expert) {
+  std::vector<std::byte> record(LowLatencyBufferProbe::record_bytes(buffer));
+  std::memcpy(record.data(), &token, sizeof token);
+  for (int k = 0; k < kTopk; ++k) {
+    const int32_t e = k == 0 ? expert : -1;
+    const float weight = 1;
+    std::memcpy(record.data() + 8 + 4 * size_t(k), &e, sizeof e);
+    std::memcpy(record.data() + 8 + 4 * size_t(kTopk) + 4 * size_t(k), &weight, sizeof weight);
+  }
+  return record;
+}
+
+// PE 1 (node 1 of 2 x 1) skips its dispatch and writes `record`, with a signal of `count`
+// records, where its records land on PE 0; PE 0's dispatch must refuse them with a PeerError
+// naming PE 1 and what was wrong. Then both PEs dispatch and combine honestly on a new buffer:
+// the refusal cost nothing but the call.
+void expect_lie_refused(int64_t token, int32_t expert, uint64_t count, const std::string& error) {
+  LocalCluster cluster(cluster_options(2, 1));
+  std::string refused = "not refused";
+  std::vector<Outcome> outcomes(2);
+  std::vector<Batch> batches{make_batch(0, 7), make_batch(1, 7)};
+  cluster.run([&](Pe& pe) {
+    const int me = pe.my_pe();
+    {
+      LowLatencyBuffer buffer(pe, buffer_shape());
+      if (me == 0) {
+        try {
+          buffer.dispatch(batches[0].x.data(), batches[0].routing);
+        } catch (const PeerError& e) {
+          refused = e.what();
+        }
+      } else {
+        const std::vector<std::byte> record = forged_record(buffer, token, expert);
+        const uint64_t first_call = uint64_t{1} << 24;  // the sequence, above the count's bits
+        pe.put_signal(LowLatencyBufferProbe::dispatch_block(buffer, 0, 1), record.data(),
+                      record.size(), LowLatencyBufferProbe::dispatch_signal(buffer, 0, 1),
+                      first_call | count, SignalOp::kSet, 0);
+      }
+      barrier_all(pe);  // PE 0 has read what PE 1 wrote before the regions go
+    }
+    LowLatencyBuffer buffer(pe, buffer_shape());
+    Outcome& o = outcomes[me];
+    o.dispatched = buffer.dispatch(batches[me].x.data(), batches[me].routing);
+    const auto rows = run_experts(o.dispatched, me * buffer.local_experts());
+    combine(buffer, o, rows.data(), batches[me].routing.tokens);
+    barrier_all(pe);
+  });
+  EXPECT_EQ(refused, error);
+  for (int pe = 0; pe < 2; ++pe) expect_outcome(batches, 1, pe, outcomes[pe], "after the lie");
+}
+
+TEST(LowLatencyLyingPeer, MoreRecordsThanABlockHoldsAreRefused) {
+  expect_lie_refused(0, 0, kMaxTokens + 1, "PE 1 signalled 10 low-latency records; at most 9 fit");
+}
+
+TEST(LowLatencyLyingPeer, ARecordForAnExpertOfAnotherNodeIsRefused) {
+  expect_lie_refused(0, kExperts - 1, 1,
+                     "PE 1 sent node 0 a record for expert 11; it holds 0 to 5");
+}
+
+TEST(LowLatencyLyingPeer, ARecordOfATokenPastTheBufferIsRefused) {
+  expect_lie_refused(77, 0, 1, "PE 1 sent a record of token 77; a PE has at most 9");
+}
+
+}  // namespace
 }  // namespace symmesh
