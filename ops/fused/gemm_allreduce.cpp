@@ -43,7 +43,7 @@ class GemmAllreduce final : public FusedOperator {
         me_(pe.my_pe()),
         grid_(0, options.m, options.m, options.n, options.tile_m, options.tile_n),
         tile_floats_(size_t(o_.tile_m * o_.tile_n)),
-        sub_m_(o_.subtile_m == 0 ? o_.tile_m : std::min(o_.subtile_m, o_.tile_m)),
+        sub_m_(gemm_allreduce_subtile_m(options)),
         subs_per_tile_((o_.tile_m + sub_m_ - 1) / sub_m_),
         max_owned_((grid_.count() + n_ - 1) / n_),
         partials_(size_t(grid_.count()) * tile_floats_, 0.0f) {
@@ -101,10 +101,6 @@ class GemmAllreduce final : public FusedOperator {
   }
   int64_t subtile_rows(int64_t tile, int64_t sub) const {
     return std::min(sub_m_, grid_.tile(tile).rows - sub * sub_m_);
-  }
-  // The comm thread that copies other owners' subtile `sub` of `tile` into C when it arrives.
-  int arrival_thread(int64_t tile, int64_t sub) const {
-    return int((tile * subs_per_tile_ + sub) % o_.comm_threads);
   }
   // Subtile `sub` of `tile`'s sum, from `reduced_` into its place in C.
   void copy_into_c(float* c, int64_t tile, int64_t sub) const {
@@ -189,11 +185,14 @@ class GemmAllreduce final : public FusedOperator {
         if (ag_thread(sid) == thread) pending.push_back(sid);
       }
     }
-    std::vector<int64_t> arriving;  // other owners' subtiles (tile x subs + sub) this thread copies
-    for (int64_t tile = 0; tile < grid_.count(); ++tile) {
+    // Other owners' subtiles (tile x subs + sub) this thread copies into C as they land, dealt
+    // round-robin over the comm threads (every PE's incoming tiles share one residue mod n, so
+    // dealing by tile id would leave threads idle).
+    std::vector<int64_t> arriving;
+    for (int64_t tile = 0, dealt = 0; tile < grid_.count(); ++tile) {
       if (tile % n_ == me_) continue;
       for (int64_t sub = 0; sub < subtiles(tile); ++sub) {
-        if (arrival_thread(tile, sub) == thread) arriving.push_back(tile * subs_per_tile_ + sub);
+        if (dealt++ % o_.comm_threads == thread) arriving.push_back(tile * subs_per_tile_ + sub);
       }
     }
     const uint64_t full = run * uint64_t(n_);
@@ -238,12 +237,19 @@ class GemmAllreduce final : public FusedOperator {
                    std::any_of(arriving.begin(), arriving.end(), arrived);
           },
           [&] {
-            return "PE " + std::to_string(me_) + ": gemm-allreduce comm thread " +
-                   std::to_string(thread) + ": " + std::to_string(expected - popped) +
-                   " tiles not yet computed, " + std::to_string(pending.size()) +
-                   " subtiles not yet reduced by all " + std::to_string(n_) + " ranks, " +
-                   std::to_string(arriving.size()) + " subtiles not yet all-gathered from their " +
-                   "owners";
+            std::string waiting = "PE " + std::to_string(me_) + ": gemm-allreduce comm thread " +
+                                  std::to_string(thread) + ": " +
+                                  std::to_string(expected - popped) + " tiles not yet computed, " +
+                                  std::to_string(pending.size()) +
+                                  " subtiles not yet reduced by all " + std::to_string(n_) +
+                                  " ranks, " + std::to_string(arriving.size()) +
+                                  " subtiles not yet all-gathered from their owners";
+            if (!arriving.empty()) {
+              const int64_t tile = arriving.front() / subs_per_tile_;
+              waiting += " (the first: tile " + std::to_string(tile) + " of PE " +
+                         std::to_string(tile % n_) + ")";
+            }
+            return waiting;
           },
           pe_.node().wait_policy());
     }

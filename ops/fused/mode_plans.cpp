@@ -36,9 +36,12 @@ size_t FusedModePlans::size() const {
 
 std::string fused_plan_key(const FusedOptions& o, const Pe& pe) {
   std::string key = std::string(fused_op_name(o.op)) + " " + dtype_name(o.dtype);
+  // The subtile rows that run (0 and anything past a tile are a whole tile); only
+  // gemm-allreduce has subtiles.
+  const int64_t subtile_m = o.op == FusedOp::kGemmAllreduce ? gemm_allreduce_subtile_m(o) : 0;
   for (const int64_t value :
        {o.m, o.n, o.k, o.tile_m, o.tile_n, o.tile_k, int64_t(o.stages), int64_t(o.comm_interval),
-        o.subtile_m, int64_t(o.compute_threads), int64_t(o.comm_threads),
+        subtile_m, int64_t(o.compute_threads), int64_t(o.comm_threads),
         int64_t(o.transfer == StageTransfer::kPush), int64_t(pe.n_pes())}) {
     key += " " + std::to_string(value);
   }

@@ -51,6 +51,10 @@ void validate(const FusedOptions& o, int n_pes) {
   check_range("comm_threads", o.comm_threads, 1, 64);
 }
 
+int64_t gemm_allreduce_subtile_m(const FusedOptions& o) {
+  return o.subtile_m == 0 ? o.tile_m : std::min(o.subtile_m, o.tile_m);
+}
+
 int64_t RowSplit::begin(int part) const {
   return std::min(total, part * rows_per_part);
 }

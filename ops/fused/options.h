@@ -41,6 +41,10 @@ struct FusedOptions {
 
 inline constexpr int kMaxFusedPes = 16;
 
+// The rows of gemm-allreduce's reduce and all-gather unit: subtile_m, the whole tile for 0, at
+// most a tile.
+int64_t gemm_allreduce_subtile_m(const FusedOptions& options);
+
 // Throws InvalidArgument naming the first field out of range for `n_pes` PEs.
 void validate(const FusedOptions& options, int n_pes);
 

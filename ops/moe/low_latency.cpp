@@ -17,8 +17,6 @@ namespace symmesh {
 namespace {
 
 constexpr const char* kShrink = "the low-latency buffer (max tokens, hidden)";
-constexpr int kCountBits = 24;  // a signal: the call's sequence number, then the record count
-constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
 
 // A record's header, read field by field from a block: the source token, then per topk slot
 // the expert (int32) and its gate weight (f32).

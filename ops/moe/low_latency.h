@@ -161,7 +161,9 @@ class LowLatencyBuffer {
   void reduce_node(const LowLatencyDispatch& handle, const std::vector<LocalLoans::Borrowed>& lent,
                    int source, uint64_t count, std::byte* out) const;
 
-  friend struct LowLatencyBufferProbe;  // tests: a peer that writes what it likes
+  friend struct LowLatencyBufferProbe;   // tests: a peer that writes what it likes
+  static constexpr int kCountBits = 24;  // a signal: the call's sequence number, then the count
+  static constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
 
   Pe& pe_;
   const LowLatencyShape shape_;

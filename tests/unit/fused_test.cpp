@@ -142,14 +142,18 @@ TEST(FusedThreads, SeveralComputeAndCommThreads) {
 }
 
 // gemm-allreduce's reduce and all-gather unit: the whole tile (0, the default), one row, a
-// ragged split, exactly a tile, more than a tile (clamped to it).
+// ragged split, exactly a tile, more than a tile (clamped to it); whole tiles also over two and
+// three comm threads.
 TEST(GemmAllreduceSubtiles, EverySubtileHeightMatchesTheReference) {
   LocalCluster cluster(cluster_options({2, 2}));
-  for (int64_t subtile_m : {0, 1, 3, 8, 100}) {
+  for (auto [subtile_m, comm_threads] :
+       {std::pair<int64_t, int>{0, 1}, {1, 1}, {3, 1}, {8, 1}, {100, 1}, {0, 2}, {0, 3}}) {
     FusedJob job = small_job(FusedOp::kGemmAllreduce, DType::kBF16);
     job.mode = FusedMode::kFused;
     job.options.subtile_m = subtile_m;
-    expect_correct(run_job(cluster, job), "subtile_m " + std::to_string(subtile_m));
+    job.options.comm_threads = comm_threads;
+    expect_correct(run_job(cluster, job), "subtile_m " + std::to_string(subtile_m) +
+                                              " comm threads " + std::to_string(comm_threads));
   }
 }
 

@@ -415,6 +415,10 @@ struct LowLatencyBufferProbe {
     return b.dispatch_signal(half, source_node);
   }
   static size_t record_bytes(const LowLatencyBuffer& b) { return b.record_bytes(); }
+  // A landing signal: the call's sequence number, then the record count.
+  static uint64_t signal(uint64_t sequence, uint64_t count) {
+    return sequence << LowLatencyBuffer::kCountBits | count;
+  }
 };
 
 namespace {
@@ -455,10 +459,9 @@ void expect_lie_refused(int64_t token, int32_t expert, uint64_t count, const std
         }
       } else {
         const std::vector<std::byte> record = forged_record(buffer, token, expert);
-        const uint64_t first_call = uint64_t{1} << 24;  // the sequence, above the count's bits
         pe.put_signal(LowLatencyBufferProbe::dispatch_block(buffer, 0, 1), record.data(),
                       record.size(), LowLatencyBufferProbe::dispatch_signal(buffer, 0, 1),
-                      first_call | count, SignalOp::kSet, 0);
+                      LowLatencyBufferProbe::signal(1, count), SignalOp::kSet, 0);
       }
       barrier_all(pe);  // PE 0 has read what PE 1 wrote before the regions go
     }
@@ -482,8 +485,9 @@ TEST(LowLatencyLyingPeer, ARecordForAnExpertOfAnotherNodeIsRefused) {
                      "PE 1 sent node 0 a record for expert 11; it holds 0 to 5");
 }
 
-TEST(LowLatencyLyingPeer, ARecordOfATokenPastTheBufferIsRefused) {
+TEST(LowLatencyLyingPeer, ARecordOfATokenOutsideTheBufferIsRefused) {
   expect_lie_refused(77, 0, 1, "PE 1 sent a record of token 77; a PE has at most 9");
+  expect_lie_refused(-1, 0, 1, "PE 1 sent a record of token -1; a PE has at most 9");
 }
 
 }  // namespace
