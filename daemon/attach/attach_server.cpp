@@ -120,12 +120,13 @@ void AttachServer::serve(std::unique_ptr<BlockingChannel> connection) {
                         std::to_string(request.protocol_version()) +
                         " (use the symmesh library of this daemon's version)");
     }
-    const int local_rank = int(request.local_rank());
-    if (local_rank >= node_.ranks_per_node()) {
+    // Compared unsigned: a rank past INT_MAX would wrap to a negative int.
+    if (request.local_rank() >= uint32_t(node_.ranks_per_node())) {
       return refuse(*connection, "bad_request",
                     "local rank " + std::to_string(request.local_rank()) + " is outside 0.." +
                         std::to_string(node_.ranks_per_node() - 1));
     }
+    const int local_rank = int(request.local_rank());
     int ring_fd = -1;
     attach::Ring* ring = map_ring(ring_fd);
     BlockingChannel& channel = *connection;

@@ -65,6 +65,19 @@ TEST_F(Attached, APeTakesOneProcessAndASecondIsToldWhoHoldsIt) {
   EXPECT_EQ(refusals_, (std::vector<std::string>{"bad_request", "bad_request"}));
 }
 
+TEST_F(Attached, ALocalRankPastTheIntRangeIsRefusedAsItWasSent) {
+  auto connection = BlockingChannel::connect(LocalPath{server_.path()}, deadline_after(kTimeout));
+  wire::AttachRequest request;
+  request.set_protocol_version(attach::kAttachProtocolVersion);
+  request.set_local_rank(0xffffffffu);  // -1 as an int
+  connection->write(request, deadline_after(kTimeout));
+  wire::AttachReply reply;
+  connection->read(reply, deadline_after(kTimeout));
+  EXPECT_FALSE(reply.ok());
+  EXPECT_EQ(reply.error(), "local rank 4294967295 is outside 0..1");
+  EXPECT_EQ(refusals_, (std::vector<std::string>{"bad_request"}));
+}
+
 TEST_F(Attached, AnOldProtocolIsRefusedNamingBothVersions) {
   auto connection = BlockingChannel::connect(LocalPath{server_.path()}, deadline_after(kTimeout));
   wire::AttachRequest request;
