@@ -27,12 +27,12 @@ int64_t header_token(const std::byte* record) {
 }
 int32_t header_expert(const std::byte* record, int k) {
   int32_t expert = 0;
-  std::memcpy(&expert, record + 8 + 4 * size_t(k), sizeof expert);
+  std::memcpy(&expert, record + low_latency_expert_at(k), sizeof expert);
   return expert;
 }
 float header_weight(const std::byte* record, int topk, int k) {
   float weight = 0;
-  std::memcpy(&weight, record + 8 + 4 * size_t(topk) + 4 * size_t(k), sizeof weight);
+  std::memcpy(&weight, record + low_latency_weight_at(topk, k), sizeof weight);
   return weight;
 }
 
@@ -138,8 +138,8 @@ size_t LowLatencyBuffer::pack(const void* x, const Routing& routing, int node, s
       const int32_t e = routing.expert(t, k);
       const int32_t expert = e >= first && e < last ? e : -1;
       const float weight = routing.weight(t, k);
-      std::memcpy(at + 8 + 4 * size_t(k), &expert, sizeof expert);
-      std::memcpy(at + 8 + 4 * size_t(topk) + 4 * size_t(k), &weight, sizeof weight);
+      std::memcpy(at + low_latency_expert_at(k), &expert, sizeof expert);
+      std::memcpy(at + low_latency_weight_at(topk, k), &weight, sizeof weight);
     }
     std::memcpy(at + header_bytes_, tokens + size_t(t) * row, row);
   }

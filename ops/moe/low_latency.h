@@ -61,6 +61,13 @@ namespace symmesh {
 inline size_t low_latency_header_bytes(int topk) {
   return (8 + 8 * size_t(topk) + 15) / 16 * 16;
 }
+// Where a record's header keeps topk slot k's expert (int32) and gate weight (f32).
+inline size_t low_latency_expert_at(int k) {
+  return 8 + 4 * size_t(k);
+}
+inline size_t low_latency_weight_at(int topk, int k) {
+  return 8 + 4 * size_t(topk) + 4 * size_t(k);
+}
 
 struct LowLatencyShape {
   int64_t max_tokens = 0;  // per PE and call

@@ -432,8 +432,8 @@ std::vector<std::byte> forged_record(const LowLatencyBuffer& buffer, int64_t tok
   for (int k = 0; k < kTopk; ++k) {
     const int32_t e = k == 0 ? expert : -1;
     const float weight = 1;
-    std::memcpy(record.data() + 8 + 4 * size_t(k), &e, sizeof e);
-    std::memcpy(record.data() + 8 + 4 * size_t(kTopk) + 4 * size_t(k), &weight, sizeof weight);
+    std::memcpy(record.data() + low_latency_expert_at(k), &e, sizeof e);
+    std::memcpy(record.data() + low_latency_weight_at(kTopk, k), &weight, sizeof weight);
   }
   return record;
 }
