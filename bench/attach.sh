@@ -13,7 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 build=${1:-build}
-bin=$PWD/$build/bin
+# local-cluster.sh runs this build's daemon and CLI for `up` and `launch` alike.
+export SYMMESH_BIN=$PWD/$build/bin
+bin=$SYMMESH_BIN
 pes=${PES:-2}
 rounds=${ROUNDS:-5}
 calls=${CALLS:-20000}
@@ -27,9 +29,20 @@ cluster=""
 trap '[[ -z "$cluster" ]] || deploy/local-cluster.sh down --dir "$cluster" >/dev/null; rm -rf "$work"' EXIT
 
 up() {  # up NODES PES HEAP
-  eval "$(SYMMESH_BIN=$bin deploy/local-cluster.sh up --nodes "$1" --ranks-per-node "$2" \
+  eval "$(deploy/local-cluster.sh up --nodes "$1" --ranks-per-node "$2" \
     --heap-size "$3" --base-port "${SYMMESH_BENCH_PORT:-7350}")"
   cluster=$SYMMESH_CLUSTER_DIR
+}
+# Runs attach_bench.py ARGS on every PE of the cluster; prints rank 0's figures. The PEs' chatter
+# is kept out of the output, and shown if the launch fails.
+launch_rank0() {
+  if ! deploy/local-cluster.sh launch --dir "$cluster" -- "${python[@]}" "$@" \
+    >"$work/launch.out" 2>"$work/launch.err"; then
+    echo "bench/attach.sh: attach_bench.py $1 failed:" >&2
+    tail -n 20 "$work/launch.err" >&2
+    exit 1
+  fi
+  sed -n 's/^\[rank 0\] //p' "$work/launch.out"
 }
 down() {
   deploy/local-cluster.sh down --dir "$cluster" >/dev/null
@@ -53,8 +66,7 @@ if [[ ",$parts," == *,2,* ]]; then
   echo "== 2. dispatch + combine: tokens=$tokens per PE, hidden=$hidden, topk=$topk, experts=$experts, bf16, 2 nodes x 2 PEs over TCP, $iters iterations a round"
   for round in $(seq "$rounds"); do
     port=$((29500 + round))
-    deploy/local-cluster.sh launch --dir "$cluster" -- "${python[@]}" moe "$tokens" "$hidden" \
-      "$topk" "$experts" "$iters" "$port" 2>/dev/null | sed -n 's/^\[rank 0\] //p' >>"$work/moe"
+    launch_rank0 moe "$tokens" "$hidden" "$topk" "$experts" "$iters" "$port" >>"$work/moe"
     for op in dispatch combine; do
       "$bin/symmesh" submit "$op" --tokens "$tokens" --hidden "$hidden" --topk "$topk" \
         --experts "$experts" --iters "$iters" --json | json_field median_s >>"$work/cli-$op"
@@ -74,8 +86,7 @@ fi
 if [[ ",$parts," == *,3,* ]]; then
   echo "== 3. all_reduce of 64 MiB float32, 2 nodes x 2 PEs over TCP, $iters iterations a round"
   for round in $(seq "$rounds"); do
-    deploy/local-cluster.sh launch --dir "$cluster" -- "${python[@]}" allreduce $((64 << 20)) \
-      "$iters" 2>/dev/null | sed -n 's/^\[rank 0\] //p' >>"$work/allreduce"
+    launch_rank0 allreduce $((64 << 20)) "$iters" >>"$work/allreduce"
     "$bin/symmesh" submit collective --op allreduce --bytes 64MiB --dtype f32 --iters "$iters" \
       --json | json_field median_s >>"$work/cli-allreduce"
   done
