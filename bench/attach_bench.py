@@ -6,9 +6,12 @@
   allreduce  all_reduce of a float32 tensor on the symmetric heap (zero-copy)
 
 Each iteration starts with a barrier and is timed on every PE; an iteration's time is the
-slowest PE's. Rank 0 prints one line per figure: name, then the median over the iterations in
-seconds.  Usage: attach_bench.py moe TOKENS HIDDEN TOPK EXPERTS ITERS GLOO_PORT
-                 attach_bench.py allreduce BYTES ITERS
+slowest PE's. The first WARMUP iterations of each loop are not counted: a process's first calls
+fault in fresh pages for every output until glibc's malloc keeps the freed ones (about four calls
+at this shape), and the figures are for a process past that, as a serving or training loop is.
+Rank 0 prints one line per figure: name, then the median over the iterations in seconds.
+Usage: attach_bench.py moe TOKENS HIDDEN TOPK EXPERTS ITERS GLOO_PORT
+       attach_bench.py allreduce BYTES ITERS
 """
 
 import statistics
@@ -19,6 +22,8 @@ import torch
 import torch.distributed as dist
 
 import symmesh
+
+WARMUP = 5
 
 
 def slowest(s, seconds):
@@ -45,13 +50,13 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
     idx, weights = routing(s.rank, tokens, topk, experts)
     per_pe = experts // s.world_size
     times = []
-    for i in range(iters + 1):  # the first: a warm-up
+    for i in range(WARMUP + iters):
         s.barrier()
         start = time.perf_counter()
         recv_x, _, _, handle = s.dispatch(x, idx, weights, experts)
         y = s.combine(recv_x, handle)
         seconds = slowest(s, time.perf_counter() - start)
-        if i:
+        if i >= WARMUP:
             times.append(seconds)
     report(s, "symmesh_dispatch_combine", times)
 
@@ -67,7 +72,7 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
     dist.all_to_all_single(recv_counts, send_counts)
     words = hidden // 2  # bf16 rows as float32 words: gloo moves float32
     times = []
-    for i in range(iters + 1):
+    for i in range(WARMUP + iters):
         s.barrier()
         start = time.perf_counter()
         sent = x[send_rows].view(torch.float32)
@@ -78,7 +83,7 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
         y_gloo = torch.zeros(tokens, hidden, dtype=torch.float32)
         y_gloo.index_add_(0, send_rows, back.view(torch.bfloat16).float())
         seconds = slowest(s, time.perf_counter() - start)
-        if i:
+        if i >= WARMUP:
             times.append(seconds)
     report(s, "gloo_alltoall_dispatch_combine", times)
     if not torch.allclose(y.float(), y_gloo, rtol=1e-2, atol=1e-2):
@@ -91,12 +96,12 @@ def bench_allreduce(s, nbytes, iters):
     t = s.empty(nbytes // 4, dtype="float32", like="torch")
     t.fill_(1.0)
     times = []
-    for i in range(iters + 1):
+    for i in range(WARMUP + iters):
         s.barrier()
         start = time.perf_counter()
         s.all_reduce(t)
         seconds = slowest(s, time.perf_counter() - start)
-        if i:
+        if i >= WARMUP:
             times.append(seconds)
     report(s, "symmesh_api_allreduce", times)
     s.free(t)
