@@ -21,7 +21,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 4;  // 4: the low-latency MoE calls
+inline constexpr uint32_t kAttachProtocolVersion = 5;  // 5: combine rows read on the heap
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -46,7 +46,7 @@ enum class Op : uint32_t {
   // received in `value2`.
   kDispatch = 11,
   // MoE combine along the dispatch args[0]; count: the received tokens; args[1]: 1 with a
-  // bias; args[2]: the rows' width (hidden).
+  // bias; args[2]: the rows' width (hidden); args[3]: where the expert rows are (RowsPlace).
   kCombine = 12,
   kReleaseHandle = 13,  // args[0]: a dispatch's handle
   // The fused ops: args m, n, k (a: m x k, b: k x n, this PE's; see api/staging_layout.h) and
@@ -59,10 +59,18 @@ enum class Op : uint32_t {
   // handle in `value` and the tokens received in `value2`.
   kLowLatencyDispatch = 17,
   // MoE low-latency combine of the dispatch args[0]; count: the received tokens; dtype: the
-  // dispatch's.
+  // dispatch's; args[3]: where the expert rows are (RowsPlace).
   kLowLatencyCombine = 18,
 };
 inline constexpr uint32_t kLastOp = 18;
+
+// Where a combine's expert rows are: copied into the staging area (combine_block's rows), or
+// read where they lie, on the PE's symmetric heap at the request's `src` offset (a tensor the
+// process made there, so the call copies nothing in).
+enum class RowsPlace : uint64_t {
+  kStaging = 0,
+  kHeap = 1,
+};
 
 // Offsets are symmetric addresses: bytes from the start of the PE's slice.
 struct Request {

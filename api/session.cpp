@@ -123,6 +123,18 @@ bool Session::on_heap(const void* address, size_t bytes) const {
          bytes <= size_t(slice_ + slice_bytes_ - byte);
 }
 
+void Session::place_rows(attach::Request& request, const void* rows, size_t bytes,
+                         std::byte* staged, size_t element) const {
+  const auto* at = static_cast<const std::byte*>(rows);
+  if (bytes != 0 && on_heap(rows, bytes) && uint64_t(at - slice_) % element == 0) {
+    request.src = uint64_t(at - slice_);
+    request.args[3] = uint64_t(attach::RowsPlace::kHeap);
+    return;
+  }
+  request.args[3] = uint64_t(attach::RowsPlace::kStaging);
+  std::memcpy(staged, rows, bytes);
+}
+
 uint64_t Session::offset_of(const void* address, size_t bytes, const char* what,
                             size_t element) const {
   if (!on_heap(address, bytes)) {
@@ -366,12 +378,13 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
                                            uint64_t(hidden), bias != nullptr, e);
   std::byte* area = stage(block.end);
   const size_t row = size_t(hidden) * e;
-  std::memcpy(area + block.rows, rows, size_t(handle.received) * row);
+  attach::Request request{.op = attach::Op::kCombine,
+                          .dtype = uint32_t(dtype),
+                          .count = uint64_t(handle.received),
+                          .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}};
+  place_rows(request, rows, size_t(handle.received) * row, area + block.rows, e);
   if (bias) std::memcpy(area + block.bias, bias, size_t(handle.tokens) * row);
-  call(attach::Request{.op = attach::Op::kCombine,
-                       .dtype = uint32_t(dtype),
-                       .count = uint64_t(handle.received),
-                       .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}});
+  call(request);
   std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
               size_t(handle.tokens) * row);
 }
@@ -441,11 +454,12 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
   const auto block = attach::combine_block(uint64_t(handle.received), uint64_t(handle.tokens),
                                            uint64_t(handle.hidden), false, e);
   std::byte* area = stage(block.end);
-  std::memcpy(area + block.rows, rows, size_t(handle.received) * row);
-  call(attach::Request{.op = attach::Op::kLowLatencyCombine,
-                       .dtype = uint32_t(handle.dtype),
-                       .count = uint64_t(handle.received),
-                       .args = {handle.id_}});
+  attach::Request request{.op = attach::Op::kLowLatencyCombine,
+                          .dtype = uint32_t(handle.dtype),
+                          .count = uint64_t(handle.received),
+                          .args = {handle.id_}};
+  place_rows(request, rows, size_t(handle.received) * row, area + block.rows, e);
+  call(request);
   std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
               size_t(handle.tokens) * row);
 }

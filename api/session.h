@@ -134,7 +134,8 @@ class Session {
   // PEs that received it of their row in `rows` ([received][hidden]; typically the sum over
   // k of weight * expert(x)), plus bias [tokens][hidden] when given. Rows may be of any width
   // and type (a backward pass sends gradients back the same way). Hierarchical: one transfer
-  // per node between nodes, reduced inside the node; every sum in a fixed order.
+  // per node between nodes, reduced inside the node; every sum in a fixed order. Rows on this
+  // PE's symmetric heap (made by malloc) are read where they are; others are copied in first.
   void combine(const DispatchHandle& handle, const void* rows, int64_t hidden, wire::DataType dtype,
                const void* bias, void* out);
 
@@ -151,7 +152,7 @@ class Session {
   // Once per low-latency dispatch: out [tokens][hidden] = per token the sum over its experts of
   // its topk weight times the expert's row (rows [received][hidden], in recv_x's order and the
   // dispatch's type), summed per PE in topk order, per node, then over nodes (the same bits on
-  // every run).
+  // every run). Rows on this PE's symmetric heap are read where they are, as for combine.
   void low_latency_combine(const DispatchHandle& handle, const void* rows, void* out);
 
   // The fused ops; a, b and the results in `dtype`, row-major; every PE passes the same shape and
@@ -198,6 +199,10 @@ class Session {
                  wire::MatmulMode mode);
   // The heap offset of [address, address + bytes), checked on the heap and aligned to `element`.
   uint64_t offset_of(const void* address, size_t bytes, const char* what, size_t element = 1) const;
+  // Says in `request` where a combine's expert rows are: where they lie when that is this PE's
+  // heap (aligned to `element`), else copied to `staged` in the staging area.
+  void place_rows(attach::Request& request, const void* rows, size_t bytes, std::byte* staged,
+                  size_t element) const;
   std::string closed_reason() const;
 
   SessionPlace place_;

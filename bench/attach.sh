@@ -6,6 +6,7 @@
 #     bench/moe.sh does (hidden 7168, topk 8, 64 experts, TOKENS per PE, default 512, bf16;
 #     2 nodes x 2 PEs over TCP), next to the same exchange with torch.distributed's gloo
 #     backend (all_to_all_single there and back) and to the CLI's dispatch and combine jobs;
+#     then the combine alone with its expert rows in private memory and on the heap;
 #  3. all_reduce of 64 MiB of float32 through the Python API (a heap tensor) next to the CLI's
 #     allreduce job of the same size: the API should cost at most 1.1x the CLI's.
 # Usage: bench/attach.sh [BUILD_DIR] (default build). PARTS=1,2,3 picks parts.
@@ -82,6 +83,15 @@ if [[ ",$parts," == *,2,* ]]; then
   record_peer attach.moe_gloo "$gloo" s lower
   record attach.moe_cli "$cli" s lower
   record attach.moe_api "$api" s lower "attach.moe_gloo attach.moe_cli"
+  private=$(awk '$1 == "symmesh_combine_private_rows" { print $2 }' "$work/moe" | median)
+  heap=$(awk '$1 == "symmesh_combine_heap_rows" { print $2 }' "$work/moe" | median)
+  cli_combine=$(median <"$work/cli-combine")
+  printf "| %-44s | %9s | %12s |\n" "combine alone" "median ms" "vs private"
+  printf "| %-44s | %9s | %12s |\n" "symmesh Python API, rows in private memory" "$(ms "$private")" "1.00"
+  printf "| %-44s | %9s | %12s |\n" "symmesh Python API, rows on the heap" "$(ms "$heap")" "$(ratio "$heap" "$private")"
+  printf "| %-44s | %9s | %12s |\n" "symmesh CLI combine job" "$(ms "$cli_combine")" "$(ratio "$cli_combine" "$private")"
+  record attach.combine_private_rows "$private" s lower
+  record attach.combine_heap_rows "$heap" s lower attach.combine_private_rows
 fi
 if [[ ",$parts," == *,3,* ]]; then
   echo "== 3. all_reduce of 64 MiB float32, 2 nodes x 2 PEs over TCP, $iters iterations a round"

@@ -97,9 +97,10 @@ class SessionServer {
       case attach::Op::kLowLatencyDispatch:
         r.count = r.src = r.dst = 0;
         return r;
-      case attach::Op::kCombine:  // as are the rows it received
+      case attach::Op::kCombine:  // as are the rows it received, and where they lie
       case attach::Op::kLowLatencyCombine:
-        r.count = 0;
+        r.count = r.src = 0;
+        r.args[3] = 0;
         return r;
       default:
         return std::nullopt;

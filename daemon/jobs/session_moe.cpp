@@ -103,6 +103,23 @@ const SessionMoe::Kept& SessionMoe::kept(uint64_t handle) const {
   return it->second;
 }
 
+const std::byte* SessionMoe::expert_rows(const attach::Request& r, attach::StagingArea& staging,
+                                         uint64_t staged, uint64_t bytes, size_t element) {
+  switch (attach::RowsPlace(r.args[3])) {
+    case attach::RowsPlace::kStaging:
+      return staging.range(staged, bytes, "combine's expert rows");
+    case attach::RowsPlace::kHeap:
+      if (r.src % element != 0) {
+        throw InvalidArgument("combine's expert rows at heap offset " + std::to_string(r.src) +
+                              " are not aligned to their " + std::to_string(element) +
+                              "-byte element");
+      }
+      return pe_.heap_range(r.src, bytes);
+  }
+  throw InvalidArgument("combine's expert rows are at place " + std::to_string(r.args[3]) +
+                        ": allowed 0 (the staging area) or 1 (the symmetric heap at src)");
+}
+
 void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging) {
   const Kept& k = kept(r.args[0]);
   // The dispatch's paths, for rows of any width and type: the tokens' own, or their gradients'.
@@ -122,7 +139,7 @@ void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging)
   const auto block = attach::combine_block(r.count, uint64_t(k.routing.tokens), uint64_t(o.hidden),
                                            bias, dtype_size(o.x_dtype));
   CombineInputs inputs;
-  inputs.expert_rows = staging.range(block.rows, r.count * row, "combine's expert rows");
+  inputs.expert_rows = expert_rows(r, staging, block.rows, r.count * row, dtype_size(o.x_dtype));
   if (bias) {
     inputs.biases.push_back(staging.range(block.bias, k.routing.tokens * row, "combine's bias"));
   }
@@ -214,7 +231,7 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
   const size_t element = dtype_size(shape.dtype), row = size_t(shape.hidden) * element;
   const uint64_t tokens = d.sent_record.size() / size_t(pe_.node().nodes());
   const auto block = attach::combine_block(r.count, tokens, uint64_t(shape.hidden), false, element);
-  const std::byte* rows = staging.range(block.rows, r.count * row, "combine's expert rows");
+  const std::byte* rows = expert_rows(r, staging, block.rows, r.count * row, element);
   std::byte* out = staging.range(block.out, tokens * row, "combine's output");
   low_latency_->combine(d, rows, out);
 }

@@ -54,6 +54,10 @@ class SessionMoe {
     DispatchResult result;  // without its tokens (the process has them)
   };
   const Kept& kept(uint64_t handle) const;
+  // A combine's `bytes` of expert rows where the request says they are: in the staging area
+  // at `staged`, or on this PE's heap (checked against it and aligned to `element`).
+  const std::byte* expert_rows(const attach::Request& r, attach::StagingArea& staging,
+                               uint64_t staged, uint64_t bytes, size_t element);
   void check_handle_room() const;
   // The session's low-latency buffer for `shape`, made again (collectively) when it differs.
   LowLatencyBuffer& low_latency_buffer(const LowLatencyShape& shape);

@@ -9,7 +9,8 @@
 Tensors are numpy arrays or CPU torch tensors of float32, bfloat16 (torch only: numpy has no
 bfloat16) or float16. Collectives work in place on tensors made by `empty` (zero-copy); any
 other tensor is copied onto the heap and back. Dispatch, combine and the fused ops copy
-through the PE's private staging area either way. Every PE makes the same calls in the same
+through the PE's private staging area, except that a combine reads expert rows made by `empty`
+where they lie. Every PE makes the same calls in the same
 order with the same shapes, and a tensor made by `empty` on one PE is made by `empty` on all.
 
 A wrong call raises ValueError naming what was wrong and leaves the session as it was; a call
@@ -351,6 +352,8 @@ class Session:
         """DeepEP's combine: for every token this PE dispatched, the sum over the PEs that
         received it of their row of expert_out ([received, hidden]), plus bias [tokens, hidden].
         Hierarchical (one transfer per node between nodes) and bitwise deterministic.
+        expert_out made by `empty` (the experts writing their output there) is read where it
+        lies; any other is copied into the staging area first.
         """
         if not isinstance(handle, DispatchHandle):
             raise ValueError(f"handle is a {type(handle).__name__}: pass what dispatch returned")
@@ -417,7 +420,8 @@ class Session:
     def low_latency_combine(self, expert_out, handle):
         """DeepEP's low_latency_combine: [tokens, hidden], per token the sum over its experts of
         its topk weight (the dispatch's) times the expert's row of expert_out ([received,
-        hidden], recv_x's order and dtype). Bitwise deterministic; once per dispatch.
+        hidden], recv_x's order and dtype). Bitwise deterministic; once per dispatch. As for
+        combine, expert_out made by `empty` is read where it lies.
         """
         if not isinstance(handle, DispatchHandle):
             raise ValueError(f"handle is a {type(handle).__name__}: pass what "

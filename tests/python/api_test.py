@@ -96,6 +96,12 @@ def main():
     check(s, "combine", numpy.allclose(y, 2 * x + 1), f"{numpy.abs(y - 2 * x - 1).max()}")
     y2 = s.combine(rows_out, handle)
     check(s, "the handle is reusable", numpy.allclose(y2, 2 * x))
+    # Rows made on the heap are read where they lie (every PE makes the same empty()).
+    on_heap = s.empty((tokens * w, hidden), dtype="float32")
+    on_heap[:len(rows_out)] = rows_out
+    y3 = s.combine(on_heap[:len(rows_out)], handle)
+    check(s, "combine of rows on the heap", numpy.array_equal(y3, y2))
+    s.free(on_heap)
 
     # The low-latency mode on torch bfloat16: the same routing, weights 0.5 and 0.25; each
     # expert returns its tokens as they came, so a token comes back as 0.75 x.

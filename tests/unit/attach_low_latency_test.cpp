@@ -129,6 +129,45 @@ TEST_F(AttachedLowLatency, EachExpertGetsItsTokensAndCombineWeighsAndSumsThemBac
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
+// Rows the process made on its heap are read there, not through the staging area: twice the
+// rows on the heap give exactly twice the result (a read of the staging area, which still holds
+// the call before's rows, would give the same result again). Then the staging path once more.
+TEST_F(AttachedLowLatency, ExpertRowsOnTheHeapAreReadWhereTheyLie) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
+    const Routed r = routed(pe);
+    // The most rows a PE can receive: every token of both PEs, once per local expert.
+    const size_t most = 2 * kTokens * 2 * kHidden;
+    auto* heap = static_cast<float*>(s.malloc(most * sizeof(float)));
+    std::vector<float> once(kTokens * kHidden), twice(kTokens * kHidden);
+    for (int call = 0; call < 3; ++call) {
+      Received got;
+      auto handle = dispatch(s, r, got);
+      std::vector<float> rows = run_experts(got);
+      std::vector<float> out(kTokens * kHidden);
+      if (call == 1) {
+        for (size_t i = 0; i < rows.size(); ++i) heap[i] = 2 * rows[i];
+        s.low_latency_combine(*handle, heap, out.data());
+        twice = out;
+      } else {
+        s.low_latency_combine(*handle, rows.data(), out.data());
+        if (std::string bad = check_combined(pe, out); !bad.empty()) return "combine: " + bad;
+        once = out;
+      }
+    }
+    s.free(heap);
+    for (size_t i = 0; i < once.size(); ++i) {
+      if (twice[i] != 2 * once[i]) {
+        return "element " + std::to_string(i) + ": " + std::to_string(twice[i]) +
+               " from the heap's rows, not twice " + std::to_string(once[i]);
+      }
+    }
+    return "ok";
+  });
+  EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
 TEST_F(AttachedLowLatency, TwoMicroBatchesFlyAHalfStillHeldIsRefusedAndADroppedHandleFreesIt) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {

@@ -116,6 +116,47 @@ TEST_F(AttachedOps, DispatchDeliversEachTokenOnceInOrderAndCombineSumsItBack) {
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
+// Rows the process made on its heap are read there, not through the staging area: twice the
+// rows on the heap give exactly twice the sums (a read of the staging area, which still holds
+// the combine before's rows, would give the same sums again). Then the staging path once more.
+TEST_F(AttachedOps, ExpertRowsOnTheHeapAreReadWhereTheyLie) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& session, int pe) -> std::string {
+    std::vector<float> x(kTokens * kHidden), weights(kTokens * kTopk, 1.0f);
+    std::vector<int64_t> idx(kTokens * kTopk);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      for (int64_t h = 0; h < kHidden; ++h) x[t * kHidden + h] = token_value(pe, t, h);
+      for (int k = 0; k < kTopk; ++k) idx[t * kTopk + k] = expert_of(pe, t, k);
+    }
+    std::vector<float> recv_x, recv_weights;
+    std::vector<int64_t> recv_idx;
+    auto handle = session.dispatch(
+        x.data(), idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts,
+        wire::DATA_TYPE_F32, [&](int64_t received) {
+          recv_x.resize(received * kHidden);
+          recv_idx.resize(received * kTopk);
+          recv_weights.resize(received * kTopk);
+          return DispatchOutputs{recv_x.data(), recv_idx.data(), recv_weights.data()};
+        });
+    auto* heap = static_cast<float*>(session.malloc(2 * kTokens * kHidden * sizeof(float)));
+    for (size_t i = 0; i < recv_x.size(); ++i) heap[i] = 2 * recv_x[i];
+    std::vector<float> once(kTokens * kHidden), twice(kTokens * kHidden), again(kTokens * kHidden);
+    session.combine(*handle, recv_x.data(), kHidden, wire::DATA_TYPE_F32, nullptr, once.data());
+    session.combine(*handle, heap, kHidden, wire::DATA_TYPE_F32, nullptr, twice.data());
+    session.combine(*handle, recv_x.data(), kHidden, wire::DATA_TYPE_F32, nullptr, again.data());
+    session.free(heap);
+    for (size_t i = 0; i < once.size(); ++i) {
+      if (twice[i] != 2 * once[i] || again[i] != once[i]) {
+        return "element " + std::to_string(i) + ": " + std::to_string(once[i]) + ", then " +
+               std::to_string(twice[i]) + " from the heap's rows, then " + std::to_string(again[i]);
+      }
+    }
+    return "ok";
+  });
+  EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
 TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
   constexpr int64_t m = 6, n = 8, k = 16;
   auto pes = start_session();
