@@ -41,12 +41,12 @@ enum class Op : uint32_t {
   kDetach = 9,  // the process is done with its PE
   // Staging: the area holds at least `count` bytes after the call.
   kStage = 10,
-  // MoE dispatch (api/staging_layout.h for where each tensor sits in the staging area).
-  // count: tokens; args: hidden, topk, experts. Answers the handle in `value` and the tokens
-  // received in `value2`.
+  // MoE dispatch (api/staging_layout.h for where each tensor sits in the staging area; x may
+  // lie on the heap instead: `place`). count: tokens; args: hidden, topk, experts. Answers the
+  // handle in `value` and the tokens received in `value2`.
   kDispatch = 11,
   // MoE combine along the dispatch args[0]; count: the received tokens; args[1]: 1 with a
-  // bias; args[2]: the rows' width (hidden); args[3]: where the expert rows are (RowsPlace).
+  // bias; args[2]: the rows' width (hidden). The expert rows may lie on the heap (`place`).
   kCombine = 12,
   kReleaseHandle = 13,  // args[0]: a dispatch's handle
   // The fused ops: args m, n, k (a: m x k, b: k x n, this PE's; see api/staging_layout.h) and
@@ -54,20 +54,21 @@ enum class Op : uint32_t {
   kGemmAllReduce = 14,
   kMatmulReduceScatter = 15,
   kAllGatherMatmul = 16,
-  // MoE low-latency dispatch (the decoding mode; api/staging_layout.h): count: tokens; args:
-  // hidden, topk, experts, max_tokens (the buffer's: every PE passes the same). Answers the
-  // handle in `value` and the tokens received in `value2`.
+  // MoE low-latency dispatch (the decoding mode; api/staging_layout.h, or x on the heap:
+  // `place`): count: tokens; args: hidden, topk, experts, max_tokens (the buffer's: every PE
+  // passes the same). Answers the handle in `value` and the tokens received in `value2`.
   kLowLatencyDispatch = 17,
   // MoE low-latency combine of the dispatch args[0]; count: the received tokens; dtype: the
-  // dispatch's; args[3]: where the expert rows are (RowsPlace).
+  // dispatch's. The expert rows may lie on the heap (`place`).
   kLowLatencyCombine = 18,
 };
 inline constexpr uint32_t kLastOp = 18;
 
-// Where a combine's expert rows are: copied into the staging area (combine_block's rows), or
-// read where they lie, on the PE's symmetric heap at the request's `src` offset (a tensor the
-// process made there, so the call copies nothing in).
-enum class RowsPlace : uint64_t {
+// Where a MoE call's large input lies (a dispatch's x, a combine's expert rows): copied into
+// the staging area where api/staging_layout.h puts it, or read where it lies, on the PE's
+// symmetric heap at the request's `src` offset (a tensor the process made there: the call
+// copies nothing in).
+enum class InputPlace : uint32_t {
   kStaging = 0,
   kHeap = 1,
 };
@@ -75,9 +76,9 @@ enum class RowsPlace : uint64_t {
 // Offsets are symmetric addresses: bytes from the start of the PE's slice.
 struct Request {
   Op op = Op::kNone;
-  uint32_t dtype = 0;   // wire::DataType
-  uint32_t reduce = 0;  // wire::Reduction
-  uint32_t reserved = 0;
+  uint32_t dtype = 0;                       // wire::DataType
+  uint32_t reduce = 0;                      // wire::Reduction
+  InputPlace place = InputPlace::kStaging;  // MoE calls only
   uint64_t src = 0;
   uint64_t dst = 0;
   uint64_t count = 0;  // elements (kMalloc: bytes)

@@ -123,16 +123,16 @@ bool Session::on_heap(const void* address, size_t bytes) const {
          bytes <= size_t(slice_ + slice_bytes_ - byte);
 }
 
-void Session::place_rows(attach::Request& request, const void* rows, size_t bytes,
-                         std::byte* staged, size_t element) const {
-  const auto* at = static_cast<const std::byte*>(rows);
-  if (bytes != 0 && on_heap(rows, bytes) && uint64_t(at - slice_) % element == 0) {
+void Session::place_input(attach::Request& request, const void* data, size_t bytes,
+                          std::byte* staged, size_t element) const {
+  const auto* at = static_cast<const std::byte*>(data);
+  if (bytes != 0 && on_heap(data, bytes) && uint64_t(at - slice_) % element == 0) {
     request.src = uint64_t(at - slice_);
-    request.args[3] = uint64_t(attach::RowsPlace::kHeap);
+    request.place = attach::InputPlace::kHeap;
     return;
   }
-  request.args[3] = uint64_t(attach::RowsPlace::kStaging);
-  std::memcpy(staged, rows, bytes);
+  request.place = attach::InputPlace::kStaging;
+  if (bytes != 0) std::memcpy(staged, data, bytes);
 }
 
 uint64_t Session::offset_of(const void* address, size_t bytes, const char* what,
@@ -297,7 +297,8 @@ DispatchHandle::~DispatchHandle() {
   if (alive_.lock()) session_->queue_release(id_);
 }
 
-void Session::stage_tokens(const char* call, const MoeTokens& t, int64_t most_tokens) {
+void Session::stage_tokens(const char* call, const MoeTokens& t, int64_t most_tokens,
+                           attach::Request& request) {
   const size_t e = element_bytes(t.dtype);
   check_moe_width(call, t.hidden);
   if (t.tokens < 0 || t.tokens > most_tokens || t.topk < 1 || t.topk > kMaxMoeTopk ||
@@ -312,7 +313,7 @@ void Session::stage_tokens(const char* call, const MoeTokens& t, int64_t most_to
   check_topk_ids(t.topk_idx, t.tokens, t.topk, t.experts, std::string(call) + "'s topk_idx");
   const auto in = attach::token_block(uint64_t(t.tokens), uint64_t(t.hidden), uint64_t(t.topk), e);
   std::byte* area = stage(in.end);
-  std::memcpy(area + in.x, t.x, size_t(t.tokens) * t.hidden * e);
+  place_input(request, t.x, size_t(t.tokens) * t.hidden * e, area + in.x, e);
   auto* ids = reinterpret_cast<int32_t*>(area + in.idx);
   for (int64_t i = 0; i < t.tokens * t.topk; ++i) ids[i] = int32_t(t.topk_idx[i]);
   std::memcpy(area + in.weights, t.topk_weights, size_t(t.tokens) * t.topk * 4);
@@ -342,14 +343,13 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
   const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
-  stage_tokens("dispatch", tokens_in, kMaxMoeTokens);
+  attach::Request request{.op = attach::Op::kDispatch,
+                          .dtype = uint32_t(dtype),
+                          .count = uint64_t(tokens),
+                          .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}};
+  stage_tokens("dispatch", tokens_in, kMaxMoeTokens, request);
   uint64_t received = 0;
-  const uint64_t id =
-      call(attach::Request{.op = attach::Op::kDispatch,
-                           .dtype = uint32_t(dtype),
-                           .count = uint64_t(tokens),
-                           .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}},
-           &received);
+  const uint64_t id = call(request, &received);
   const auto handle =
       make_handle(id, received, uint64_t(place_.world_size) * kMaxMoeTokens, tokens_in, 0);
   const auto out = attach::token_block(received, uint64_t(hidden), uint64_t(topk), e);
@@ -382,7 +382,7 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
                           .dtype = uint32_t(dtype),
                           .count = uint64_t(handle.received),
                           .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}};
-  place_rows(request, rows, size_t(handle.received) * row, area + block.rows, e);
+  place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
   if (bias) std::memcpy(area + block.bias, bias, size_t(handle.tokens) * row);
   call(request);
   std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
@@ -400,7 +400,12 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
                           "; allowed 1 to " + std::to_string(kMaxLowLatencyTokens));
   }
   const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
-  stage_tokens("low_latency_dispatch", tokens_in, max_tokens);
+  attach::Request request{
+      .op = attach::Op::kLowLatencyDispatch,
+      .dtype = uint32_t(dtype),
+      .count = uint64_t(tokens),
+      .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts), uint64_t(max_tokens)}};
+  stage_tokens("low_latency_dispatch", tokens_in, max_tokens, request);
   const int local = experts / place_.world_size;
   // Each token once per local expert it chose, from every PE.
   const uint64_t most =
@@ -417,12 +422,7 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
   const int half = low_latency_halves_.reserve({hidden, topk, experts, max_tokens, int64_t(dtype)});
   uint64_t received = 0, id = 0;
   try {
-    id = call(attach::Request{.op = attach::Op::kLowLatencyDispatch,
-                              .dtype = uint32_t(dtype),
-                              .count = uint64_t(tokens),
-                              .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts),
-                                       uint64_t(max_tokens)}},
-              &received);
+    id = call(request, &received);
   } catch (...) {
     low_latency_halves_.cancel(half);
     throw;
@@ -458,7 +458,7 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
                           .dtype = uint32_t(handle.dtype),
                           .count = uint64_t(handle.received),
                           .args = {handle.id_}};
-  place_rows(request, rows, size_t(handle.received) * row, area + block.rows, e);
+  place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
   call(request);
   std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
               size_t(handle.tokens) * row);

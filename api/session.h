@@ -189,7 +189,10 @@ class Session {
     int topk, experts;
     wire::DataType dtype;
   };
-  void stage_tokens(const char* call, const MoeTokens& tokens, int64_t most_tokens);
+  // Checks a dispatch's tokens and stages them: the routing into the staging area, x there too
+  // or, on this PE's heap, left where it lies (`request` says which).
+  void stage_tokens(const char* call, const MoeTokens& tokens, int64_t most_tokens,
+                    attach::Request& request);
   // The handle of a dispatch of `tokens` the daemon answered with `id` and `received` rows (a
   // PeerError when more than `most`); max_tokens 0 for a normal dispatch.
   std::shared_ptr<DispatchHandle> make_handle(uint64_t id, uint64_t received, uint64_t most,
@@ -199,10 +202,11 @@ class Session {
                  wire::MatmulMode mode);
   // The heap offset of [address, address + bytes), checked on the heap and aligned to `element`.
   uint64_t offset_of(const void* address, size_t bytes, const char* what, size_t element = 1) const;
-  // Says in `request` where a combine's expert rows are: where they lie when that is this PE's
-  // heap (aligned to `element`), else copied to `staged` in the staging area.
-  void place_rows(attach::Request& request, const void* rows, size_t bytes, std::byte* staged,
-                  size_t element) const;
+  // Says in `request` where a MoE call's large input is (a dispatch's x, a combine's rows):
+  // where it lies when that is this PE's heap (aligned to `element`), else copied to `staged`
+  // in the staging area.
+  void place_input(attach::Request& request, const void* data, size_t bytes, std::byte* staged,
+                   size_t element) const;
   std::string closed_reason() const;
 
   SessionPlace place_;

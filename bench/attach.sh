@@ -6,7 +6,8 @@
 #     bench/moe.sh does (hidden 7168, topk 8, 64 experts, TOKENS per PE, default 512, bf16;
 #     2 nodes x 2 PEs over TCP), next to the same exchange with torch.distributed's gloo
 #     backend (all_to_all_single there and back) and to the CLI's dispatch and combine jobs;
-#     then the combine alone with its expert rows in private memory and on the heap;
+#     then each call alone with its large input (x, the expert rows) in private memory and on
+#     the heap;
 #  3. all_reduce of 64 MiB of float32 through the Python API (a heap tensor) next to the CLI's
 #     allreduce job of the same size: the API should cost at most 1.1x the CLI's.
 # Usage: bench/attach.sh [BUILD_DIR] (default build). PARTS=1,2,3 picks parts.
@@ -76,22 +77,28 @@ if [[ ",$parts," == *,2,* ]]; then
   api=$(awk '$1 == "symmesh_dispatch_combine" { print $2 }' "$work/moe" | median)
   gloo=$(awk '$1 == "gloo_alltoall_dispatch_combine" { print $2 }' "$work/moe" | median)
   cli=$(paste "$work/cli-dispatch" "$work/cli-combine" | awk '{ print $1 + $2 }' | median)
-  printf "| %-44s | %9s | %12s |\n" "" "median ms" "vs Python API"
-  printf "| %-44s | %9s | %12s |\n" "symmesh Python API: dispatch + combine" "$(ms "$api")" "1.00"
-  printf "| %-44s | %9s | %12s |\n" "torch.distributed gloo: all_to_all_single x2" "$(ms "$gloo")" "$(ratio "$gloo" "$api")"
-  printf "| %-44s | %9s | %12s |\n" "symmesh CLI jobs: dispatch + combine" "$(ms "$cli")" "$(ratio "$cli" "$api")"
+  printf "| %-50s | %9s | %12s |\n" "" "median ms" "vs Python API"
+  printf "| %-50s | %9s | %12s |\n" "symmesh Python API: dispatch + combine" "$(ms "$api")" "1.00"
+  printf "| %-50s | %9s | %12s |\n" "torch.distributed gloo: all_to_all_single x2" "$(ms "$gloo")" "$(ratio "$gloo" "$api")"
+  printf "| %-50s | %9s | %12s |\n" "symmesh CLI jobs: dispatch + combine" "$(ms "$cli")" "$(ratio "$cli" "$api")"
   record_peer attach.moe_gloo "$gloo" s lower
   record attach.moe_cli "$cli" s lower
   record attach.moe_api "$api" s lower "attach.moe_gloo attach.moe_cli"
-  private=$(awk '$1 == "symmesh_combine_private_rows" { print $2 }' "$work/moe" | median)
-  heap=$(awk '$1 == "symmesh_combine_heap_rows" { print $2 }' "$work/moe" | median)
-  cli_combine=$(median <"$work/cli-combine")
-  printf "| %-44s | %9s | %12s |\n" "combine alone" "median ms" "vs private"
-  printf "| %-44s | %9s | %12s |\n" "symmesh Python API, rows in private memory" "$(ms "$private")" "1.00"
-  printf "| %-44s | %9s | %12s |\n" "symmesh Python API, rows on the heap" "$(ms "$heap")" "$(ratio "$heap" "$private")"
-  printf "| %-44s | %9s | %12s |\n" "symmesh CLI combine job" "$(ms "$cli_combine")" "$(ratio "$cli_combine" "$private")"
-  record attach.combine_private_rows "$private" s lower
-  record attach.combine_heap_rows "$heap" s lower attach.combine_private_rows
+  printf "| %-50s | %9s | %12s |\n" "each call alone" "median ms" "vs private"
+  for op in dispatch combine; do
+    if [[ $op == dispatch ]]; then input=x; else input=rows; fi
+    private=$(awk -v f="symmesh_${op}_private_$input" '$1 == f { print $2 }' "$work/moe" | median)
+    heap=$(awk -v f="symmesh_${op}_heap_$input" '$1 == f { print $2 }' "$work/moe" | median)
+    cli_op=$(median <"$work/cli-$op")
+    printf "| %-50s | %9s | %12s |\n" "symmesh Python API $op, $input in private memory" \
+      "$(ms "$private")" "1.00"
+    printf "| %-50s | %9s | %12s |\n" "symmesh Python API $op, $input on the heap" "$(ms "$heap")" \
+      "$(ratio "$heap" "$private")"
+    printf "| %-50s | %9s | %12s |\n" "symmesh CLI $op job" "$(ms "$cli_op")" \
+      "$(ratio "$cli_op" "$private")"
+    record "attach.${op}_private_$input" "$private" s lower
+    record "attach.${op}_heap_$input" "$heap" s lower "attach.${op}_private_$input"
+  done
 fi
 if [[ ",$parts," == *,3,* ]]; then
   echo "== 3. all_reduce of 64 MiB float32, 2 nodes x 2 PEs over TCP, $iters iterations a round"

@@ -1,9 +1,10 @@
 """The Python API's figures, run by bench/attach.sh under `symmesh launch` (one process per PE):
 
   moe        dispatch + combine through symmesh (bf16 torch tensors, the experts the identity);
-             the combine alone with its expert rows in private memory and on the heap; and the
-             same exchange with torch.distributed's gloo backend: all_to_all_single of each
-             token to every PE holding one of its experts, and back, summed at home
+             each call alone with its large input (x, the expert rows) in private memory and on
+             the heap; and the same exchange with torch.distributed's gloo backend:
+             all_to_all_single of each token to every PE holding one of its experts, and back,
+             summed at home
   allreduce  all_reduce of a float32 tensor on the symmetric heap (zero-copy)
 
 Each iteration starts with a barrier and is timed on every PE; an iteration's time is the
@@ -61,24 +62,35 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
             times.append(seconds)
     report(s, "symmesh_dispatch_combine", times)
 
-    # The combine alone, its expert rows in private memory or on the heap (read there, not
-    # copied in); the experts (x 1) write one or the other, alternated on the same dispatch.
-    on_heap = s.empty((tokens * s.world_size, hidden), dtype="bfloat16", like="torch")
-    private, heap = [], []
+    # Each call alone, its large input (x, the expert rows) in private memory or on the heap
+    # (read there, not copied in), alternated; the experts (x 1) write one or the other.
+    x_on_heap = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
+    x_on_heap.copy_(x)
+    rows_heap = s.empty((tokens * s.world_size, hidden), dtype="bfloat16", like="torch")
+    alone = {name: [] for name in ("dispatch_private_x", "dispatch_heap_x",
+                                   "combine_private_rows", "combine_heap_rows")}
+
+    def timed(name, i, call):
+        s.barrier()
+        start = time.perf_counter()
+        result = call()
+        seconds = slowest(s, time.perf_counter() - start)
+        if i >= WARMUP:
+            alone[name].append(seconds)
+        return result
+
     for i in range(WARMUP + iters):
-        recv_x, _, _, handle = s.dispatch(x, idx, weights, experts)
+        timed("dispatch_private_x", i, lambda: s.dispatch(x, idx, weights, experts))
+        recv_x, _, _, handle = timed("dispatch_heap_x", i,
+                                     lambda: s.dispatch(x_on_heap, idx, weights, experts))
         rows = torch.mul(recv_x, 1.0)
-        rows_on_heap = torch.mul(recv_x, 1.0, out=on_heap[:len(recv_x)])
-        for kept, expert_out in ((private, rows), (heap, rows_on_heap)):
-            s.barrier()
-            start = time.perf_counter()
-            s.combine(expert_out, handle)
-            seconds = slowest(s, time.perf_counter() - start)
-            if i >= WARMUP:
-                kept.append(seconds)
-    report(s, "symmesh_combine_private_rows", private)
-    report(s, "symmesh_combine_heap_rows", heap)
-    s.free(on_heap)
+        rows_on_heap = torch.mul(recv_x, 1.0, out=rows_heap[:len(recv_x)])
+        timed("combine_private_rows", i, lambda: s.combine(rows, handle))
+        timed("combine_heap_rows", i, lambda: s.combine(rows_on_heap, handle))
+    for name, times in alone.items():
+        report(s, "symmesh_" + name, times)
+    s.free(rows_heap)
+    s.free(x_on_heap)
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gloo_port}", rank=s.rank,
                             world_size=s.world_size)

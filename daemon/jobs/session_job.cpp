@@ -83,7 +83,7 @@ class SessionServer {
   // call that is not checked: malloc and free keep their symmetry the caller's, as in
   // OpenSHMEM, so that an allocation costs no exchange; a barrier has nothing to disagree on.
   static std::optional<attach::Request> agreed_part(attach::Request r) {
-    r.reserved = 0;
+    r.place = attach::InputPlace::kStaging;  // each PE's own, where it matters
     switch (r.op) {
       case attach::Op::kAllReduce:
       case attach::Op::kReduceScatter:
@@ -100,7 +100,6 @@ class SessionServer {
       case attach::Op::kCombine:  // as are the rows it received, and where they lie
       case attach::Op::kLowLatencyCombine:
         r.count = r.src = 0;
-        r.args[3] = 0;
         return r;
       default:
         return std::nullopt;

@@ -62,21 +62,23 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   check_handle_room();
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
-  // The tokens are copied out first: the received rows go straight into the staging area, over
-  // them, while they are still being read (and growing the area may move it).
+  // Staged tokens are copied out first: the received rows go straight into the staging area,
+  // over them, while they are still being read (and growing the area may move it). Tokens on
+  // the heap are read where they lie.
   const size_t x_bytes = in.idx - in.x;
-  tokens_.resize(x_bytes);
-  if (x_bytes > 0)
-    std::memcpy(tokens_.data(), staging.range(in.x, x_bytes, "dispatch's x"), x_bytes);
+  const std::byte* x = input_at(r, staging, in.x, x_bytes, element, "dispatch's x");
+  if (r.place == attach::InputPlace::kStaging) {
+    tokens_.assign(x, x + x_bytes);
+    x = tokens_.data();
+  }
   const Routing routing = staged_routing(o, in, staging);
 
   attach::TokenBlock out{};
-  DispatchResult result =
-      symmesh::dispatch(pe_, o, tokens_.data(), routing, {}, [&](int64_t received) {
-        out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
-        staging.grow(out.end, "dispatch's received tokens");
-        return staging.range(out.x, out.idx - out.x, "recv_x");
-      });
+  DispatchResult result = symmesh::dispatch(pe_, o, x, routing, {}, [&](int64_t received) {
+    out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
+    staging.grow(out.end, "dispatch's received tokens");
+    return staging.range(out.x, out.idx - out.x, "recv_x");
+  });
   const uint64_t received = uint64_t(result.received);
   // Expert ids become this PE's local expert index (DeepEP's recv_topk_idx), -1 elsewhere.
   const int32_t first_expert = pe_.my_pe() * experts_per_pe(o, pe_.n_pes());
@@ -103,20 +105,21 @@ const SessionMoe::Kept& SessionMoe::kept(uint64_t handle) const {
   return it->second;
 }
 
-const std::byte* SessionMoe::expert_rows(const attach::Request& r, attach::StagingArea& staging,
-                                         uint64_t staged, uint64_t bytes, size_t element) {
-  switch (attach::RowsPlace(r.args[3])) {
-    case attach::RowsPlace::kStaging:
-      return staging.range(staged, bytes, "combine's expert rows");
-    case attach::RowsPlace::kHeap:
+const std::byte* SessionMoe::input_at(const attach::Request& r, attach::StagingArea& staging,
+                                      uint64_t staged, uint64_t bytes, size_t element,
+                                      const char* what) {
+  switch (r.place) {
+    case attach::InputPlace::kStaging:
+      return staging.range(staged, bytes, what);
+    case attach::InputPlace::kHeap:
       if (r.src % element != 0) {
-        throw InvalidArgument("combine's expert rows at heap offset " + std::to_string(r.src) +
-                              " are not aligned to their " + std::to_string(element) +
+        throw InvalidArgument(std::string(what) + " at heap offset " + std::to_string(r.src) +
+                              " is not aligned to its " + std::to_string(element) +
                               "-byte element");
       }
       return pe_.heap_range(r.src, bytes);
   }
-  throw InvalidArgument("combine's expert rows are at place " + std::to_string(r.args[3]) +
+  throw InvalidArgument(std::string(what) + " is at place " + std::to_string(uint32_t(r.place)) +
                         ": allowed 0 (the staging area) or 1 (the symmetric heap at src)");
 }
 
@@ -139,7 +142,8 @@ void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging)
   const auto block = attach::combine_block(r.count, uint64_t(k.routing.tokens), uint64_t(o.hidden),
                                            bias, dtype_size(o.x_dtype));
   CombineInputs inputs;
-  inputs.expert_rows = expert_rows(r, staging, block.rows, r.count * row, dtype_size(o.x_dtype));
+  inputs.expert_rows = input_at(r, staging, block.rows, r.count * row, dtype_size(o.x_dtype),
+                                "combine's expert rows");
   if (bias) {
     inputs.biases.push_back(staging.range(block.bias, k.routing.tokens * row, "combine's bias"));
   }
@@ -184,7 +188,7 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
                                                  .dtype = o.x_dtype});
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
-  const std::byte* x = staging.range(in.x, in.idx - in.x, "dispatch's x");
+  const std::byte* x = input_at(r, staging, in.x, in.idx - in.x, element, "dispatch's x");
   const Routing routing = staged_routing(o, in, staging);
 
   // The received rows straight into the staging area, over the tokens (read by then).
@@ -231,7 +235,8 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
   const size_t element = dtype_size(shape.dtype), row = size_t(shape.hidden) * element;
   const uint64_t tokens = d.sent_record.size() / size_t(pe_.node().nodes());
   const auto block = attach::combine_block(r.count, tokens, uint64_t(shape.hidden), false, element);
-  const std::byte* rows = expert_rows(r, staging, block.rows, r.count * row, element);
+  const std::byte* rows =
+      input_at(r, staging, block.rows, r.count * row, element, "combine's expert rows");
   std::byte* out = staging.range(block.out, tokens * row, "combine's output");
   low_latency_->combine(d, rows, out);
 }

@@ -54,10 +54,11 @@ class SessionMoe {
     DispatchResult result;  // without its tokens (the process has them)
   };
   const Kept& kept(uint64_t handle) const;
-  // A combine's `bytes` of expert rows where the request says they are: in the staging area
-  // at `staged`, or on this PE's heap (checked against it and aligned to `element`).
-  const std::byte* expert_rows(const attach::Request& r, attach::StagingArea& staging,
-                               uint64_t staged, uint64_t bytes, size_t element);
+  // A call's large input (`what`: a dispatch's x, a combine's rows), `bytes` where the request
+  // says it is: in the staging area at `staged`, or on this PE's heap at `src` (checked
+  // against it and aligned to `element`).
+  const std::byte* input_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
+                            uint64_t bytes, size_t element, const char* what);
   void check_handle_room() const;
   // The session's low-latency buffer for `shape`, made again (collectively) when it differs.
   LowLatencyBuffer& low_latency_buffer(const LowLatencyShape& shape);

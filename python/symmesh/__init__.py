@@ -9,8 +9,8 @@
 Tensors are numpy arrays or CPU torch tensors of float32, bfloat16 (torch only: numpy has no
 bfloat16) or float16. Collectives work in place on tensors made by `empty` (zero-copy); any
 other tensor is copied onto the heap and back. Dispatch, combine and the fused ops copy
-through the PE's private staging area, except that a combine reads expert rows made by `empty`
-where they lie. Every PE makes the same calls in the same
+through the PE's private staging area, except that a dispatch's x and a combine's expert rows
+made by `empty` are read where they lie. Every PE makes the same calls in the same
 order with the same shapes, and a tensor made by `empty` on one PE is made by `empty` on all.
 
 A wrong call raises ValueError naming what was wrong and leaves the session as it was; a call
@@ -296,7 +296,8 @@ class Session:
         topk_weights [tokens, topk] float32. Returns recv_x (each token with an expert here,
         once, ordered by source PE then token), recv_topk_idx (int64: the local expert index,
         or -1 where the expert lives elsewhere), recv_topk_weights, and the handle combine
-        takes. Torch tensors that need gradients go through symmesh.torch.
+        takes. Torch tensors that need gradients go through symmesh.torch. x made by `empty`
+        is read where it lies; any other is copied into the staging area first.
         """
         if _is_torch(x) and _torch().is_grad_enabled() and (
                 x.requires_grad or getattr(topk_weights, "requires_grad", False)):
@@ -393,7 +394,8 @@ class Session:
     def low_latency_dispatch(self, x, topk_idx, topk_weights, num_experts, max_tokens):
         """DeepEP's low_latency_dispatch, for decoding: the routing as for dispatch, at most
         max_tokens tokens per PE (every PE passes the same max_tokens, hidden, topk, experts and
-        dtype: they size the session's buffer, made again when they change).
+        dtype: they size the session's buffer, made again when they change). x made by `empty`
+        is read where it lies.
 
         Returns recv_x [received, hidden] packed by local expert (within one: by source PE, then
         token; a token once per local expert it chose), recv_counts (int64 [local experts]) and

@@ -102,6 +102,11 @@ def main():
     y3 = s.combine(on_heap[:len(rows_out)], handle)
     check(s, "combine of rows on the heap", numpy.array_equal(y3, y2))
     s.free(on_heap)
+    x_on_heap = s.empty((tokens, hidden), dtype="float32")
+    x_on_heap[:] = x
+    heap_x, _, _, _ = s.dispatch(x_on_heap, idx, weights, experts)
+    check(s, "dispatch of tokens on the heap", numpy.array_equal(heap_x, recv_x))
+    s.free(x_on_heap)
 
     # The low-latency mode on torch bfloat16: the same routing, weights 0.5 and 0.25; each
     # expert returns its tokens as they came, so a token comes back as 0.75 x.

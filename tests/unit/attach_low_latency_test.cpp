@@ -129,10 +129,11 @@ TEST_F(AttachedLowLatency, EachExpertGetsItsTokensAndCombineWeighsAndSumsThemBac
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
-// Rows the process made on its heap are read there, not through the staging area: twice the
-// rows on the heap give exactly twice the result (a read of the staging area, which still holds
-// the call before's rows, would give the same result again). Then the staging path once more.
-TEST_F(AttachedLowLatency, ExpertRowsOnTheHeapAreReadWhereTheyLie) {
+// Tokens and rows the process made on its heap are read there, not through the staging area:
+// twice the tokens arrive as twice the rows, and twice the rows give exactly twice the result
+// (a read of the staging area, which still holds the call before's, would give the same again).
+// Then the staging path once more.
+TEST_F(AttachedLowLatency, TokensAndExpertRowsOnTheHeapAreReadWhereTheyLie) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
     const Routed r = routed(pe);
@@ -146,6 +147,25 @@ TEST_F(AttachedLowLatency, ExpertRowsOnTheHeapAreReadWhereTheyLie) {
       std::vector<float> rows = run_experts(got);
       std::vector<float> out(kTokens * kHidden);
       if (call == 1) {
+        // Twice the tokens from the heap arrive as twice the rows.
+        Received twice_got;
+        Routed doubled = r;
+        for (float& v : doubled.x) v *= 2;
+        auto* heap_x = static_cast<float*>(s.malloc(doubled.x.size() * sizeof(float)));
+        std::copy(doubled.x.begin(), doubled.x.end(), heap_x);
+        auto twice_handle = s.low_latency_dispatch(
+            heap_x, r.idx.data(), r.weights.data(), kTokens, kHidden, kTopk, kExperts, kMaxTokens,
+            wire::DATA_TYPE_F32, [&](int64_t received) {
+              twice_got.x.resize(received * kHidden);
+              twice_got.counts.resize(kExperts / 2);
+              return LowLatencyOutputs{twice_got.x.data(), twice_got.counts.data()};
+            });
+        s.free(heap_x);
+        if (twice_got.x.size() != got.x.size()) return "the tokens on the heap arrived otherwise";
+        for (size_t i = 0; i < got.x.size(); ++i) {
+          if (twice_got.x[i] != 2 * got.x[i]) return "received element " + std::to_string(i);
+        }
+        twice_handle.reset();  // dropped: its half is free again
         for (size_t i = 0; i < rows.size(); ++i) heap[i] = 2 * rows[i];
         s.low_latency_combine(*handle, heap, out.data());
         twice = out;

@@ -116,10 +116,11 @@ TEST_F(AttachedOps, DispatchDeliversEachTokenOnceInOrderAndCombineSumsItBack) {
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
-// Rows the process made on its heap are read there, not through the staging area: twice the
-// rows on the heap give exactly twice the sums (a read of the staging area, which still holds
-// the combine before's rows, would give the same sums again). Then the staging path once more.
-TEST_F(AttachedOps, ExpertRowsOnTheHeapAreReadWhereTheyLie) {
+// Tokens and rows the process made on its heap are read there, not through the staging area:
+// twice the tokens on the heap arrive as twice the rows, and twice the rows on the heap give
+// exactly twice the sums (a read of the staging area, which still holds the call before's,
+// would give the same again). Then the staging path once more.
+TEST_F(AttachedOps, TokensAndExpertRowsOnTheHeapAreReadWhereTheyLie) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& session, int pe) -> std::string {
     std::vector<float> x(kTokens * kHidden), weights(kTokens * kTopk, 1.0f);
@@ -138,6 +139,24 @@ TEST_F(AttachedOps, ExpertRowsOnTheHeapAreReadWhereTheyLie) {
           recv_weights.resize(received * kTopk);
           return DispatchOutputs{recv_x.data(), recv_idx.data(), recv_weights.data()};
         });
+    // Tokens on the heap, twice the private ones: twice the rows arrive.
+    auto* heap_x = static_cast<float*>(session.malloc(kTokens * kHidden * sizeof(float)));
+    for (size_t i = 0; i < x.size(); ++i) heap_x[i] = 2 * x[i];
+    std::vector<float> recv_twice;
+    session.dispatch(
+        heap_x, idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts, wire::DATA_TYPE_F32,
+        [&](int64_t received) {
+          recv_twice.resize(received * kHidden);
+          return DispatchOutputs{recv_twice.data(), recv_idx.data(), recv_weights.data()};
+        });
+    session.free(heap_x);
+    if (recv_twice.size() != recv_x.size()) return "the tokens on the heap arrived otherwise";
+    for (size_t i = 0; i < recv_x.size(); ++i) {
+      if (recv_twice[i] != 2 * recv_x[i]) {
+        return "received element " + std::to_string(i) + ": " + std::to_string(recv_twice[i]) +
+               " from tokens on the heap, not twice " + std::to_string(recv_x[i]);
+      }
+    }
     auto* heap = static_cast<float*>(session.malloc(2 * kTokens * kHidden * sizeof(float)));
     for (size_t i = 0; i < recv_x.size(); ++i) heap[i] = 2 * recv_x[i];
     std::vector<float> once(kTokens * kHidden), twice(kTokens * kHidden), again(kTokens * kHidden);
