@@ -173,6 +173,7 @@ class Session {
 
  private:
   friend class DispatchHandle;
+  friend struct SessionProbe;  // tests: a request as a hostile process could write it
   Session() = default;
   // One call at a time (a mutex); first sends the releases queued by handles' destructors.
   uint64_t call(const attach::Request& request, uint64_t* value2 = nullptr);

@@ -65,7 +65,7 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   // Staged tokens are copied out first: the received rows go straight into the staging area,
   // over them, while they are still being read (and growing the area may move it). Tokens on
   // the heap are read where they lie.
-  const size_t x_bytes = in.idx - in.x;
+  const size_t x_bytes = size_t(o.tokens) * size_t(o.hidden) * element;  // unpadded, as sent
   const std::byte* x = input_at(r, staging, in.x, x_bytes, element, "dispatch's x");
   if (r.place == attach::InputPlace::kStaging) {
     tokens_.assign(x, x + x_bytes);
@@ -188,7 +188,8 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
                                                  .dtype = o.x_dtype});
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
-  const std::byte* x = input_at(r, staging, in.x, in.idx - in.x, element, "dispatch's x");
+  const std::byte* x = input_at(r, staging, in.x, size_t(o.tokens) * size_t(o.hidden) * element,
+                                element, "dispatch's x");
   const Routing routing = staged_routing(o, in, staging);
 
   // The received rows straight into the staging area, over the tokens (read by then).

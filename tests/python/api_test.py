@@ -97,15 +97,16 @@ def main():
     y2 = s.combine(rows_out, handle)
     check(s, "the handle is reusable", numpy.allclose(y2, 2 * x))
     # Rows made on the heap are read where they lie (every PE makes the same empty()).
+    # Twice the rows there give twice the sums: the staging area still holds rows_out.
     on_heap = s.empty((tokens * w, hidden), dtype="float32")
-    on_heap[:len(rows_out)] = rows_out
+    on_heap[:len(rows_out)] = 2 * rows_out
     y3 = s.combine(on_heap[:len(rows_out)], handle)
-    check(s, "combine of rows on the heap", numpy.array_equal(y3, y2))
+    check(s, "combine of rows on the heap", numpy.array_equal(y3, 2 * y2))
     s.free(on_heap)
     x_on_heap = s.empty((tokens, hidden), dtype="float32")
-    x_on_heap[:] = x
+    x_on_heap[:] = 2 * x
     heap_x, _, _, _ = s.dispatch(x_on_heap, idx, weights, experts)
-    check(s, "dispatch of tokens on the heap", numpy.array_equal(heap_x, recv_x))
+    check(s, "dispatch of tokens on the heap", numpy.array_equal(heap_x, 2 * recv_x))
     s.free(x_on_heap)
 
     # The low-latency mode on torch bfloat16: the same routing, weights 0.5 and 0.25; each
@@ -119,6 +120,17 @@ def main():
         y = s.low_latency_combine(ll_x, ll)
         check(s, "low-latency combine", y.dtype == torch.bfloat16 and
               torch.equal(y, (0.75 * tx.float()).to(torch.bfloat16)))
+    # Tokens and rows on the heap, twice the others: twice the rows, twice the result.
+    ll_tokens = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
+    ll_tokens.copy_(2 * tx)
+    ll_rows = s.empty((w * 8 * 2, hidden), dtype="bfloat16", like="torch")
+    heap_ll_x, _, heap_ll = s.low_latency_dispatch(ll_tokens, torch.from_numpy(idx), tw, experts, 8)
+    check(s, "low-latency dispatch of tokens on the heap", torch.equal(heap_ll_x, 2 * ll_x))
+    ll_rows[:len(heap_ll_x)] = heap_ll_x
+    y_heap = s.low_latency_combine(ll_rows[:len(heap_ll_x)], heap_ll)
+    check(s, "low-latency combine of rows on the heap", torch.equal(y_heap, 2 * y))
+    s.free(ll_rows)
+    s.free(ll_tokens)
     first = s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8)
     second = s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8)
     expect_value_error(s, "a third low-latency dispatch",

@@ -1,18 +1,44 @@
 // The calls an attached process makes on its own tensors, through the staging area: MoE dispatch
 // and combine with DeepEP's semantics (what each PE receives, in which order, with which local
-// expert indices; the combine's sums and bias; a backward combine of another width), the three
+// expert indices; the combine's sums and bias; a backward combine of another width), tokens and
+// expert rows on the heap read where they lie, a hostile place or heap offset refused, the three
 // fused ops against a plain matmul, a wrong routing refused before anything is sent, and PEs
 // whose calls disagree all refused together.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <future>
+#include <mutex>
 #include <vector>
 
+#include "api/op_limits.h"
+#include "runtime/layout.h"
 #include "tests/support/attached_moe_routing.h"
 #include "tests/support/attached_node.h"
 
 namespace symmesh {
+
+// A request no honest client writes: a dispatch of 2 f32 tokens of width 8 (topk 2 of 4
+// experts) whose x lies at `place` and heap offset `src`, with the routing staged.
+struct SessionProbe {
+  static void dispatch_at(Session& session, attach::InputPlace place, uint64_t src) {
+    const std::vector<int64_t> ids = {0, 1, 2, 3};
+    const std::vector<float> x(16), weights(4, 1.0f);
+    attach::Request request{.op = attach::Op::kDispatch,
+                            .dtype = uint32_t(wire::DATA_TYPE_F32),
+                            .count = 2,
+                            .args = {8, 2, 4}};
+    const std::lock_guard staging_held(session.staging_mutex_);
+    session.stage_tokens("dispatch",
+                         {x.data(), ids.data(), weights.data(), 2, 8, 2, 4, wire::DATA_TYPE_F32},
+                         kMaxMoeTokens, request);
+    request.place = place;
+    request.src = src;
+    session.call(request);
+  }
+};
+
 namespace {
 
 using AttachedOps = AttachedNode;
@@ -173,6 +199,56 @@ TEST_F(AttachedOps, TokensAndExpertRowsOnTheHeapAreReadWhereTheyLie) {
     return "ok";
   });
   EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+// A process names where its input lies; a place that is neither staging nor heap, an offset
+// past the heap or into its reserved start, and a misaligned one are each refused naming what
+// was wrong. Each ends that session only: the node serves the next one.
+TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
+  struct Case {
+    attach::InputPlace place;
+    uint64_t src;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {attach::InputPlace(7), 0,
+       "dispatch's x is at place 7: allowed 0 (the staging area) or 1 (the symmetric heap at "
+       "src)"},
+      {attach::InputPlace::kHeap, UINT64_MAX - 3, "are outside its symmetric heap"},
+      {attach::InputPlace::kHeap, 0, "are outside its symmetric heap"},
+      {attach::InputPlace::kHeap, kReservedBytes + 2,
+       "dispatch's x at heap offset " + std::to_string(kReservedBytes + 2) +
+           " is not aligned to its 4-byte element"},
+  };
+  for (const Case& c : cases) {
+    auto pes = start_session();
+    const std::vector<std::string> said = run_processes([&](Session& session, int) {
+      try {
+        SessionProbe::dispatch_at(session, c.place, c.src);
+        return std::string("accepted");
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+    });
+    // The first PE to refuse it ends the session (the node is aborted): a peer still inside
+    // the call may end by that abort instead.
+    SCOPED_TRACE(c.says);
+    for (const std::vector<std::string>& outcomes : {said, endings(pes)}) {
+      size_t named = 0;
+      for (const std::string& outcome : outcomes) {
+        named += outcome.find(c.says) != std::string::npos;
+        EXPECT_TRUE(outcome.find(c.says) != std::string::npos ||
+                    outcome.find("a PE failed") != std::string::npos)
+            << outcome;
+      }
+      EXPECT_GE(named, 1u);
+    }
+    node_.doorbell().clear_abort();
+  }
+  auto pes = start_session();
+  const std::vector<MoeOutcome> outcomes = run_processes(run_moe);
+  EXPECT_EQ(outcomes[0].combined.size(), size_t(kTokens * kHidden));
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
