@@ -21,7 +21,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 5;  // 5: combine rows read on the heap
+inline constexpr uint32_t kAttachProtocolVersion = 5;  // 5: Request::place
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"

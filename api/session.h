@@ -125,7 +125,8 @@ class Session {
   // `tokens` tokens (x [tokens][hidden]) goes, once, to every PE holding one of its experts
   // (topk_idx [tokens][topk], -1 for an unused slot; weights [tokens][topk]). `allocate` is
   // called with the count received and says where to write it. Received tokens are ordered by
-  // source PE, then token: the same on every run.
+  // source PE, then token: the same on every run. x on this PE's symmetric heap (made by malloc)
+  // is read where it is; any other is copied in first.
   std::shared_ptr<DispatchHandle> dispatch(
       const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
       int64_t hidden, int topk, int experts, wire::DataType dtype,

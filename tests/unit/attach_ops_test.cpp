@@ -244,7 +244,7 @@ TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
       }
       EXPECT_GE(named, 1u);
     }
-    node_.doorbell().clear_abort();
+    node_.reset_between_jobs();  // as the node agent does: the aborted session's sync state
   }
   auto pes = start_session();
   const std::vector<MoeOutcome> outcomes = run_processes(run_moe);
