@@ -34,6 +34,17 @@ def slowest(s, seconds):
     return float(t[0])
 
 
+def timed(s, kept, i, call):
+    """call() after a barrier; past the warm-up, keeps the slowest PE's seconds in `kept`."""
+    s.barrier()
+    start = time.perf_counter()
+    result = call()
+    seconds = slowest(s, time.perf_counter() - start)
+    if i >= WARMUP:
+        kept.append(seconds)
+    return result
+
+
 def report(s, name, times):
     if s.rank == 0:
         print(f"{name} {statistics.median(times):.6f}", flush=True)
@@ -51,15 +62,13 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
     x = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(s.rank)).bfloat16()
     idx, weights = routing(s.rank, tokens, topk, experts)
     per_pe = experts // s.world_size
+    def dispatch_combine():
+        recv_x, _, _, handle = s.dispatch(x, idx, weights, experts)
+        return s.combine(recv_x, handle)
+
     times = []
     for i in range(WARMUP + iters):
-        s.barrier()
-        start = time.perf_counter()
-        recv_x, _, _, handle = s.dispatch(x, idx, weights, experts)
-        y = s.combine(recv_x, handle)
-        seconds = slowest(s, time.perf_counter() - start)
-        if i >= WARMUP:
-            times.append(seconds)
+        y = timed(s, times, i, dispatch_combine)
     report(s, "symmesh_dispatch_combine", times)
 
     # Each call alone, its large input (x, the expert rows) in private memory or on the heap
@@ -69,24 +78,14 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
     rows_heap = s.empty((tokens * s.world_size, hidden), dtype="bfloat16", like="torch")
     alone = {name: [] for name in ("dispatch_private_x", "dispatch_heap_x",
                                    "combine_private_rows", "combine_heap_rows")}
-
-    def timed(name, i, call):
-        s.barrier()
-        start = time.perf_counter()
-        result = call()
-        seconds = slowest(s, time.perf_counter() - start)
-        if i >= WARMUP:
-            alone[name].append(seconds)
-        return result
-
     for i in range(WARMUP + iters):
-        timed("dispatch_private_x", i, lambda: s.dispatch(x, idx, weights, experts))
-        recv_x, _, _, handle = timed("dispatch_heap_x", i,
+        timed(s, alone["dispatch_private_x"], i, lambda: s.dispatch(x, idx, weights, experts))
+        recv_x, _, _, handle = timed(s, alone["dispatch_heap_x"], i,
                                      lambda: s.dispatch(x_on_heap, idx, weights, experts))
         rows = torch.mul(recv_x, 1.0)
         rows_on_heap = torch.mul(recv_x, 1.0, out=rows_heap[:len(recv_x)])
-        timed("combine_private_rows", i, lambda: s.combine(rows, handle))
-        timed("combine_heap_rows", i, lambda: s.combine(rows_on_heap, handle))
+        timed(s, alone["combine_private_rows"], i, lambda: s.combine(rows, handle))
+        timed(s, alone["combine_heap_rows"], i, lambda: s.combine(rows_on_heap, handle))
     for name, times in alone.items():
         report(s, "symmesh_" + name, times)
     s.free(rows_heap)
@@ -103,20 +102,18 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
     recv_counts = torch.empty_like(send_counts)
     dist.all_to_all_single(recv_counts, send_counts)
     words = hidden // 2  # bf16 rows as float32 words: gloo moves float32
-    times = []
-    for i in range(WARMUP + iters):
-        s.barrier()
-        start = time.perf_counter()
+    def gloo_exchange():
         sent = x[send_rows].view(torch.float32)
         received = torch.empty(int(recv_counts.sum()), words, dtype=torch.float32)
         dist.all_to_all_single(received, sent, recv_counts.tolist(), send_counts.tolist())
         back = torch.empty(len(send_rows), words, dtype=torch.float32)
         dist.all_to_all_single(back, received, send_counts.tolist(), recv_counts.tolist())
-        y_gloo = torch.zeros(tokens, hidden, dtype=torch.float32)
-        y_gloo.index_add_(0, send_rows, back.view(torch.bfloat16).float())
-        seconds = slowest(s, time.perf_counter() - start)
-        if i >= WARMUP:
-            times.append(seconds)
+        summed = torch.zeros(tokens, hidden, dtype=torch.float32)
+        return summed.index_add_(0, send_rows, back.view(torch.bfloat16).float())
+
+    times = []
+    for i in range(WARMUP + iters):
+        y_gloo = timed(s, times, i, gloo_exchange)
     report(s, "gloo_alltoall_dispatch_combine", times)
     if not torch.allclose(y.float(), y_gloo, rtol=1e-2, atol=1e-2):
         print(f"attach_bench: rank {s.rank}: symmesh and gloo disagree", file=sys.stderr)
@@ -129,12 +126,7 @@ def bench_allreduce(s, nbytes, iters):
     t.fill_(1.0)
     times = []
     for i in range(WARMUP + iters):
-        s.barrier()
-        start = time.perf_counter()
-        s.all_reduce(t)
-        seconds = slowest(s, time.perf_counter() - start)
-        if i >= WARMUP:
-            times.append(seconds)
+        timed(s, times, i, lambda: s.all_reduce(t))
     report(s, "symmesh_api_allreduce", times)
     s.free(t)
 

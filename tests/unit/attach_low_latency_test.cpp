@@ -45,10 +45,12 @@ struct Received {
   std::vector<int64_t> counts;
 };
 
+// The tokens are r.x, or `x` when given (the same routing).
 std::shared_ptr<DispatchHandle> dispatch(Session& session, const Routed& r, Received& got,
-                                         int64_t max_tokens = kMaxTokens) {
-  return session.low_latency_dispatch(r.x.data(), r.idx.data(), r.weights.data(), kTokens, kHidden,
-                                      kTopk, kExperts, max_tokens, wire::DATA_TYPE_F32,
+                                         int64_t max_tokens = kMaxTokens,
+                                         const float* x = nullptr) {
+  return session.low_latency_dispatch(x ? x : r.x.data(), r.idx.data(), r.weights.data(), kTokens,
+                                      kHidden, kTopk, kExperts, max_tokens, wire::DATA_TYPE_F32,
                                       [&](int64_t received) {
                                         got.x.resize(received * kHidden);
                                         got.counts.resize(kExperts / 2);
@@ -149,17 +151,9 @@ TEST_F(AttachedLowLatency, TokensAndExpertRowsOnTheHeapAreReadWhereTheyLie) {
       if (call == 1) {
         // Twice the tokens from the heap arrive as twice the rows.
         Received twice_got;
-        Routed doubled = r;
-        for (float& v : doubled.x) v *= 2;
-        auto* heap_x = static_cast<float*>(s.malloc(doubled.x.size() * sizeof(float)));
-        std::copy(doubled.x.begin(), doubled.x.end(), heap_x);
-        auto twice_handle = s.low_latency_dispatch(
-            heap_x, r.idx.data(), r.weights.data(), kTokens, kHidden, kTopk, kExperts, kMaxTokens,
-            wire::DATA_TYPE_F32, [&](int64_t received) {
-              twice_got.x.resize(received * kHidden);
-              twice_got.counts.resize(kExperts / 2);
-              return LowLatencyOutputs{twice_got.x.data(), twice_got.counts.data()};
-            });
+        auto* heap_x = static_cast<float*>(s.malloc(r.x.size() * sizeof(float)));
+        for (size_t i = 0; i < r.x.size(); ++i) heap_x[i] = 2 * r.x[i];
+        auto twice_handle = dispatch(s, r, twice_got, kMaxTokens, heap_x);
         s.free(heap_x);
         if (twice_got.x.size() != got.x.size()) return "the tokens on the heap arrived otherwise";
         for (size_t i = 0; i < got.x.size(); ++i) {
