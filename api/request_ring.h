@@ -21,7 +21,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 5;  // 5: Request::place
+inline constexpr uint32_t kAttachProtocolVersion = 6;  // 6: Request::output_place
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -42,11 +42,12 @@ enum class Op : uint32_t {
   // Staging: the area holds at least `count` bytes after the call.
   kStage = 10,
   // MoE dispatch (api/staging_layout.h for where each tensor sits in the staging area; x may
-  // lie on the heap instead: `place`). count: tokens; args: hidden, topk, experts. Answers the
-  // handle in `value` and the tokens received in `value2`.
+  // lie on the heap instead: `input_place`). count: tokens; args: hidden, topk, experts. Answers
+  // the handle in `value` and the tokens received in `value2`.
   kDispatch = 11,
   // MoE combine along the dispatch args[0]; count: the received tokens; args[1]: 1 with a
-  // bias; args[2]: the rows' width (hidden). The expert rows may lie on the heap (`place`).
+  // bias; args[2]: the rows' width (hidden). The expert rows may lie on the heap
+  // (`input_place`), and the combined tokens may go onto it (`output_place`).
   kCombine = 12,
   kReleaseHandle = 13,  // args[0]: a dispatch's handle
   // The fused ops: args m, n, k (a: m x k, b: k x n, this PE's; see api/staging_layout.h) and
@@ -55,20 +56,20 @@ enum class Op : uint32_t {
   kMatmulReduceScatter = 15,
   kAllGatherMatmul = 16,
   // MoE low-latency dispatch (the decoding mode; api/staging_layout.h, or x on the heap:
-  // `place`): count: tokens; args: hidden, topk, experts, max_tokens (the buffer's: every PE
+  // `input_place`): count: tokens; args: hidden, topk, experts, max_tokens (the buffer's: every PE
   // passes the same). Answers the handle in `value` and the tokens received in `value2`.
   kLowLatencyDispatch = 17,
   // MoE low-latency combine of the dispatch args[0]; count: the received tokens; dtype: the
-  // dispatch's. The expert rows may lie on the heap (`place`).
+  // dispatch's. The rows and the combined tokens may lie on the heap, as for kCombine.
   kLowLatencyCombine = 18,
 };
 inline constexpr uint32_t kLastOp = 18;
 
-// Where a MoE call's large input lies (a dispatch's x, a combine's expert rows): copied into
-// the staging area where api/staging_layout.h puts it, or read where it lies, on the PE's
-// symmetric heap at the request's `src` offset (a tensor the process made there: the call
-// copies nothing in).
-enum class InputPlace : uint32_t {
+// Where a MoE call's large input (a dispatch's x, a combine's expert rows) or output (a
+// combine's tokens) lies: in the staging area where api/staging_layout.h puts it, or on the
+// PE's symmetric heap at the request's `src` (input) or `dst` (output) offset, a tensor the
+// process made there, which the daemon reads or writes where it lies: nothing is copied.
+enum class Place : uint16_t {  // 16 bits: a request's two share a word (it has no padding)
   kStaging = 0,
   kHeap = 1,
 };
@@ -76,9 +77,10 @@ enum class InputPlace : uint32_t {
 // Offsets are symmetric addresses: bytes from the start of the PE's slice.
 struct Request {
   Op op = Op::kNone;
-  uint32_t dtype = 0;                       // wire::DataType
-  uint32_t reduce = 0;                      // wire::Reduction
-  InputPlace place = InputPlace::kStaging;  // MoE calls only
+  uint32_t dtype = 0;                    // wire::DataType
+  uint32_t reduce = 0;                   // wire::Reduction
+  Place input_place = Place::kStaging;   // MoE calls only
+  Place output_place = Place::kStaging;  // combines only
   uint64_t src = 0;
   uint64_t dst = 0;
   uint64_t count = 0;  // elements (kMalloc: bytes)

@@ -123,16 +123,33 @@ bool Session::on_heap(const void* address, size_t bytes) const {
          bytes <= size_t(slice_ + slice_bytes_ - byte);
 }
 
+std::optional<uint64_t> Session::heap_place(const void* data, size_t bytes, size_t element) const {
+  if (bytes == 0 || !on_heap(data, bytes)) return std::nullopt;
+  const uint64_t offset = uint64_t(static_cast<const std::byte*>(data) - slice_);
+  if (offset % element != 0) return std::nullopt;
+  return offset;
+}
+
 void Session::place_input(attach::Request& request, const void* data, size_t bytes,
                           std::byte* staged, size_t element) const {
-  const auto* at = static_cast<const std::byte*>(data);
-  if (bytes != 0 && on_heap(data, bytes) && uint64_t(at - slice_) % element == 0) {
-    request.src = uint64_t(at - slice_);
-    request.place = attach::InputPlace::kHeap;
+  if (const auto offset = heap_place(data, bytes, element)) {
+    request.src = *offset;
+    request.input_place = attach::Place::kHeap;
     return;
   }
-  request.place = attach::InputPlace::kStaging;
+  request.input_place = attach::Place::kStaging;
   if (bytes != 0) std::memcpy(staged, data, bytes);
+}
+
+void Session::call_into(attach::Request& request, void* out, size_t bytes, uint64_t staged,
+                        size_t element) {
+  const auto offset = heap_place(out, bytes, element);
+  request.output_place = offset ? attach::Place::kHeap : attach::Place::kStaging;
+  request.dst = offset.value_or(0);
+  call(request);
+  if (!offset && bytes != 0) {
+    std::memcpy(out, staging_->range(staged, bytes, "combine's output"), bytes);
+  }
 }
 
 uint64_t Session::offset_of(const void* address, size_t bytes, const char* what,
@@ -316,7 +333,7 @@ void Session::stage_tokens(const char* call, const MoeTokens& t, int64_t most_to
   place_input(request, t.x, size_t(t.tokens) * t.hidden * e, area + in.x, e);
   auto* ids = reinterpret_cast<int32_t*>(area + in.idx);
   for (int64_t i = 0; i < t.tokens * t.topk; ++i) ids[i] = int32_t(t.topk_idx[i]);
-  std::memcpy(area + in.weights, t.topk_weights, size_t(t.tokens) * t.topk * 4);
+  if (t.tokens > 0) std::memcpy(area + in.weights, t.topk_weights, size_t(t.tokens) * t.topk * 4);
 }
 
 std::shared_ptr<DispatchHandle> Session::make_handle(uint64_t id, uint64_t received, uint64_t most,
@@ -384,9 +401,7 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
                           .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}};
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
   if (bias) std::memcpy(area + block.bias, bias, size_t(handle.tokens) * row);
-  call(request);
-  std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
-              size_t(handle.tokens) * row);
+  call_into(request, out, size_t(handle.tokens) * row, block.out, e);
 }
 
 std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
@@ -459,9 +474,7 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
                           .count = uint64_t(handle.received),
                           .args = {handle.id_}};
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
-  call(request);
-  std::memcpy(out, staging_->range(block.out, size_t(handle.tokens) * row, "combine's output"),
-              size_t(handle.tokens) * row);
+  call_into(request, out, size_t(handle.tokens) * row, block.out, e);
 }
 
 uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,

@@ -9,7 +9,8 @@
 //
 // Dispatch, combine and the fused ops take tensors anywhere in the process: PEs pass different
 // sizes to them, so they travel through the PE's private staging area (a copy each way), not
-// the symmetric heap.
+// the symmetric heap. The MoE calls' large tensors that lie on the heap are the exception: a
+// dispatch's x, a combine's rows and its output are used where they lie.
 //
 // Errors: InvalidArgument for a call that is wrong (a pointer off the heap, a count of 0, an
 // expert id out of range), checked here before anything is sent; Error (PeerError,
@@ -22,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,7 @@ class DispatchHandle {
 
  private:
   friend class Session;
+  friend struct SessionProbe;
   DispatchHandle(Session* session, std::weak_ptr<void> alive, uint64_t id)
       : session_(session), alive_(std::move(alive)), id_(id) {}
   Session* session_;
@@ -136,7 +139,8 @@ class Session {
   // k of weight * expert(x)), plus bias [tokens][hidden] when given. Rows may be of any width
   // and type (a backward pass sends gradients back the same way). Hierarchical: one transfer
   // per node between nodes, reduced inside the node; every sum in a fixed order. Rows on this
-  // PE's symmetric heap (made by malloc) are read where they are; others are copied in first.
+  // PE's symmetric heap (made by malloc) are read where they are, and an `out` there is written
+  // where it is; others are copied in first and out after.
   void combine(const DispatchHandle& handle, const void* rows, int64_t hidden, wire::DataType dtype,
                const void* bias, void* out);
 
@@ -153,7 +157,8 @@ class Session {
   // Once per low-latency dispatch: out [tokens][hidden] = per token the sum over its experts of
   // its topk weight times the expert's row (rows [received][hidden], in recv_x's order and the
   // dispatch's type), summed per PE in topk order, per node, then over nodes (the same bits on
-  // every run). Rows on this PE's symmetric heap are read where they are, as for combine.
+  // every run). Rows and out on this PE's symmetric heap are used where they are, as for
+  // combine.
   void low_latency_combine(const DispatchHandle& handle, const void* rows, void* out);
 
   // The fused ops; a, b and the results in `dtype`, row-major; every PE passes the same shape and
@@ -204,11 +209,18 @@ class Session {
                  wire::MatmulMode mode);
   // The heap offset of [address, address + bytes), checked on the heap and aligned to `element`.
   uint64_t offset_of(const void* address, size_t bytes, const char* what, size_t element = 1) const;
+  // The heap offset of a MoE call's large tensor when it lies wholly on this PE's heap, aligned
+  // to `element` (the daemon reads or writes it there); none when it goes through the staging
+  // area.
+  std::optional<uint64_t> heap_place(const void* data, size_t bytes, size_t element) const;
   // Says in `request` where a MoE call's large input is (a dispatch's x, a combine's rows):
-  // where it lies when that is this PE's heap (aligned to `element`), else copied to `staged`
-  // in the staging area.
+  // where it lies when heap_place() finds it, else copied to `staged` in the staging area.
   void place_input(attach::Request& request, const void* data, size_t bytes, std::byte* staged,
                    size_t element) const;
+  // Makes a combine's call with its output `out` (`bytes`) written where it lies when
+  // heap_place() finds it, else copied out of the staging area at `staged` after the call.
+  void call_into(attach::Request& request, void* out, size_t bytes, uint64_t staged,
+                 size_t element);
   std::string closed_reason() const;
 
   SessionPlace place_;

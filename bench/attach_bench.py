@@ -2,7 +2,7 @@
 
   moe        dispatch + combine through symmesh (bf16 torch tensors, the experts the identity);
              each call alone with its large input (x, the expert rows) in private memory and on
-             the heap; and the same exchange with torch.distributed's gloo backend:
+             the heap, and a combine with its output on the heap too; and the same exchange with torch.distributed's gloo backend:
              all_to_all_single of each token to every PE holding one of its experts, and back,
              summed at home
   allreduce  all_reduce of a float32 tensor on the symmetric heap (zero-copy)
@@ -72,12 +72,15 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
     report(s, "symmesh_dispatch_combine", times)
 
     # Each call alone, its large input (x, the expert rows) in private memory or on the heap
-    # (read there, not copied in), alternated; the experts (x 1) write one or the other.
+    # (read there, not copied in), alternated; the experts (x 1) write one or the other. Then
+    # the combine with its output on the heap too (written there, not copied out).
     x_on_heap = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
     x_on_heap.copy_(x)
     rows_heap = s.empty((tokens * s.world_size, hidden), dtype="bfloat16", like="torch")
+    out_heap = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
     alone = {name: [] for name in ("dispatch_private_x", "dispatch_heap_x",
-                                   "combine_private_rows", "combine_heap_rows")}
+                                   "combine_private_rows", "combine_heap_rows",
+                                   "combine_heap_rows_out")}
     for i in range(WARMUP + iters):
         timed(s, alone["dispatch_private_x"], i, lambda: s.dispatch(x, idx, weights, experts))
         recv_x, _, _, handle = timed(s, alone["dispatch_heap_x"], i,
@@ -86,8 +89,11 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
         rows_on_heap = torch.mul(recv_x, 1.0, out=rows_heap[:len(recv_x)])
         timed(s, alone["combine_private_rows"], i, lambda: s.combine(rows, handle))
         timed(s, alone["combine_heap_rows"], i, lambda: s.combine(rows_on_heap, handle))
+        timed(s, alone["combine_heap_rows_out"], i,
+              lambda: s.combine(rows_on_heap, handle, out=out_heap))
     for name, times in alone.items():
         report(s, "symmesh_" + name, times)
+    s.free(out_heap)
     s.free(rows_heap)
     s.free(x_on_heap)
 

@@ -83,7 +83,7 @@ class SessionServer {
   // call that is not checked: malloc and free keep their symmetry the caller's, as in
   // OpenSHMEM, so that an allocation costs no exchange; a barrier has nothing to disagree on.
   static std::optional<attach::Request> agreed_part(attach::Request r) {
-    r.place = attach::InputPlace::kStaging;  // each PE's own, where it matters
+    r.input_place = r.output_place = attach::Place::kStaging;  // each PE's own, where it matters
     switch (r.op) {
       case attach::Op::kAllReduce:
       case attach::Op::kReduceScatter:
@@ -97,9 +97,9 @@ class SessionServer {
       case attach::Op::kLowLatencyDispatch:
         r.count = r.src = r.dst = 0;
         return r;
-      case attach::Op::kCombine:  // as are the rows it received, and where they lie
+      case attach::Op::kCombine:  // as are the rows it received, and where they and its out lie
       case attach::Op::kLowLatencyCombine:
-        r.count = r.src = 0;
+        r.count = r.src = r.dst = 0;
         return r;
       default:
         return std::nullopt;

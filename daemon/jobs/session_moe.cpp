@@ -67,7 +67,7 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   // the heap are read where they lie.
   const size_t x_bytes = size_t(o.tokens) * size_t(o.hidden) * element;  // unpadded, as sent
   const std::byte* x = input_at(r, staging, in.x, x_bytes, element, "dispatch's x");
-  if (r.place == attach::InputPlace::kStaging) {
+  if (r.input_place == attach::Place::kStaging) {
     tokens_.assign(x, x + x_bytes);
     x = tokens_.data();
   }
@@ -105,22 +105,34 @@ const SessionMoe::Kept& SessionMoe::kept(uint64_t handle) const {
   return it->second;
 }
 
-const std::byte* SessionMoe::input_at(const attach::Request& r, attach::StagingArea& staging,
-                                      uint64_t staged, uint64_t bytes, size_t element,
-                                      const char* what) {
-  switch (r.place) {
-    case attach::InputPlace::kStaging:
+std::byte* SessionMoe::placed(attach::Place place, uint64_t offset, const char* field,
+                              attach::StagingArea& staging, uint64_t staged, uint64_t bytes,
+                              size_t element, const char* what) {
+  switch (place) {
+    case attach::Place::kStaging:
       return staging.range(staged, bytes, what);
-    case attach::InputPlace::kHeap:
-      if (r.src % element != 0) {
-        throw InvalidArgument(std::string(what) + " at heap offset " + std::to_string(r.src) +
+    case attach::Place::kHeap:
+      if (offset % element != 0) {
+        throw InvalidArgument(std::string(what) + " at heap offset " + std::to_string(offset) +
                               " is not aligned to its " + std::to_string(element) +
                               "-byte element");
       }
-      return pe_.heap_range(r.src, bytes);
+      return pe_.heap_range(offset, bytes);
   }
-  throw InvalidArgument(std::string(what) + " is at place " + std::to_string(uint32_t(r.place)) +
-                        ": allowed 0 (the staging area) or 1 (the symmetric heap at src)");
+  throw InvalidArgument(std::string(what) + " is at place " + std::to_string(uint32_t(place)) +
+                        ": allowed 0 (the staging area) or 1 (the symmetric heap at " + field +
+                        ")");
+}
+
+const std::byte* SessionMoe::input_at(const attach::Request& r, attach::StagingArea& staging,
+                                      uint64_t staged, uint64_t bytes, size_t element,
+                                      const char* what) {
+  return placed(r.input_place, r.src, "src", staging, staged, bytes, element, what);
+}
+
+std::byte* SessionMoe::output_at(const attach::Request& r, attach::StagingArea& staging,
+                                 uint64_t staged, uint64_t bytes, size_t element) {
+  return placed(r.output_place, r.dst, "dst", staging, staged, bytes, element, "combine's output");
 }
 
 void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging) {
@@ -147,9 +159,8 @@ void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging)
   if (bias) {
     inputs.biases.push_back(staging.range(block.bias, k.routing.tokens * row, "combine's bias"));
   }
-  std::byte* out = staging.range(block.out, k.routing.tokens * row, "combine's output");
-  const CombineResult result = symmesh::combine(pe_, o, k.result, k.routing, inputs);
-  std::memcpy(out, result.combined_x.data(), result.combined_x.size());
+  inputs.out = output_at(r, staging, block.out, k.routing.tokens * row, dtype_size(o.x_dtype));
+  symmesh::combine(pe_, o, k.result, k.routing, inputs);
 }
 
 LowLatencyBuffer& SessionMoe::low_latency_buffer(const LowLatencyShape& shape) {
@@ -238,8 +249,7 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
   const auto block = attach::combine_block(r.count, tokens, uint64_t(shape.hidden), false, element);
   const std::byte* rows =
       input_at(r, staging, block.rows, r.count * row, element, "combine's expert rows");
-  std::byte* out = staging.range(block.out, tokens * row, "combine's output");
-  low_latency_->combine(d, rows, out);
+  low_latency_->combine(d, rows, output_at(r, staging, block.out, tokens * row, element));
 }
 
 void SessionMoe::release(uint64_t handle) {

@@ -1,10 +1,11 @@
 // A session's MoE calls: DeepEP's dispatch and combine on the attached process's tensors, which
-// pass through the PE's staging area (api/staging_layout.h says where each one sits), and the
-// dispatches whose handles the process still holds, for their combines. The low-latency calls
-// (the decoding mode) go through one LowLatencyBuffer per session, kept between calls as a
-// decoding model keeps DeepEP's buffer. It is freed at detach without a barrier (detaching is not
-// collective): a node peer may still read this PE's dispatch records for a moment, which is safe
-// because nothing allocates on this PE's heap again before the node's next job resets it.
+// pass through the PE's staging area (api/staging_layout.h says where each one sits) or lie on
+// its heap (api/request_ring.h's Place), and the dispatches whose handles the process still
+// holds, for their combines. The low-latency calls (the decoding mode) go through one
+// LowLatencyBuffer per session, kept between calls as a decoding model keeps DeepEP's buffer. It
+// is freed at detach without a barrier (detaching is not collective): a node peer may still read
+// this PE's dispatch records for a moment, which is safe because nothing allocates on this PE's
+// heap again before the node's next job resets it.
 #pragma once
 
 #include <cstdint>
@@ -54,11 +55,18 @@ class SessionMoe {
     DispatchResult result;  // without its tokens (the process has them)
   };
   const Kept& kept(uint64_t handle) const;
-  // A call's large input (`what`: a dispatch's x, a combine's rows), `bytes` where the request
-  // says it is: in the staging area at `staged`, or on this PE's heap at `src` (checked
-  // against it and aligned to `element`).
+  // A call's large tensor (`what`), `bytes` at `place`: in the staging area at `staged`, or on
+  // this PE's heap at `offset` (the request's `field`), checked against it and aligned to
+  // `element`. The heap is the process's own slice: what it names there it could write itself.
+  std::byte* placed(attach::Place place, uint64_t offset, const char* field,
+                    attach::StagingArea& staging, uint64_t staged, uint64_t bytes, size_t element,
+                    const char* what);
+  // The call's large input (a dispatch's x, a combine's rows): input_place at src.
   const std::byte* input_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
                             uint64_t bytes, size_t element, const char* what);
+  // A combine's output: output_place at dst.
+  std::byte* output_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
+                       uint64_t bytes, size_t element);
   void check_handle_room() const;
   // The session's low-latency buffer for `shape`, made again (collectively) when it differs.
   LowLatencyBuffer& low_latency_buffer(const LowLatencyShape& shape);

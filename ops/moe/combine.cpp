@@ -58,7 +58,12 @@ class Combiner {
         channels_(d.handle.channels),
         partial_bytes_(size_t(o.hidden) * dtype_size(o.partial_dtype)),
         out_bytes_(size_t(o.hidden) * dtype_size(o.x_dtype)) {
-    result_.combined_x.assign(size_t(routing.tokens) * out_bytes_, std::byte{0});
+    if (inputs.out) {
+      out_ = static_cast<std::byte*>(inputs.out);
+    } else {
+      result_.combined_x.assign(size_t(routing.tokens) * out_bytes_, std::byte{0});
+      out_ = result_.combined_x.data();
+    }
     result_.combined_topk_weights = routing.weights;
   }
 
@@ -107,6 +112,7 @@ class Combiner {
   const size_t partial_bytes_;
   const size_t out_bytes_;  // a row of combined_x
   CombineResult result_;
+  std::byte* out_;  // [tokens][out_bytes_]: the caller's, or result_.combined_x's
   std::atomic<int64_t> inter_bytes_{0};  // channel threads add concurrently
   std::atomic<int64_t> intra_bytes_{0};
   std::vector<void*> allocations_;
@@ -304,7 +310,7 @@ class HierCombiner final : public Combiner {
         }
         rows.push_back({rdma_slot(channel, b, my_node_, consumed[b]), o_.partial_dtype});
       }
-      finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * out_bytes_]);
+      finish_token(o_, biases_, t, rows, out_ + size_t(t) * out_bytes_);
       for (int b = 0; b < nodes_; ++b) {
         if (b != my_node_) consumed[b] += d_.handle.rdma_slot[size_t(t) * nodes_ + b] >= 0;
       }
@@ -374,7 +380,7 @@ class FlatCombiner final : public Combiner {
         if (routing_.expert(t, k) < 0) continue;
         rows.push_back({slots_ + (size_t(t) * o_.topk + k) * partial_bytes_, o_.partial_dtype});
       }
-      finish_token(o_, biases_, t, rows, &result_.combined_x[size_t(t) * out_bytes_]);
+      finish_token(o_, biases_, t, rows, out_ + size_t(t) * out_bytes_);
     }
   }
 

@@ -39,7 +39,8 @@ namespace symmesh {
 std::vector<std::byte> expert_outputs(const MoeOptions& options, const DispatchResult& dispatched);
 
 struct CombineResult {
-  std::vector<std::byte> combined_x;         // [tokens][hidden] in options.x_dtype
+  std::vector<std::byte> combined_x;         // [tokens][hidden] in options.x_dtype, or empty
+                                             // when written to CombineInputs::out
   std::vector<float> combined_topk_weights;  // [tokens][topk]
   double seconds = 0;                        // this PE: from the opening barrier to its last token
   int64_t inter_node_bytes = 0;              // partials this PE put to PEs on other nodes
@@ -53,6 +54,9 @@ struct CombineInputs {
   // experts (expert_scale), computed before the timed part. Hier only.
   const void* expert_rows = nullptr;
   std::vector<const void*> biases;  // each [tokens][hidden] in options.x_dtype
+  // [tokens][hidden] in options.x_dtype: where the combined tokens are written (every byte).
+  // Null: into CombineResult::combined_x.
+  void* out = nullptr;
 };
 
 // Collective over all PEs, after dispatch() with the same options and this PE's routing.

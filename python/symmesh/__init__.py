@@ -10,8 +10,9 @@ Tensors are numpy arrays or CPU torch tensors of float32, bfloat16 (torch only: 
 bfloat16) or float16. Collectives work in place on tensors made by `empty` (zero-copy); any
 other tensor is copied onto the heap and back. Dispatch, combine and the fused ops copy
 through the PE's private staging area, except that a dispatch's x and a combine's expert rows
-made by `empty` are read where they lie. Every PE makes the same calls in the same
-order with the same shapes, and a tensor made by `empty` on one PE is made by `empty` on all.
+made by `empty` are read where they lie, and a combine's `out` made by `empty` is written
+where it lies. Every PE makes the same calls in the same order with the same shapes, and a
+tensor made by `empty` on one PE is made by `empty` on all.
 
 A wrong call raises ValueError naming what was wrong and leaves the session as it was; a call
 the cluster could not carry out raises RuntimeError (TimeoutError at a deadline) and ends the
@@ -94,6 +95,21 @@ def _new(shape, name, like):
 
 def _new_as(x, shape, name=None):
     return _new(shape, name or _dtype_name(x), "torch" if _is_torch(x) else "numpy")
+
+
+def _out(out, shape, like, what):
+    """A tensor for a result of `shape` in like's dtype: `out` once checked, else a new one."""
+    if out is None:
+        return _new_as(like, shape)
+    _kind(out, f"{what}'s out")
+    if tuple(out.shape) != tuple(shape) or _dtype_name(out) != _dtype_name(like):
+        raise ValueError(f"{what}: out has shape {tuple(out.shape)} and dtype "
+                         f"{_dtype_name(out)}; allowed {tuple(shape)}, {_dtype_name(like)}")
+    contiguous = out.is_contiguous() if _is_torch(out) else out.flags["C_CONTIGUOUS"]
+    if not contiguous:
+        raise ValueError(f"{what}: out is not contiguous: allowed a contiguous tensor (the "
+                         f"result is written into its memory)")
+    return out
 
 
 def _copy(dst, src, nbytes):
@@ -239,10 +255,7 @@ class Session:
         count = _numel(data)
         if count == 0:
             raise ValueError(f"{what} is empty")
-        result = out if out is not None else _new_as(x, out_shape)
-        if tuple(result.shape) != tuple(out_shape) or _dtype_name(result) != _dtype_name(x):
-            raise ValueError(f"{what}: out has shape {tuple(result.shape)} and dtype "
-                             f"{_dtype_name(result)}; allowed {tuple(out_shape)}, {_dtype_name(x)}")
+        result = _out(out, out_shape, x, what)
         in_bytes, out_bytes = _nbytes(data), _nbytes(result)
         src = _address(data) if self.on_heap(data) else None
         dst = _address(result) if self.on_heap(result) else None
@@ -349,24 +362,29 @@ class Session:
         handle = DispatchHandle(self, native, ids, weights, int(num_experts))
         return outputs[0], outputs[1], outputs[2], handle
 
-    def combine(self, expert_out, handle, bias=None):
+    def combine(self, expert_out, handle, bias=None, out=None):
         """DeepEP's combine: for every token this PE dispatched, the sum over the PEs that
         received it of their row of expert_out ([received, hidden]), plus bias [tokens, hidden].
         Hierarchical (one transfer per node between nodes) and bitwise deterministic.
         expert_out made by `empty` (the experts writing their output there) is read where it
-        lies; any other is copied into the staging area first.
+        lies; any other is copied into the staging area first. The result goes into `out` when
+        given (contiguous, [tokens, hidden], expert_out's dtype; no gradients), written where
+        it lies when `empty` made it; else into a new tensor.
         """
         if not isinstance(handle, DispatchHandle):
             raise ValueError(f"handle is a {type(handle).__name__}: pass what dispatch returned")
         if _is_torch(expert_out) and _torch().is_grad_enabled() and (
                 expert_out.requires_grad or getattr(bias, "requires_grad", False)
                 or handle._anchor is not None):
+            if out is not None:
+                raise ValueError("combine: out= takes no gradients (as torch's out= arguments): "
+                                 "leave it out, or combine under torch.no_grad()")
             from . import torch as symmesh_torch
 
             return symmesh_torch.combine(self, expert_out, handle, bias)
-        return self._combine(expert_out, handle, bias)
+        return self._combine(expert_out, handle, bias, out)
 
-    def _combine(self, expert_out, handle, bias=None):
+    def _combine(self, expert_out, handle, bias=None, out=None):
         native = handle._checked(self)
         _kind(expert_out, "expert_out")
         word = _word(expert_out, "expert_out")
@@ -385,7 +403,7 @@ class Session:
                                  f"{_dtype_name(expert_out)}")
             bias = _contiguous(bias.detach() if _is_torch(bias) else bias)
             bias_address = _address(bias)
-        out = _new_as(expert_out, (native.tokens, hidden))
+        out = _out(out, (native.tokens, hidden), expert_out, "combine")
         self._s().combine(native, _address(data), hidden, word, bias_address, _address(out))
         return out
 
@@ -419,11 +437,12 @@ class Session:
         handle = DispatchHandle(self, native, ids, weights, int(num_experts))
         return outputs[0], outputs[1], handle
 
-    def low_latency_combine(self, expert_out, handle):
+    def low_latency_combine(self, expert_out, handle, out=None):
         """DeepEP's low_latency_combine: [tokens, hidden], per token the sum over its experts of
         its topk weight (the dispatch's) times the expert's row of expert_out ([received,
         hidden], recv_x's order and dtype). Bitwise deterministic; once per dispatch. As for
-        combine, expert_out made by `empty` is read where it lies.
+        combine, expert_out made by `empty` is read where it lies, and the result goes into
+        `out` when given (written where it lies when `empty` made it).
         """
         if not isinstance(handle, DispatchHandle):
             raise ValueError(f"handle is a {type(handle).__name__}: pass what "
@@ -437,7 +456,7 @@ class Session:
                              f"dispatch delivered {(native.received, native.hidden)} "
                              f"{native.dtype} (one row per received token)")
         data = _contiguous(expert_out.detach() if _is_torch(expert_out) else expert_out)
-        out = _new_as(expert_out, (native.tokens, hidden))
+        out = _out(out, (native.tokens, hidden), expert_out, "low_latency_combine")
         self._s().low_latency_combine(native, _address(data), _address(out))
         return out
 

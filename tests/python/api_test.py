@@ -103,6 +103,20 @@ def main():
     y3 = s.combine(on_heap[:len(rows_out)], handle)
     check(s, "combine of rows on the heap", numpy.array_equal(y3, 2 * y2))
     s.free(on_heap)
+    # The result into `out`: written where it lies on the heap, copied into any other.
+    for out in (s.empty((tokens, hidden), dtype="float32"), numpy.empty((tokens, hidden), "f4")):
+        out[:] = -7
+        y4 = s.combine(rows_out, handle, out=out)
+        check(s, f"combine into out (on the heap: {s.on_heap(out)})",
+              y4 is out and numpy.array_equal(out, y2))
+        if s.on_heap(out):
+            s.free(out)
+    expect_value_error(s, "an out of another shape",
+                       lambda: s.combine(rows_out, handle, out=numpy.empty((tokens, 2), "f4")),
+                       "out has shape")
+    transposed = numpy.empty((hidden, tokens), "f4").T
+    expect_value_error(s, "an out not contiguous",
+                       lambda: s.combine(rows_out, handle, out=transposed), "not contiguous")
     x_on_heap = s.empty((tokens, hidden), dtype="float32")
     x_on_heap[:] = 2 * x
     heap_x, _, _, _ = s.dispatch(x_on_heap, idx, weights, experts)
@@ -127,8 +141,12 @@ def main():
     heap_ll_x, _, heap_ll = s.low_latency_dispatch(ll_tokens, torch.from_numpy(idx), tw, experts, 8)
     check(s, "low-latency dispatch of tokens on the heap", torch.equal(heap_ll_x, 2 * ll_x))
     ll_rows[:len(heap_ll_x)] = heap_ll_x
-    y_heap = s.low_latency_combine(ll_rows[:len(heap_ll_x)], heap_ll)
-    check(s, "low-latency combine of rows on the heap", torch.equal(y_heap, 2 * y))
+    ll_out = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
+    ll_out.fill_(-7)
+    y_heap = s.low_latency_combine(ll_rows[:len(heap_ll_x)], heap_ll, out=ll_out)
+    check(s, "low-latency combine of rows on the heap into out on the heap",
+          y_heap is ll_out and torch.equal(ll_out, 2 * y))
+    s.free(ll_out)
     s.free(ll_rows)
     s.free(ll_tokens)
     first = s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8)

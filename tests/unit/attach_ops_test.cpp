@@ -1,11 +1,12 @@
 // The calls an attached process makes on its own tensors, through the staging area: MoE dispatch
 // and combine with DeepEP's semantics (what each PE receives, in which order, with which local
-// expert indices; the combine's sums and bias; a backward combine of another width), tokens and
-// expert rows on the heap read where they lie, a hostile place or heap offset refused, the three
-// fused ops against a plain matmul, a wrong routing refused before anything is sent, and PEs
-// whose calls disagree all refused together.
+// expert indices; the combine's sums and bias; a backward combine of another width), tokens,
+// expert rows and combined tokens on the heap used where they lie, a hostile place or heap
+// offset refused, the three fused ops against a plain matmul, a wrong routing refused before
+// anything is sent, and PEs whose calls disagree all refused together.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <future>
@@ -13,29 +14,56 @@
 #include <vector>
 
 #include "api/op_limits.h"
+#include "api/staging_layout.h"
 #include "runtime/layout.h"
 #include "tests/support/attached_moe_routing.h"
 #include "tests/support/attached_node.h"
 
 namespace symmesh {
 
-// A request no honest client writes: a dispatch of 2 f32 tokens of width 8 (topk 2 of 4
-// experts) whose x lies at `place` and heap offset `src`, with the routing staged.
+// Requests no honest client writes, on 2 f32 tokens of width 8 (topk 2 of 4 experts).
 struct SessionProbe {
-  static void dispatch_at(Session& session, attach::InputPlace place, uint64_t src) {
-    const std::vector<int64_t> ids = {0, 1, 2, 3};
-    const std::vector<float> x(16), weights(4, 1.0f);
+  // A dispatch whose x lies at `place` and heap offset `src`, with the routing staged.
+  static void dispatch_at(Session& session, attach::Place place, uint64_t src) {
     attach::Request request{.op = attach::Op::kDispatch,
                             .dtype = uint32_t(wire::DATA_TYPE_F32),
                             .count = 2,
                             .args = {8, 2, 4}};
     const std::lock_guard staging_held(session.staging_mutex_);
-    session.stage_tokens("dispatch",
-                         {x.data(), ids.data(), weights.data(), 2, 8, 2, 4, wire::DATA_TYPE_F32},
-                         kMaxMoeTokens, request);
-    request.place = place;
+    session.stage_tokens("dispatch", tokens(), kMaxMoeTokens, request);
+    request.input_place = place;
     request.src = src;
     session.call(request);
+  }
+  // An honest dispatch, then a combine of its rows whose output goes to `place` at heap offset
+  // `dst`.
+  static void combine_to(Session& session, attach::Place place, uint64_t dst) {
+    const Session::MoeTokens t = tokens();
+    std::vector<float> recv(2 * 2 * 8), recv_weights(2 * 2 * 2);
+    std::vector<int64_t> recv_idx(2 * 2 * 2);
+    const auto handle = session.dispatch(
+        t.x, t.topk_idx, t.topk_weights, t.tokens, t.hidden, t.topk, t.experts, t.dtype,
+        [&](int64_t) {
+          return DispatchOutputs{recv.data(), recv_idx.data(), recv_weights.data()};
+        });
+    attach::Request request{.op = attach::Op::kCombine,
+                            .dtype = uint32_t(wire::DATA_TYPE_F32),
+                            .count = uint64_t(handle->received),
+                            .args = {handle->id_, 0, 8}};
+    const auto block = attach::combine_block(request.count, 2, 8, false, 4);
+    const std::lock_guard staging_held(session.staging_mutex_);
+    session.place_input(request, recv.data(), request.count * 8 * 4,
+                        session.stage(block.end) + block.rows, 4);
+    request.output_place = place;
+    request.dst = dst;
+    session.call(request);
+  }
+
+ private:
+  static Session::MoeTokens tokens() {
+    static const std::vector<int64_t> ids = {0, 1, 2, 3};
+    static const std::vector<float> x(16), weights(4, 1.0f);
+    return {x.data(), ids.data(), weights.data(), 2, 8, 2, 4, wire::DATA_TYPE_F32};
   }
 };
 
@@ -145,8 +173,9 @@ TEST_F(AttachedOps, DispatchDeliversEachTokenOnceInOrderAndCombineSumsItBack) {
 // Tokens and rows the process made on its heap are read there, not through the staging area:
 // twice the tokens on the heap arrive as twice the rows, and twice the rows on the heap give
 // exactly twice the sums (a read of the staging area, which still holds the call before's,
-// would give the same again). Then the staging path once more.
-TEST_F(AttachedOps, TokensAndExpertRowsOnTheHeapAreReadWhereTheyLie) {
+// would give the same again). A combine whose output is on the heap writes it there (the
+// library copies nothing out then). Then the staging path once more.
+TEST_F(AttachedOps, TokensRowsAndTheCombinedTokensOnTheHeapAreUsedWhereTheyLie) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& session, int pe) -> std::string {
     std::vector<float> x(kTokens * kHidden), weights(kTokens * kTopk, 1.0f);
@@ -185,15 +214,22 @@ TEST_F(AttachedOps, TokensAndExpertRowsOnTheHeapAreReadWhereTheyLie) {
     }
     auto* heap = static_cast<float*>(session.malloc(2 * kTokens * kHidden * sizeof(float)));
     for (size_t i = 0; i < recv_x.size(); ++i) heap[i] = 2 * recv_x[i];
+    // The combined tokens written onto the heap, over a fill no combine gives.
+    auto* heap_out = static_cast<float*>(session.malloc(kTokens * kHidden * sizeof(float)));
+    std::fill(heap_out, heap_out + kTokens * kHidden, -7.0f);
     std::vector<float> once(kTokens * kHidden), twice(kTokens * kHidden), again(kTokens * kHidden);
     session.combine(*handle, recv_x.data(), kHidden, wire::DATA_TYPE_F32, nullptr, once.data());
     session.combine(*handle, heap, kHidden, wire::DATA_TYPE_F32, nullptr, twice.data());
+    session.combine(*handle, recv_x.data(), kHidden, wire::DATA_TYPE_F32, nullptr, heap_out);
     session.combine(*handle, recv_x.data(), kHidden, wire::DATA_TYPE_F32, nullptr, again.data());
+    const std::vector<float> written(heap_out, heap_out + kTokens * kHidden);
+    session.free(heap_out);
     session.free(heap);
     for (size_t i = 0; i < once.size(); ++i) {
-      if (twice[i] != 2 * once[i] || again[i] != once[i]) {
+      if (twice[i] != 2 * once[i] || written[i] != once[i] || again[i] != once[i]) {
         return "element " + std::to_string(i) + ": " + std::to_string(once[i]) + ", then " +
-               std::to_string(twice[i]) + " from the heap's rows, then " + std::to_string(again[i]);
+               std::to_string(twice[i]) + " from the heap's rows, " + std::to_string(written[i]) +
+               " written on the heap, then " + std::to_string(again[i]);
       }
     }
     return "ok";
@@ -202,30 +238,42 @@ TEST_F(AttachedOps, TokensAndExpertRowsOnTheHeapAreReadWhereTheyLie) {
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
-// A process names where its input lies; a place that is neither staging nor heap, an offset
-// past the heap or into its reserved start, and a misaligned one are each refused naming what
-// was wrong. Each ends that session only: the node serves the next one.
+// A process names where its input and a combine's output lie; a place that is neither staging
+// nor heap, an offset past the heap or into its reserved start, and a misaligned one are each
+// refused naming what was wrong. Each ends that session only: the node serves the next one.
 TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
   struct Case {
-    attach::InputPlace place;
-    uint64_t src;
+    bool output;  // a combine's output, else a dispatch's x
+    attach::Place place;
+    uint64_t offset;
     std::string says;
   };
   const std::vector<Case> cases = {
-      {attach::InputPlace(7), 0,
+      {false, attach::Place(7), 0,
        "dispatch's x is at place 7: allowed 0 (the staging area) or 1 (the symmetric heap at "
        "src)"},
-      {attach::InputPlace::kHeap, UINT64_MAX - 3, "are outside its symmetric heap"},
-      {attach::InputPlace::kHeap, 0, "are outside its symmetric heap"},
-      {attach::InputPlace::kHeap, kReservedBytes + 2,
+      {false, attach::Place::kHeap, UINT64_MAX - 3, "are outside its symmetric heap"},
+      {false, attach::Place::kHeap, 0, "are outside its symmetric heap"},
+      {false, attach::Place::kHeap, kReservedBytes + 2,
        "dispatch's x at heap offset " + std::to_string(kReservedBytes + 2) +
+           " is not aligned to its 4-byte element"},
+      {true, attach::Place(9), 0,
+       "combine's output is at place 9: allowed 0 (the staging area) or 1 (the symmetric heap "
+       "at dst)"},
+      {true, attach::Place::kHeap, 0, "are outside its symmetric heap"},
+      {true, attach::Place::kHeap, kReservedBytes + 6,
+       "combine's output at heap offset " + std::to_string(kReservedBytes + 6) +
            " is not aligned to its 4-byte element"},
   };
   for (const Case& c : cases) {
     auto pes = start_session();
     const std::vector<std::string> said = run_processes([&](Session& session, int) {
       try {
-        SessionProbe::dispatch_at(session, c.place, c.src);
+        if (c.output) {
+          SessionProbe::combine_to(session, c.place, c.offset);
+        } else {
+          SessionProbe::dispatch_at(session, c.place, c.offset);
+        }
         return std::string("accepted");
       } catch (const std::exception& e) {
         return std::string(e.what());
