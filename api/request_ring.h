@@ -42,8 +42,9 @@ enum class Op : uint32_t {
   // Staging: the area holds at least `count` bytes after the call.
   kStage = 10,
   // MoE dispatch (api/staging_layout.h for where each tensor sits in the staging area; x may
-  // lie on the heap instead: `input_place`). count: tokens; args: hidden, topk, experts. Answers
-  // the handle in `value` and the tokens received in `value2`.
+  // lie on the heap instead: `input_place`, and recv_x go onto it when it fits in `dst_bytes`:
+  // `output_place`). count: tokens; args: hidden, topk, experts. Answers the handle in `value`
+  // and the tokens received in `value2`.
   kDispatch = 11,
   // MoE combine along the dispatch args[0]; count: the received tokens; args[1]: 1 with a
   // bias; args[2]: the rows' width (hidden). The expert rows may lie on the heap
@@ -55,9 +56,9 @@ enum class Op : uint32_t {
   kGemmAllReduce = 14,
   kMatmulReduceScatter = 15,
   kAllGatherMatmul = 16,
-  // MoE low-latency dispatch (the decoding mode; api/staging_layout.h, or x on the heap:
-  // `input_place`): count: tokens; args: hidden, topk, experts, max_tokens (the buffer's: every PE
-  // passes the same). Answers the handle in `value` and the tokens received in `value2`.
+  // MoE low-latency dispatch (the decoding mode; api/staging_layout.h, or x and recv_x on the
+  // heap as for kDispatch): count: tokens; args: hidden, topk, experts, max_tokens (the buffer's:
+  // every PE passes the same). Answers the handle in `value` and the tokens received in `value2`.
   kLowLatencyDispatch = 17,
   // MoE low-latency combine of the dispatch args[0]; count: the received tokens; dtype: the
   // dispatch's. The rows and the combined tokens may lie on the heap, as for kCombine.
@@ -66,9 +67,11 @@ enum class Op : uint32_t {
 inline constexpr uint32_t kLastOp = 18;
 
 // Where a MoE call's large input (a dispatch's x, a combine's expert rows) or output (a
-// combine's tokens) lies: in the staging area where api/staging_layout.h puts it, or on the
-// PE's symmetric heap at the request's `src` (input) or `dst` (output) offset, a tensor the
-// process made there, which the daemon reads or writes where it lies: nothing is copied.
+// dispatch's recv_x, a combine's tokens) lies: in the staging area where api/staging_layout.h
+// puts it, or on the PE's symmetric heap at the request's `src` (input) or `dst` (output)
+// offset, a tensor the process made there, which the daemon reads or writes where it lies:
+// nothing is copied. A dispatch's recv_x, whose size the process cannot know, goes to the heap
+// only when it fits in the request's `dst_bytes`, else to the staging area.
 enum class Place : uint16_t {  // 16 bits: a request's two share a word (it has no padding)
   kStaging = 0,
   kHeap = 1,
@@ -80,10 +83,11 @@ struct Request {
   uint32_t dtype = 0;                    // wire::DataType
   uint32_t reduce = 0;                   // wire::Reduction
   Place input_place = Place::kStaging;   // MoE calls only
-  Place output_place = Place::kStaging;  // combines only
+  Place output_place = Place::kStaging;  // MoE calls only
   uint64_t src = 0;
   uint64_t dst = 0;
-  uint64_t count = 0;  // elements (kMalloc: bytes)
+  uint64_t dst_bytes = 0;  // a dispatch's output on the heap: the room at dst
+  uint64_t count = 0;      // elements (kMalloc: bytes)
   uint64_t args[4] = {};
 };
 

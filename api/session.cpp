@@ -353,10 +353,27 @@ std::shared_ptr<DispatchHandle> Session::make_handle(uint64_t id, uint64_t recei
   return handle;
 }
 
+void Session::offer_room(attach::Request& request, const RecvRoom& room, int64_t hidden,
+                         size_t element) const {
+  const size_t bytes = size_t(std::max<int64_t>(room.rows, 0)) * size_t(hidden) * element;
+  const auto offset = heap_place(room.x, bytes, element);
+  request.output_place = offset ? attach::Place::kHeap : attach::Place::kStaging;
+  request.dst = offset.value_or(0);
+  request.dst_bytes = offset ? bytes : 0;
+}
+
+const std::byte* Session::recv_x_at(const attach::Request& request, const std::byte* staged,
+                                    uint64_t bytes) const {
+  if (request.output_place == attach::Place::kHeap && bytes <= request.dst_bytes) {
+    return slice_ + request.dst;
+  }
+  return staged;
+}
+
 std::shared_ptr<DispatchHandle> Session::dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, wire::DataType dtype,
-    const std::function<DispatchOutputs(int64_t received)>& allocate) {
+    const std::function<DispatchOutputs(int64_t received)>& allocate, RecvRoom room) {
   const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
@@ -365,6 +382,7 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
                           .count = uint64_t(tokens),
                           .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}};
   stage_tokens("dispatch", tokens_in, kMaxMoeTokens, request);
+  offer_room(request, room, hidden, e);
   uint64_t received = 0;
   const uint64_t id = call(request, &received);
   const auto handle =
@@ -372,7 +390,9 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
   const auto out = attach::token_block(received, uint64_t(hidden), uint64_t(topk), e);
   const std::byte* from = staging_->range(0, out.end, "dispatch's output");
   const DispatchOutputs to = allocate(int64_t(received));
-  std::memcpy(to.x, from + out.x, received * hidden * e);
+  const uint64_t x_bytes = received * hidden * e;
+  const std::byte* recv_x = recv_x_at(request, from + out.x, x_bytes);
+  if (to.x != recv_x && x_bytes != 0) std::memcpy(to.x, recv_x, x_bytes);
   const auto* got = reinterpret_cast<const int32_t*>(from + out.idx);
   for (uint64_t i = 0; i < received * topk; ++i) to.topk_idx[i] = got[i];
   std::memcpy(to.topk_weights, from + out.weights, received * topk * 4);
@@ -407,7 +427,7 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
 std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, int64_t max_tokens, wire::DataType dtype,
-    const std::function<LowLatencyOutputs(int64_t received)>& allocate) {
+    const std::function<LowLatencyOutputs(int64_t received)>& allocate, RecvRoom room) {
   const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   if (max_tokens < 1 || max_tokens > kMaxLowLatencyTokens) {
@@ -421,6 +441,7 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
       .count = uint64_t(tokens),
       .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts), uint64_t(max_tokens)}};
   stage_tokens("low_latency_dispatch", tokens_in, max_tokens, request);
+  offer_room(request, room, hidden, e);
   const int local = experts / place_.world_size;
   // Each token once per local expert it chose, from every PE.
   const uint64_t most =
@@ -447,7 +468,9 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
   const auto out = attach::low_latency_block(received, uint64_t(hidden), uint64_t(local), e);
   const std::byte* from = staging_->range(0, out.end, "low-latency dispatch's output");
   const LowLatencyOutputs to = allocate(int64_t(received));
-  std::memcpy(to.x, from + out.x, received * hidden * e);
+  const uint64_t x_bytes = received * hidden * e;
+  const std::byte* recv_x = recv_x_at(request, from + out.x, x_bytes);
+  if (to.x != recv_x && x_bytes != 0) std::memcpy(to.x, recv_x, x_bytes);
   std::memcpy(to.counts, from + out.counts, size_t(local) * 8);
   return handle;
 }

@@ -87,6 +87,15 @@ struct LowLatencyOutputs {
   int64_t* counts = nullptr;
 };
 
+// Where a dispatch may write recv_x in place: `rows` rows of the dispatch's hidden on this
+// PE's symmetric heap. The received tokens go there when they fit, and an allocate() that
+// answers that address for x gets them with nothing copied; else they come through the staging
+// area into allocate's x. world_size x tokens rows always fit a normal dispatch.
+struct RecvRoom {
+  void* x = nullptr;
+  int64_t rows = 0;
+};
+
 class Session {
  public:
   // Attaches to the daemon's attach socket as `local_rank`, within `timeout`.
@@ -129,11 +138,11 @@ class Session {
   // (topk_idx [tokens][topk], -1 for an unused slot; weights [tokens][topk]). `allocate` is
   // called with the count received and says where to write it. Received tokens are ordered by
   // source PE, then token: the same on every run. x on this PE's symmetric heap (made by malloc)
-  // is read where it is; any other is copied in first.
+  // is read where it is; any other is copied in first. recv_x goes into `room` when it fits.
   std::shared_ptr<DispatchHandle> dispatch(
       const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
       int64_t hidden, int topk, int experts, wire::DataType dtype,
-      const std::function<DispatchOutputs(int64_t received)>& allocate);
+      const std::function<DispatchOutputs(int64_t received)>& allocate, RecvRoom room = {});
   // MoE combine: out [tokens][hidden] = for each token dispatched from here, the sum over the
   // PEs that received it of their row in `rows` ([received][hidden]; typically the sum over
   // k of weight * expert(x)), plus bias [tokens][hidden] when given. Rows may be of any width
@@ -149,11 +158,12 @@ class Session {
   // topk, experts and type: they size the session's buffer, made at the first call and again
   // when they change), each token delivered once per local expert it chose, packed by expert
   // (within an expert: by source PE, then token). Two dispatches may be in flight (two
-  // micro-batches); each is combined, or its handle dropped, before a third.
+  // micro-batches); each is combined, or its handle dropped, before a third. x and recv_x as
+  // for dispatch.
   std::shared_ptr<DispatchHandle> low_latency_dispatch(
       const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
       int64_t hidden, int topk, int experts, int64_t max_tokens, wire::DataType dtype,
-      const std::function<LowLatencyOutputs(int64_t received)>& allocate);
+      const std::function<LowLatencyOutputs(int64_t received)>& allocate, RecvRoom room = {});
   // Once per low-latency dispatch: out [tokens][hidden] = per token the sum over its experts of
   // its topk weight times the expert's row (rows [received][hidden], in recv_x's order and the
   // dispatch's type), summed per PE in topk order, per node, then over nodes (the same bits on
@@ -217,6 +227,13 @@ class Session {
   // where it lies when heap_place() finds it, else copied to `staged` in the staging area.
   void place_input(attach::Request& request, const void* data, size_t bytes, std::byte* staged,
                    size_t element) const;
+  // Offers the daemon `room` for a dispatch's recv_x when it lies on this PE's heap.
+  void offer_room(attach::Request& request, const RecvRoom& room, int64_t hidden,
+                  size_t element) const;
+  // Where the daemon wrote a dispatch's recv_x of `bytes`: the offered room when it fit, else
+  // `staged`.
+  const std::byte* recv_x_at(const attach::Request& request, const std::byte* staged,
+                             uint64_t bytes) const;
   // Makes a combine's call with its output `out` (`bytes`) written where it lies when
   // heap_place() finds it, else copied out of the staging area at `staged` after the call.
   void call_into(attach::Request& request, void* out, size_t bytes, uint64_t staged,

@@ -7,7 +7,7 @@
 #     2 nodes x 2 PEs over TCP), next to the same exchange with torch.distributed's gloo
 #     backend (all_to_all_single there and back) and to the CLI's dispatch and combine jobs;
 #     then each call alone with its large input (x, the expert rows) in private memory and on
-#     the heap, and a combine with its output on the heap too;
+#     the heap, and with its output (recv_x, the combined tokens) on the heap too;
 #  3. all_reduce of 64 MiB of float32 through the Python API (a heap tensor) next to the CLI's
 #     allreduce job of the same size: the API should cost at most 1.1x the CLI's.
 # Usage: bench/attach.sh [BUILD_DIR] (default build). PARTS=1,2,3 picks parts.
@@ -94,12 +94,10 @@ if [[ ",$parts," == *,2,* ]]; then
       "$(ms "$private")" "1.00"
     printf "| %-50s | %9s | %12s |\n" "symmesh Python API $op, $input on the heap" "$(ms "$heap")" \
       "$(ratio "$heap" "$private")"
-    if [[ $op == combine ]]; then
-      both=$(awk '$1 == "symmesh_combine_heap_rows_out" { print $2 }' "$work/moe" | median)
-      printf "| %-50s | %9s | %12s |\n" "symmesh Python API combine, rows, out on the heap" \
-        "$(ms "$both")" "$(ratio "$both" "$private")"
-      record attach.combine_heap_rows_out "$both" s lower attach.combine_private_rows
-    fi
+    both=$(awk -v f="symmesh_${op}_heap_${input}_out" '$1 == f { print $2 }' "$work/moe" | median)
+    printf "| %-50s | %9s | %12s |\n" "symmesh Python API $op, $input, out on the heap" \
+      "$(ms "$both")" "$(ratio "$both" "$private")"
+    record "attach.${op}_heap_${input}_out" "$both" s lower "attach.${op}_private_$input"
     printf "| %-50s | %9s | %12s |\n" "symmesh CLI $op job" "$(ms "$cli_op")" \
       "$(ratio "$cli_op" "$private")"
     record "attach.${op}_private_$input" "$private" s lower

@@ -2,7 +2,8 @@
 
   moe        dispatch + combine through symmesh (bf16 torch tensors, the experts the identity);
              each call alone with its large input (x, the expert rows) in private memory and on
-             the heap, and a combine with its output on the heap too; and the same exchange with torch.distributed's gloo backend:
+             the heap, and with its output (recv_x, the combined tokens) on the heap too; and
+             the same exchange with torch.distributed's gloo backend:
              all_to_all_single of each token to every PE holding one of its experts, and back,
              summed at home
   allreduce  all_reduce of a float32 tensor on the symmetric heap (zero-copy)
@@ -72,17 +73,20 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
     report(s, "symmesh_dispatch_combine", times)
 
     # Each call alone, its large input (x, the expert rows) in private memory or on the heap
-    # (read there, not copied in), alternated; the experts (x 1) write one or the other. Then
-    # the combine with its output on the heap too (written there, not copied out).
+    # (read there, not copied in), alternated; the experts (x 1) write one or the other. And
+    # each with its output on the heap too (written there, not copied out).
     x_on_heap = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
     x_on_heap.copy_(x)
     rows_heap = s.empty((tokens * s.world_size, hidden), dtype="bfloat16", like="torch")
     out_heap = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
-    alone = {name: [] for name in ("dispatch_private_x", "dispatch_heap_x",
+    recv_heap = s.empty((tokens * s.world_size, hidden), dtype="bfloat16", like="torch")
+    alone = {name: [] for name in ("dispatch_private_x", "dispatch_heap_x", "dispatch_heap_x_out",
                                    "combine_private_rows", "combine_heap_rows",
                                    "combine_heap_rows_out")}
     for i in range(WARMUP + iters):
         timed(s, alone["dispatch_private_x"], i, lambda: s.dispatch(x, idx, weights, experts))
+        timed(s, alone["dispatch_heap_x_out"], i,
+              lambda: s.dispatch(x_on_heap, idx, weights, experts, out=recv_heap))
         recv_x, _, _, handle = timed(s, alone["dispatch_heap_x"], i,
                                      lambda: s.dispatch(x_on_heap, idx, weights, experts))
         rows = torch.mul(recv_x, 1.0)
@@ -93,6 +97,7 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
               lambda: s.combine(rows_on_heap, handle, out=out_heap))
     for name, times in alone.items():
         report(s, "symmesh_" + name, times)
+    s.free(recv_heap)
     s.free(out_heap)
     s.free(rows_heap)
     s.free(x_on_heap)

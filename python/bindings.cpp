@@ -112,22 +112,25 @@ PYBIND11_MODULE(_symmesh, m) {
             s.all_to_all(at(dst), at(src), count, dtype_named(dtype));
           },
           Unlocked())
-      // allocate(received) -> (recv_x, recv_topk_idx, recv_topk_weights) addresses.
+      // allocate(received) -> (recv_x, recv_topk_idx, recv_topk_weights) addresses; recv_x is
+      // written in place at `room` (room_rows rows) when that is on the heap and it fits.
       .def(
           "dispatch",
           [](Session& s, Address x, Address topk_idx, Address topk_weights, int64_t tokens,
              int64_t hidden, int topk, int experts, const std::string& dtype,
-             const std::function<py::tuple(int64_t)>& allocate) {
-            return s.dispatch(at(x), static_cast<const int64_t*>(at(topk_idx)),
-                              static_cast<const float*>(at(topk_weights)), tokens, hidden, topk,
-                              experts, dtype_named(dtype), [&](int64_t received) {
-                                py::gil_scoped_acquire locked;
-                                const py::tuple to = allocate(received);
-                                return DispatchOutputs{
-                                    at(to[0].cast<Address>()),
-                                    static_cast<int64_t*>(at(to[1].cast<Address>())),
-                                    static_cast<float*>(at(to[2].cast<Address>()))};
-                              });
+             const std::function<py::tuple(int64_t)>& allocate, Address room, int64_t room_rows) {
+            return s.dispatch(
+                at(x), static_cast<const int64_t*>(at(topk_idx)),
+                static_cast<const float*>(at(topk_weights)), tokens, hidden, topk, experts,
+                dtype_named(dtype),
+                [&](int64_t received) {
+                  py::gil_scoped_acquire locked;
+                  const py::tuple to = allocate(received);
+                  return DispatchOutputs{at(to[0].cast<Address>()),
+                                         static_cast<int64_t*>(at(to[1].cast<Address>())),
+                                         static_cast<float*>(at(to[2].cast<Address>()))};
+                },
+                RecvRoom{at(room), room_rows});
           },
           Unlocked())
       .def(
@@ -138,21 +141,23 @@ PYBIND11_MODULE(_symmesh, m) {
                       at(out));
           },
           Unlocked())
-      // allocate(received) -> (recv_x, recv_counts) addresses.
+      // allocate(received) -> (recv_x, recv_counts) addresses; `room` as for dispatch.
       .def(
           "low_latency_dispatch",
           [](Session& s, Address x, Address topk_idx, Address topk_weights, int64_t tokens,
              int64_t hidden, int topk, int experts, int64_t max_tokens, const std::string& dtype,
-             const std::function<py::tuple(int64_t)>& allocate) {
+             const std::function<py::tuple(int64_t)>& allocate, Address room, int64_t room_rows) {
             return s.low_latency_dispatch(
                 at(x), static_cast<const int64_t*>(at(topk_idx)),
                 static_cast<const float*>(at(topk_weights)), tokens, hidden, topk, experts,
-                max_tokens, dtype_named(dtype), [&](int64_t received) {
+                max_tokens, dtype_named(dtype),
+                [&](int64_t received) {
                   py::gil_scoped_acquire locked;
                   const py::tuple to = allocate(received);
                   return LowLatencyOutputs{at(to[0].cast<Address>()),
                                            static_cast<int64_t*>(at(to[1].cast<Address>()))};
-                });
+                },
+                RecvRoom{at(room), room_rows});
           },
           Unlocked())
       .def(

@@ -83,7 +83,9 @@ class SessionServer {
   // call that is not checked: malloc and free keep their symmetry the caller's, as in
   // OpenSHMEM, so that an allocation costs no exchange; a barrier has nothing to disagree on.
   static std::optional<attach::Request> agreed_part(attach::Request r) {
-    r.input_place = r.output_place = attach::Place::kStaging;  // each PE's own, where it matters
+    // Where each PE's tensors lie is its own.
+    r.input_place = r.output_place = attach::Place::kStaging;
+    r.dst_bytes = 0;
     switch (r.op) {
       case attach::Op::kAllReduce:
       case attach::Op::kReduceScatter:

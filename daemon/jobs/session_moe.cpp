@@ -73,11 +73,13 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   }
   const Routing routing = staged_routing(o, in, staging);
 
+  std::byte* room = room_at(r, staging, element);
   attach::TokenBlock out{};
   DispatchResult result = symmesh::dispatch(pe_, o, x, routing, {}, [&](int64_t received) {
     out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
     staging.grow(out.end, "dispatch's received tokens");
-    return staging.range(out.x, out.idx - out.x, "recv_x");
+    const bool fits = uint64_t(received) * size_t(o.hidden) * element <= r.dst_bytes;
+    return room && fits ? room : staging.range(out.x, out.idx - out.x, "recv_x");
   });
   const uint64_t received = uint64_t(result.received);
   // Expert ids become this PE's local expert index (DeepEP's recv_topk_idx), -1 elsewhere.
@@ -128,6 +130,13 @@ const std::byte* SessionMoe::input_at(const attach::Request& r, attach::StagingA
                                       uint64_t staged, uint64_t bytes, size_t element,
                                       const char* what) {
   return placed(r.input_place, r.src, "src", staging, staged, bytes, element, what);
+}
+
+std::byte* SessionMoe::room_at(const attach::Request& r, attach::StagingArea& staging,
+                               size_t element) {
+  if (r.output_place == attach::Place::kStaging) return nullptr;
+  return placed(r.output_place, r.dst, "dst", staging, 0, r.dst_bytes, element,
+                "dispatch's recv_x");
 }
 
 std::byte* SessionMoe::output_at(const attach::Request& r, attach::StagingArea& staging,
@@ -203,13 +212,16 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
                                 element, "dispatch's x");
   const Routing routing = staged_routing(o, in, staging);
 
-  // The received rows straight into the staging area, over the tokens (read by then).
+  // The received rows straight onto the heap's room or into the staging area, over the tokens
+  // (read by then).
+  std::byte* room = room_at(r, staging, element);
   const int local = buffer.local_experts();
   attach::LowLatencyBlock out;
   LowLatencyDispatch d = buffer.dispatch(x, routing, [&](int64_t received) {
     out = attach::low_latency_block(uint64_t(received), r.args[0], uint64_t(local), element);
     staging.grow(out.end, "low-latency dispatch's received tokens");
-    return staging.range(out.x, out.counts - out.x, "recv_x");
+    const bool fits = uint64_t(received) * size_t(o.hidden) * element <= r.dst_bytes;
+    return room && fits ? room : staging.range(out.x, out.counts - out.x, "recv_x");
   });
   auto* counts = reinterpret_cast<int64_t*>(staging.range(out.counts, size_t(local) * 8, "counts"));
   for (int e = 0; e < local; ++e) counts[e] = d.count(e);

@@ -31,8 +31,9 @@ class SessionMoe {
     uint64_t handle;
     uint64_t received;
   };
-  // Collective. Reads x, topk_idx and topk_weights from the staging area, writes recv_x,
-  // recv_topk_idx (local expert index, or -1) and recv_topk_weights there.
+  // Collective. Reads x, topk_idx and topk_weights from the staging area (x perhaps from the
+  // heap), writes recv_x (perhaps onto the heap), recv_topk_idx (local expert index, or -1)
+  // and recv_topk_weights there.
   Dispatched dispatch(const attach::Request& request, attach::StagingArea& staging);
   // Collective. Reads the rows (and the bias) of the dispatch named in args[0], args[2] wide,
   // and writes the combined tokens: the rows walk back the paths the tokens came, whatever
@@ -64,6 +65,9 @@ class SessionMoe {
   // The call's large input (a dispatch's x, a combine's rows): input_place at src.
   const std::byte* input_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
                             uint64_t bytes, size_t element, const char* what);
+  // A dispatch's room for recv_x on the heap (output_place at dst, dst_bytes long), checked;
+  // null when recv_x goes to the staging area. Rows that do not fit go there too.
+  std::byte* room_at(const attach::Request& r, attach::StagingArea& staging, size_t element);
   // A combine's output: output_place at dst.
   std::byte* output_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
                        uint64_t bytes, size_t element);

@@ -10,8 +10,8 @@ Tensors are numpy arrays or CPU torch tensors of float32, bfloat16 (torch only: 
 bfloat16) or float16. Collectives work in place on tensors made by `empty` (zero-copy); any
 other tensor is copied onto the heap and back. Dispatch, combine and the fused ops copy
 through the PE's private staging area, except that a dispatch's x and a combine's expert rows
-made by `empty` are read where they lie, and a combine's `out` made by `empty` is written
-where it lies. Every PE makes the same calls in the same order with the same shapes, and a
+made by `empty` are read where they lie, and the `out` of a dispatch or combine made by
+`empty` is written where it lies. Every PE makes the same calls in the same order with the same shapes, and a
 tensor made by `empty` on one PE is made by `empty` on all.
 
 A wrong call raises ValueError naming what was wrong and leaves the session as it was; a call
@@ -98,18 +98,45 @@ def _new_as(x, shape, name=None):
 
 
 def _out(out, shape, like, what):
-    """A tensor for a result of `shape` in like's dtype: `out` once checked, else a new one."""
+    """A tensor for a result of `shape` (None: any number of rows) in like's dtype: `out` once
+    checked, else a new one."""
     if out is None:
         return _new_as(like, shape)
     _kind(out, f"{what}'s out")
-    if tuple(out.shape) != tuple(shape) or _dtype_name(out) != _dtype_name(like):
+    fits = len(out.shape) == len(shape) and all(
+        want is None or int(got) == want for got, want in zip(out.shape, shape))
+    if not fits or _dtype_name(out) != _dtype_name(like):
+        allowed = ", ".join("rows" if want is None else str(want) for want in shape)
         raise ValueError(f"{what}: out has shape {tuple(out.shape)} and dtype "
-                         f"{_dtype_name(out)}; allowed {tuple(shape)}, {_dtype_name(like)}")
+                         f"{_dtype_name(out)}; allowed ({allowed}), {_dtype_name(like)}")
     contiguous = out.is_contiguous() if _is_torch(out) else out.flags["C_CONTIGUOUS"]
     if not contiguous:
         raise ValueError(f"{what}: out is not contiguous: allowed a contiguous tensor (the "
                          f"result is written into its memory)")
     return out
+
+
+def _room(out, x, hidden, what):
+    """A dispatch's `out` checked to take rows of x's hidden and dtype, or None."""
+    return None if out is None else _out(out, (None, hidden), x, what)
+
+
+def _room_words(room):
+    """What the native dispatch takes for a room: its address and rows (0, 0 for none)."""
+    return (0, 0) if room is None else (_address(room), int(room.shape[0]))
+
+
+def _recv_x(room, x, received, hidden):
+    """recv_x: the room's first rows when they hold what arrived, else a new tensor."""
+    if room is not None and received <= int(room.shape[0]):
+        return room[:received]
+    return _new_as(x, (received, hidden))
+
+
+def _no_gradients(out, what):
+    if out is not None:
+        raise ValueError(f"{what}: out= takes no gradients (as torch's out= arguments): leave "
+                         f"it out, or call under torch.no_grad()")
 
 
 def _copy(dst, src, nbytes):
@@ -302,7 +329,7 @@ class Session:
 
     # -- MoE ---------------------------------------------------------------------------------
 
-    def dispatch(self, x, topk_idx, topk_weights, num_experts):
+    def dispatch(self, x, topk_idx, topk_weights, num_experts, out=None):
         """DeepEP's dispatch: PE r holds experts [r*E/W, (r+1)*E/W).
 
         x [tokens, hidden]; topk_idx [tokens, topk] (integers, -1 for an unused slot);
@@ -310,14 +337,18 @@ class Session:
         once, ordered by source PE then token), recv_topk_idx (int64: the local expert index,
         or -1 where the expert lives elsewhere), recv_topk_weights, and the handle combine
         takes. Torch tensors that need gradients go through symmesh.torch. x made by `empty`
-        is read where it lies; any other is copied into the staging area first.
+        is read where it lies; any other is copied into the staging area first. With `out`
+        (contiguous, [rows, hidden], x's dtype; no gradients) recv_x is out's first rows when
+        they hold what arrives (world_size * tokens rows always do), written where they lie
+        when `empty` made out; else a new tensor.
         """
         if _is_torch(x) and _torch().is_grad_enabled() and (
                 x.requires_grad or getattr(topk_weights, "requires_grad", False)):
+            _no_gradients(out, "dispatch")
             from . import torch as symmesh_torch
 
             return symmesh_torch.dispatch(self, x, topk_idx, topk_weights, num_experts)
-        return self._dispatch(x, topk_idx, topk_weights, num_experts)
+        return self._dispatch(x, topk_idx, topk_weights, num_experts, out)
 
     def _routing_inputs(self, x, topk_idx, topk_weights):
         """A dispatch's inputs checked and made contiguous: (x, ids int64, weights, word,
@@ -344,21 +375,23 @@ class Session:
         data = _contiguous(x.detach() if _is_torch(x) else x)
         return data, ids, weights, word, tokens, hidden
 
-    def _dispatch(self, x, topk_idx, topk_weights, num_experts):
+    def _dispatch(self, x, topk_idx, topk_weights, num_experts, out=None):
         data, ids, weights, word, tokens, hidden = self._routing_inputs(x, topk_idx, topk_weights)
         topk = int(ids.shape[1])
+        room = _room(out, x, hidden, "dispatch")
         outputs = []
 
         def allocate(received):
             outputs.extend([
-                _new_as(x, (received, hidden)),
+                _recv_x(room, x, received, hidden),
                 _new_as(x, (received, topk), "int64"),
                 _new_as(x, (received, topk), "float32"),
             ])
             return tuple(_address(t) for t in outputs)
 
         native = self._s().dispatch(_address(data), _address(ids), _address(weights), tokens,
-                                    hidden, topk, int(num_experts), word, allocate)
+                                    hidden, topk, int(num_experts), word, allocate,
+                                    *_room_words(room))
         handle = DispatchHandle(self, native, ids, weights, int(num_experts))
         return outputs[0], outputs[1], outputs[2], handle
 
@@ -376,9 +409,7 @@ class Session:
         if _is_torch(expert_out) and _torch().is_grad_enabled() and (
                 expert_out.requires_grad or getattr(bias, "requires_grad", False)
                 or handle._anchor is not None):
-            if out is not None:
-                raise ValueError("combine: out= takes no gradients (as torch's out= arguments): "
-                                 "leave it out, or combine under torch.no_grad()")
+            _no_gradients(out, "combine")
             from . import torch as symmesh_torch
 
             return symmesh_torch.combine(self, expert_out, handle, bias)
@@ -409,11 +440,13 @@ class Session:
 
     # -- the low-latency mode (decoding) -------------------------------------------------------
 
-    def low_latency_dispatch(self, x, topk_idx, topk_weights, num_experts, max_tokens):
+    def low_latency_dispatch(self, x, topk_idx, topk_weights, num_experts, max_tokens,
+                             out=None):
         """DeepEP's low_latency_dispatch, for decoding: the routing as for dispatch, at most
         max_tokens tokens per PE (every PE passes the same max_tokens, hidden, topk, experts and
         dtype: they size the session's buffer, made again when they change). x made by `empty`
-        is read where it lies.
+        is read where it lies, and `out` takes recv_x as for dispatch (world_size * max_tokens *
+        min(topk, local experts) rows always hold it).
 
         Returns recv_x [received, hidden] packed by local expert (within one: by source PE, then
         token; a token once per local expert it chose), recv_counts (int64 [local experts]) and
@@ -422,18 +455,20 @@ class Session:
         gradients: the mode is for inference.
         """
         data, ids, weights, word, tokens, hidden = self._routing_inputs(x, topk_idx, topk_weights)
+        room = _room(out, x, hidden, "low_latency_dispatch")
         outputs = []
 
         def allocate(received):
             outputs.extend([
-                _new_as(x, (received, hidden)),
+                _recv_x(room, x, received, hidden),
                 _new_as(x, (num_experts // self.world_size,), "int64"),
             ])
             return tuple(_address(t) for t in outputs)
 
         native = self._s().low_latency_dispatch(_address(data), _address(ids), _address(weights),
                                                 tokens, hidden, int(ids.shape[1]),
-                                                int(num_experts), int(max_tokens), word, allocate)
+                                                int(num_experts), int(max_tokens), word, allocate,
+                                                *_room_words(room))
         handle = DispatchHandle(self, native, ids, weights, int(num_experts))
         return outputs[0], outputs[1], handle
 

@@ -122,6 +122,16 @@ def main():
     heap_x, _, _, _ = s.dispatch(x_on_heap, idx, weights, experts)
     check(s, "dispatch of tokens on the heap", numpy.array_equal(heap_x, 2 * recv_x))
     s.free(x_on_heap)
+    # recv_x into `out`: its first rows, written where they lie on the heap; a new tensor when
+    # the rows that arrive do not fit.
+    room = s.empty((tokens * w, hidden), dtype="float32")
+    for out in (room, numpy.empty((max(len(recv_x) - 1, 0), hidden), "f4")):
+        out[:] = -7
+        got, _, _, _ = s.dispatch(x, idx, weights, experts, out=out)
+        fits = len(out) >= len(recv_x)
+        check(s, f"dispatch into out of {len(out)} rows (on the heap: {s.on_heap(out)})",
+              numpy.array_equal(got, recv_x) and (got.ctypes.data == out.ctypes.data) == fits)
+    s.free(room)
 
     # The low-latency mode on torch bfloat16: the same routing, weights 0.5 and 0.25; each
     # expert returns its tokens as they came, so a token comes back as 0.75 x.
@@ -141,6 +151,14 @@ def main():
     heap_ll_x, _, heap_ll = s.low_latency_dispatch(ll_tokens, torch.from_numpy(idx), tw, experts, 8)
     check(s, "low-latency dispatch of tokens on the heap", torch.equal(heap_ll_x, 2 * ll_x))
     ll_rows[:len(heap_ll_x)] = heap_ll_x
+    ll_room = s.empty((w * 8 * 2, hidden), dtype="bfloat16", like="torch")
+    ll_room.fill_(-7)
+    room_ll_x, _, room_ll = s.low_latency_dispatch(tx, torch.from_numpy(idx), tw, experts, 8,
+                                                   out=ll_room)
+    check(s, "low-latency dispatch into out on the heap", torch.equal(room_ll_x, ll_x) and (
+        len(room_ll_x) == 0 or room_ll_x.data_ptr() == ll_room.data_ptr()))
+    room_ll.release()
+    s.free(ll_room)
     ll_out = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
     ll_out.fill_(-7)
     y_heap = s.low_latency_combine(ll_rows[:len(heap_ll_x)], heap_ll, out=ll_out)

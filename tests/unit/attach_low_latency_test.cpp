@@ -134,9 +134,10 @@ TEST_F(AttachedLowLatency, EachExpertGetsItsTokensAndCombineWeighsAndSumsThemBac
 
 // Tokens and rows the process made on its heap are read there, not through the staging area:
 // twice the tokens arrive as twice the rows, and twice the rows give exactly twice the result
-// (a read of the staging area, which still holds the call before's, would give the same again),
-// written onto the heap when out is there. Then the staging path once more.
-TEST_F(AttachedLowLatency, TokensRowsAndTheCombinedTokensOnTheHeapAreUsedWhereTheyLie) {
+// (a read of the staging area, which still holds the call before's, would give the same again).
+// Received tokens and the combined ones go onto the heap when the process offers it. Then the
+// staging path once more.
+TEST_F(AttachedLowLatency, TensorsOnTheHeapAreReadAndWrittenWhereTheyLie) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
     const Routed r = routed(pe);
@@ -167,6 +168,25 @@ TEST_F(AttachedLowLatency, TokensRowsAndTheCombinedTokensOnTheHeapAreUsedWhereTh
         s.low_latency_combine(*handle, heap, heap_out);
         twice.assign(heap_out, heap_out + out.size());
         s.free(heap_out);
+        // Received tokens written into a room on the heap (over a fill no token has), taken
+        // where they lie (this dispatch takes the half of the one just combined).
+        auto* room = static_cast<float*>(s.malloc(most * sizeof(float)));
+        std::fill(room, room + most, -7.0f);
+        std::vector<int64_t> counts(kExperts / 2);
+        int64_t arrived = 0;
+        auto room_handle = s.low_latency_dispatch(
+            r.x.data(), r.idx.data(), r.weights.data(), kTokens, kHidden, kTopk, kExperts,
+            kMaxTokens, wire::DATA_TYPE_F32,
+            [&](int64_t received) {
+              arrived = received;
+              return LowLatencyOutputs{room, counts.data()};
+            },
+            RecvRoom{room, int64_t(most / kHidden)});
+        room_handle.reset();
+        const bool same = size_t(arrived * kHidden) == got.x.size() &&
+                          std::equal(got.x.begin(), got.x.end(), room);
+        s.free(room);
+        if (!same) return "the tokens received into a room on the heap differ";
       } else {
         s.low_latency_combine(*handle, rows.data(), out.data());
         if (std::string bad = check_combined(pe, out); !bad.empty()) return "combine: " + bad;

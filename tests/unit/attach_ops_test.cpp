@@ -23,8 +23,11 @@ namespace symmesh {
 
 // Requests no honest client writes, on 2 f32 tokens of width 8 (topk 2 of 4 experts).
 struct SessionProbe {
-  // A dispatch whose x lies at `place` and heap offset `src`, with the routing staged.
-  static void dispatch_at(Session& session, attach::Place place, uint64_t src) {
+  // A dispatch whose x lies at `place` and heap offset `src`, with the routing staged, and
+  // whose recv_x goes to `out` at heap offset `dst` (`dst_bytes` of room).
+  static void dispatch_at(Session& session, attach::Place place, uint64_t src,
+                          attach::Place out = attach::Place::kStaging, uint64_t dst = 0,
+                          uint64_t dst_bytes = 0) {
     attach::Request request{.op = attach::Op::kDispatch,
                             .dtype = uint32_t(wire::DATA_TYPE_F32),
                             .count = 2,
@@ -33,6 +36,9 @@ struct SessionProbe {
     session.stage_tokens("dispatch", tokens(), kMaxMoeTokens, request);
     request.input_place = place;
     request.src = src;
+    request.output_place = out;
+    request.dst = dst;
+    request.dst_bytes = dst_bytes;
     session.call(request);
   }
   // An honest dispatch, then a combine of its rows whose output goes to `place` at heap offset
@@ -173,9 +179,10 @@ TEST_F(AttachedOps, DispatchDeliversEachTokenOnceInOrderAndCombineSumsItBack) {
 // Tokens and rows the process made on its heap are read there, not through the staging area:
 // twice the tokens on the heap arrive as twice the rows, and twice the rows on the heap give
 // exactly twice the sums (a read of the staging area, which still holds the call before's,
-// would give the same again). A combine whose output is on the heap writes it there (the
-// library copies nothing out then). Then the staging path once more.
-TEST_F(AttachedOps, TokensRowsAndTheCombinedTokensOnTheHeapAreUsedWhereTheyLie) {
+// would give the same again). A dispatch's received tokens and a combine's output go onto the
+// heap when the process offers it (the library copies nothing out then). Then the staging path
+// once more.
+TEST_F(AttachedOps, TensorsOnTheHeapAreReadAndWrittenWhereTheyLie) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& session, int pe) -> std::string {
     std::vector<float> x(kTokens * kHidden), weights(kTokens * kTopk, 1.0f);
@@ -212,6 +219,29 @@ TEST_F(AttachedOps, TokensRowsAndTheCombinedTokensOnTheHeapAreUsedWhereTheyLie) 
                " from tokens on the heap, not twice " + std::to_string(recv_x[i]);
       }
     }
+    // Received tokens written into a room on the heap (over a fill no token has) when they fit,
+    // which an allocate() that answers the room takes as they are; through the staging area
+    // into allocate's x when the room is one row short.
+    const int64_t arrived = int64_t(recv_x.size()) / kHidden;
+    auto* room = static_cast<float*>(session.malloc(2 * kTokens * kHidden * sizeof(float)));
+    for (const int64_t rows : {2 * kTokens, arrived - 1}) {
+      std::fill(room, room + 2 * kTokens * kHidden, -7.0f);
+      std::vector<float> elsewhere;
+      float* got = nullptr;
+      session.dispatch(
+          x.data(), idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts,
+          wire::DATA_TYPE_F32,
+          [&](int64_t received) {
+            elsewhere.resize(received * kHidden);
+            got = received <= rows ? room : elsewhere.data();
+            return DispatchOutputs{got, recv_idx.data(), recv_weights.data()};
+          },
+          RecvRoom{room, rows});
+      if (!std::equal(recv_x.begin(), recv_x.end(), got)) {
+        return "tokens received into a room of " + std::to_string(rows) + " rows differ";
+      }
+    }
+    session.free(room);
     auto* heap = static_cast<float*>(session.malloc(2 * kTokens * kHidden * sizeof(float)));
     for (size_t i = 0; i < recv_x.size(); ++i) heap[i] = 2 * recv_x[i];
     // The combined tokens written onto the heap, over a fill no combine gives.
@@ -238,30 +268,36 @@ TEST_F(AttachedOps, TokensRowsAndTheCombinedTokensOnTheHeapAreUsedWhereTheyLie) 
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
-// A process names where its input and a combine's output lie; a place that is neither staging
-// nor heap, an offset past the heap or into its reserved start, and a misaligned one are each
-// refused naming what was wrong. Each ends that session only: the node serves the next one.
+// A process names where its input, a dispatch's recv_x and a combine's output lie; a place that
+// is neither staging nor heap, an offset past the heap or into its reserved start, and a misaligned
+// one are each refused naming what was wrong. Each ends that session only: the node serves the next
+// one.
 TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
+  enum class Tensor { kDispatchX, kRecvX, kCombineOut };
   struct Case {
-    bool output;  // a combine's output, else a dispatch's x
+    Tensor tensor;
     attach::Place place;
     uint64_t offset;
     std::string says;
   };
   const std::vector<Case> cases = {
-      {false, attach::Place(7), 0,
+      {Tensor::kDispatchX, attach::Place(7), 0,
        "dispatch's x is at place 7: allowed 0 (the staging area) or 1 (the symmetric heap at "
        "src)"},
-      {false, attach::Place::kHeap, UINT64_MAX - 3, "are outside its symmetric heap"},
-      {false, attach::Place::kHeap, 0, "are outside its symmetric heap"},
-      {false, attach::Place::kHeap, kReservedBytes + 2,
+      {Tensor::kDispatchX, attach::Place::kHeap, UINT64_MAX - 3, "are outside its symmetric heap"},
+      {Tensor::kDispatchX, attach::Place::kHeap, 0, "are outside its symmetric heap"},
+      {Tensor::kDispatchX, attach::Place::kHeap, kReservedBytes + 2,
        "dispatch's x at heap offset " + std::to_string(kReservedBytes + 2) +
            " is not aligned to its 4-byte element"},
-      {true, attach::Place(9), 0,
+      {Tensor::kRecvX, attach::Place(8), 0,
+       "dispatch's recv_x is at place 8: allowed 0 (the staging area) or 1 (the symmetric heap "
+       "at dst)"},
+      {Tensor::kRecvX, attach::Place::kHeap, UINT64_MAX - 3, "are outside its symmetric heap"},
+      {Tensor::kCombineOut, attach::Place(9), 0,
        "combine's output is at place 9: allowed 0 (the staging area) or 1 (the symmetric heap "
        "at dst)"},
-      {true, attach::Place::kHeap, 0, "are outside its symmetric heap"},
-      {true, attach::Place::kHeap, kReservedBytes + 6,
+      {Tensor::kCombineOut, attach::Place::kHeap, 0, "are outside its symmetric heap"},
+      {Tensor::kCombineOut, attach::Place::kHeap, kReservedBytes + 6,
        "combine's output at heap offset " + std::to_string(kReservedBytes + 6) +
            " is not aligned to its 4-byte element"},
   };
@@ -269,10 +305,16 @@ TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
     auto pes = start_session();
     const std::vector<std::string> said = run_processes([&](Session& session, int) {
       try {
-        if (c.output) {
-          SessionProbe::combine_to(session, c.place, c.offset);
-        } else {
-          SessionProbe::dispatch_at(session, c.place, c.offset);
+        switch (c.tensor) {
+          case Tensor::kDispatchX:
+            SessionProbe::dispatch_at(session, c.place, c.offset);
+            break;
+          case Tensor::kRecvX:  // room for 4 rows of 8 floats
+            SessionProbe::dispatch_at(session, attach::Place::kStaging, 0, c.place, c.offset, 128);
+            break;
+          case Tensor::kCombineOut:
+            SessionProbe::combine_to(session, c.place, c.offset);
+            break;
         }
         return std::string("accepted");
       } catch (const std::exception& e) {
