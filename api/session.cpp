@@ -141,11 +141,12 @@ void Session::place_input(attach::Request& request, const void* data, size_t byt
   if (bytes != 0) std::memcpy(staged, data, bytes);
 }
 
-void Session::call_into(attach::Request& request, void* out, size_t bytes, uint64_t staged,
-                        size_t element) {
+void Session::call_into(attach::Request& request, uint64_t rows_bytes, void* out, size_t bytes,
+                        uint64_t staged, size_t element) {
   const auto offset = heap_place(out, bytes, element);
   request.output_place = offset ? attach::Place::kHeap : attach::Place::kStaging;
   request.dst = offset.value_or(0);
+  attach::check_apart(request, rows_bytes, bytes, "the expert rows", "combine's out");
   call(request);
   if (!offset && bytes != 0) {
     std::memcpy(out, staging_->range(staged, bytes, "combine's output"), bytes);
@@ -383,6 +384,8 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
                           .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}};
   stage_tokens("dispatch", tokens_in, kMaxMoeTokens, request);
   offer_room(request, room, hidden, e);
+  attach::check_apart(request, uint64_t(tokens) * hidden * e, request.dst_bytes, "x",
+                      "dispatch's out");
   uint64_t received = 0;
   const uint64_t id = call(request, &received);
   const auto handle =
@@ -421,7 +424,8 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
                           .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}};
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
   if (bias) std::memcpy(area + block.bias, bias, size_t(handle.tokens) * row);
-  call_into(request, out, size_t(handle.tokens) * row, block.out, e);
+  call_into(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, block.out,
+            e);
 }
 
 std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
@@ -442,6 +446,8 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
       .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts), uint64_t(max_tokens)}};
   stage_tokens("low_latency_dispatch", tokens_in, max_tokens, request);
   offer_room(request, room, hidden, e);
+  attach::check_apart(request, uint64_t(tokens) * hidden * e, request.dst_bytes, "x",
+                      "low_latency_dispatch's out");
   const int local = experts / place_.world_size;
   // Each token once per local expert it chose, from every PE.
   const uint64_t most =
@@ -497,7 +503,8 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
                           .count = uint64_t(handle.received),
                           .args = {handle.id_}};
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
-  call_into(request, out, size_t(handle.tokens) * row, block.out, e);
+  call_into(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, block.out,
+            e);
 }
 
 uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,

@@ -90,7 +90,8 @@ struct LowLatencyOutputs {
 // Where a dispatch may write recv_x in place: `rows` rows of the dispatch's hidden on this
 // PE's symmetric heap. The received tokens go there when they fit, and an allocate() that
 // answers that address for x gets them with nothing copied; else they come through the staging
-// area into allocate's x. world_size x tokens rows always fit a normal dispatch.
+// area into allocate's x (which must then not overlap the room). world_size x tokens rows always
+// fit a normal dispatch. A room over the dispatch's own x on the heap is refused.
 struct RecvRoom {
   void* x = nullptr;
   int64_t rows = 0;
@@ -148,8 +149,9 @@ class Session {
   // k of weight * expert(x)), plus bias [tokens][hidden] when given. Rows may be of any width
   // and type (a backward pass sends gradients back the same way). Hierarchical: one transfer
   // per node between nodes, reduced inside the node; every sum in a fixed order. Rows on this
-  // PE's symmetric heap (made by malloc) are read where they are, and an `out` there is written
-  // where it is; others are copied in first and out after.
+  // PE's symmetric heap (made by malloc) are read where they are, and an `out` there (not over
+  // the rows) is written where it is, partly so if the call fails; others are copied in first
+  // and out after.
   void combine(const DispatchHandle& handle, const void* rows, int64_t hidden, wire::DataType dtype,
                const void* bias, void* out);
 
@@ -234,10 +236,11 @@ class Session {
   // `staged`.
   const std::byte* recv_x_at(const attach::Request& request, const std::byte* staged,
                              uint64_t bytes) const;
-  // Makes a combine's call with its output `out` (`bytes`) written where it lies when
-  // heap_place() finds it, else copied out of the staging area at `staged` after the call.
-  void call_into(attach::Request& request, void* out, size_t bytes, uint64_t staged,
-                 size_t element);
+  // Makes a combine's call (its rows `rows_bytes` long) with its output `out` (`bytes`) written
+  // where it lies when heap_place() finds it (refused when it overlaps rows there), else copied
+  // out of the staging area at `staged` after the call.
+  void call_into(attach::Request& request, uint64_t rows_bytes, void* out, size_t bytes,
+                 uint64_t staged, size_t element);
   std::string closed_reason() const;
 
   SessionPlace place_;

@@ -95,11 +95,10 @@ class SessionServer {
       case attach::Op::kMatmulReduceScatter:
       case attach::Op::kAllGatherMatmul:
         return r;
-      case attach::Op::kDispatch:  // each PE's tokens, and where they lie, are its own
+      // Each PE's tokens, the rows it received, and where its tensors lie are its own.
+      case attach::Op::kDispatch:
       case attach::Op::kLowLatencyDispatch:
-        r.count = r.src = r.dst = 0;
-        return r;
-      case attach::Op::kCombine:  // as are the rows it received, and where they and its out lie
+      case attach::Op::kCombine:
       case attach::Op::kLowLatencyCombine:
         r.count = r.src = r.dst = 0;
         return r;

@@ -67,13 +67,14 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   // the heap are read where they lie.
   const size_t x_bytes = size_t(o.tokens) * size_t(o.hidden) * element;  // unpadded, as sent
   const std::byte* x = input_at(r, staging, in.x, x_bytes, element, "dispatch's x");
+  std::byte* room = room_at(r, staging, element);
+  attach::check_apart(r, x_bytes, r.dst_bytes, "dispatch's x", "dispatch's recv_x");
   if (r.input_place == attach::Place::kStaging) {
     tokens_.assign(x, x + x_bytes);
     x = tokens_.data();
   }
   const Routing routing = staged_routing(o, in, staging);
 
-  std::byte* room = room_at(r, staging, element);
   attach::TokenBlock out{};
   DispatchResult result = symmesh::dispatch(pe_, o, x, routing, {}, [&](int64_t received) {
     out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
@@ -169,6 +170,8 @@ void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging)
     inputs.biases.push_back(staging.range(block.bias, k.routing.tokens * row, "combine's bias"));
   }
   inputs.out = output_at(r, staging, block.out, k.routing.tokens * row, dtype_size(o.x_dtype));
+  attach::check_apart(r, r.count * row, k.routing.tokens * row, "combine's expert rows",
+                      "combine's output");
   symmesh::combine(pe_, o, k.result, k.routing, inputs);
 }
 
@@ -201,20 +204,21 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   o.experts = int(bounded("experts", r.args[2], kMaxMoeExperts));
   const int64_t max_tokens = bounded("max_tokens", r.args[3], kMaxLowLatencyTokens);
   check_handle_room();
+  // This PE's own inputs are checked before the buffer, which may be made collectively.
+  const size_t element = dtype_size(o.x_dtype);
+  const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
+  const size_t x_bytes = size_t(o.tokens) * size_t(o.hidden) * element;
+  const std::byte* x = input_at(r, staging, in.x, x_bytes, element, "dispatch's x");
+  const Routing routing = staged_routing(o, in, staging);
+  // The received rows straight onto the heap's room or into the staging area, over the tokens
+  // (read by then).
+  std::byte* room = room_at(r, staging, element);
+  attach::check_apart(r, x_bytes, r.dst_bytes, "dispatch's x", "dispatch's recv_x");
   LowLatencyBuffer& buffer = low_latency_buffer({.max_tokens = max_tokens,
                                                  .hidden = o.hidden,
                                                  .topk = o.topk,
                                                  .experts = o.experts,
                                                  .dtype = o.x_dtype});
-  const size_t element = dtype_size(o.x_dtype);
-  const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
-  const std::byte* x = input_at(r, staging, in.x, size_t(o.tokens) * size_t(o.hidden) * element,
-                                element, "dispatch's x");
-  const Routing routing = staged_routing(o, in, staging);
-
-  // The received rows straight onto the heap's room or into the staging area, over the tokens
-  // (read by then).
-  std::byte* room = room_at(r, staging, element);
   const int local = buffer.local_experts();
   attach::LowLatencyBlock out;
   LowLatencyDispatch d = buffer.dispatch(x, routing, [&](int64_t received) {
@@ -261,7 +265,9 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
   const auto block = attach::combine_block(r.count, tokens, uint64_t(shape.hidden), false, element);
   const std::byte* rows =
       input_at(r, staging, block.rows, r.count * row, element, "combine's expert rows");
-  low_latency_->combine(d, rows, output_at(r, staging, block.out, tokens * row, element));
+  std::byte* out = output_at(r, staging, block.out, tokens * row, element);
+  attach::check_apart(r, r.count * row, tokens * row, "combine's expert rows", "combine's output");
+  low_latency_->combine(d, rows, out);
 }
 
 void SessionMoe::release(uint64_t handle) {

@@ -109,7 +109,16 @@ def _out(out, shape, like, what):
         allowed = ", ".join("rows" if want is None else str(want) for want in shape)
         raise ValueError(f"{what}: out has shape {tuple(out.shape)} and dtype "
                          f"{_dtype_name(out)}; allowed ({allowed}), {_dtype_name(like)}")
-    contiguous = out.is_contiguous() if _is_torch(out) else out.flags["C_CONTIGUOUS"]
+    if _is_torch(out) != _is_torch(like):
+        raise ValueError(f"{what}: out is a {type(out).__name__} and the input a "
+                         f"{type(like).__name__}: allowed the same kind")
+    if _is_torch(out):
+        writable, contiguous = not out.requires_grad, out.is_contiguous()
+    else:
+        writable, contiguous = out.flags.writeable, out.flags["C_CONTIGUOUS"]
+    if not writable:
+        raise ValueError(f"{what}: out is read-only or requires grad: allowed a tensor the "
+                         f"result may be written into")
     if not contiguous:
         raise ValueError(f"{what}: out is not contiguous: allowed a contiguous tensor (the "
                          f"result is written into its memory)")
@@ -338,9 +347,9 @@ class Session:
         or -1 where the expert lives elsewhere), recv_topk_weights, and the handle combine
         takes. Torch tensors that need gradients go through symmesh.torch. x made by `empty`
         is read where it lies; any other is copied into the staging area first. With `out`
-        (contiguous, [rows, hidden], x's dtype; no gradients) recv_x is out's first rows when
-        they hold what arrives (world_size * tokens rows always do), written where they lie
-        when `empty` made out; else a new tensor.
+        (contiguous, [rows, hidden], x's kind and dtype; no gradients) recv_x is out's first
+        rows when they hold what arrives (world_size * tokens rows always do), written where
+        they lie when `empty` made out (not over x); else a new tensor.
         """
         if _is_torch(x) and _torch().is_grad_enabled() and (
                 x.requires_grad or getattr(topk_weights, "requires_grad", False)):
@@ -401,8 +410,9 @@ class Session:
         Hierarchical (one transfer per node between nodes) and bitwise deterministic.
         expert_out made by `empty` (the experts writing their output there) is read where it
         lies; any other is copied into the staging area first. The result goes into `out` when
-        given (contiguous, [tokens, hidden], expert_out's dtype; no gradients), written where
-        it lies when `empty` made it; else into a new tensor.
+        given (contiguous, [tokens, hidden], expert_out's kind and dtype; no gradients), written
+        where it lies when `empty` made it (not over expert_out); else into a new tensor. After
+        a failed call, out may hold part of the result.
         """
         if not isinstance(handle, DispatchHandle):
             raise ValueError(f"handle is a {type(handle).__name__}: pass what dispatch returned")

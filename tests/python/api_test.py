@@ -117,6 +117,33 @@ def main():
     transposed = numpy.empty((hidden, tokens), "f4").T
     expect_value_error(s, "an out not contiguous",
                        lambda: s.combine(rows_out, handle, out=transposed), "not contiguous")
+    read_only = numpy.frombuffer(bytes(tokens * hidden * 4), "f4").reshape(tokens, hidden)
+    expect_value_error(s, "a read-only out",
+                       lambda: s.combine(rows_out, handle, out=read_only), "read-only")
+    expect_value_error(s, "a torch out for numpy rows",
+                       lambda: s.combine(rows_out, handle, out=torch.empty(tokens, hidden)),
+                       "allowed the same kind")
+    expect_value_error(s, "a dispatch's out of another dtype",
+                       lambda: s.dispatch(x, idx, weights, experts,
+                                          out=numpy.empty((tokens * w, hidden), "f2")),
+                       "out has shape")
+    # An out over the rows on the heap is refused before anything is sent (node peers read
+    # the rows while the sums are written); a PE that received nothing has no rows to overlap.
+    both = s.empty((tokens * w + tokens, hidden), dtype="float32")
+    last = len(rows_out) - 1
+    both[:len(rows_out)] = rows_out
+    if last >= 0:
+        expect_value_error(s, "an out over the rows",
+                           lambda: s.combine(both[:last + 1], handle, out=both[last:last + tokens]),
+                           "overlaps the expert rows")
+    s.free(both)
+    with torch.enable_grad():
+        wants = torch.from_numpy(x).requires_grad_()
+        expect_value_error(s, "an out with gradients",
+                           lambda: s.dispatch(wants, torch.from_numpy(idx),
+                                              torch.from_numpy(weights), experts,
+                                              out=torch.empty(tokens * w, hidden)),
+                           "out= takes no gradients")
     x_on_heap = s.empty((tokens, hidden), dtype="float32")
     x_on_heap[:] = 2 * x
     heap_x, _, _, _ = s.dispatch(x_on_heap, idx, weights, experts)

@@ -219,26 +219,36 @@ TEST_F(AttachedOps, TensorsOnTheHeapAreReadAndWrittenWhereTheyLie) {
                " from tokens on the heap, not twice " + std::to_string(recv_x[i]);
       }
     }
-    // Received tokens written into a room on the heap (over a fill no token has) when they fit,
-    // which an allocate() that answers the room takes as they are; through the staging area
-    // into allocate's x when the room is one row short.
+    // Three times the tokens, received into a room on the heap (over a fill no token has) when
+    // they fit, exactly or with rows to spare, whether allocate() answers the room (nothing is
+    // copied) or other memory (copied from the room); through the staging area, the room left
+    // alone, when it is a row short or empty.
+    std::vector<float> x3(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x3[i] = 3 * x[i];
     const int64_t arrived = int64_t(recv_x.size()) / kHidden;
-    auto* room = static_cast<float*>(session.malloc(2 * kTokens * kHidden * sizeof(float)));
-    for (const int64_t rows : {2 * kTokens, arrived - 1}) {
-      std::fill(room, room + 2 * kTokens * kHidden, -7.0f);
+    const size_t room_floats = 2 * kTokens * kHidden;
+    auto* room = static_cast<float*>(session.malloc(room_floats * sizeof(float)));
+    for (const int64_t rows : {2 * kTokens, arrived, arrived - 1, int64_t(0)}) {
+      std::fill(room, room + room_floats, -7.0f);
       std::vector<float> elsewhere;
       float* got = nullptr;
       session.dispatch(
-          x.data(), idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts,
+          x3.data(), idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts,
           wire::DATA_TYPE_F32,
           [&](int64_t received) {
             elsewhere.resize(received * kHidden);
-            got = received <= rows ? room : elsewhere.data();
+            got = rows == 2 * kTokens ? room : elsewhere.data();
             return DispatchOutputs{got, recv_idx.data(), recv_weights.data()};
           },
           RecvRoom{room, rows});
-      if (!std::equal(recv_x.begin(), recv_x.end(), got)) {
-        return "tokens received into a room of " + std::to_string(rows) + " rows differ";
+      const bool fits = arrived <= rows;
+      for (size_t i = 0; i < recv_x.size(); ++i) {
+        if (got[i] != 3 * recv_x[i] || (room[i] == 3 * recv_x[i]) != fits) {
+          return "a room of " + std::to_string(rows) + " rows for " + std::to_string(arrived) +
+                 ": element " + std::to_string(i) + " got " + std::to_string(got[i]) +
+                 ", the room holds " + std::to_string(room[i]) + ", the token is " +
+                 std::to_string(3 * recv_x[i]);
+        }
       }
     }
     session.free(room);
@@ -273,7 +283,7 @@ TEST_F(AttachedOps, TensorsOnTheHeapAreReadAndWrittenWhereTheyLie) {
 // one are each refused naming what was wrong. Each ends that session only: the node serves the next
 // one.
 TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
-  enum class Tensor { kDispatchX, kRecvX, kCombineOut };
+  enum class Tensor { kDispatchX, kRecvX, kRecvXRoomPastTheHeap, kRecvXOverX, kCombineOut };
   struct Case {
     Tensor tensor;
     attach::Place place;
@@ -293,6 +303,16 @@ TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
        "dispatch's recv_x is at place 8: allowed 0 (the staging area) or 1 (the symmetric heap "
        "at dst)"},
       {Tensor::kRecvX, attach::Place::kHeap, UINT64_MAX - 3, "are outside its symmetric heap"},
+      {Tensor::kRecvX, attach::Place::kHeap, 0, "are outside its symmetric heap"},
+      {Tensor::kRecvX, attach::Place::kHeap, kReservedBytes + 1,
+       "dispatch's recv_x at heap offset " + std::to_string(kReservedBytes + 1) +
+           " is not aligned to its 4-byte element"},
+      {Tensor::kRecvXRoomPastTheHeap, attach::Place::kHeap, kReservedBytes,
+       "are outside its symmetric heap"},
+      {Tensor::kRecvXOverX, attach::Place::kHeap, kReservedBytes + 32,
+       "dispatch's recv_x at heap offset " + std::to_string(kReservedBytes + 32) +
+           " (128 bytes) overlaps dispatch's x at " + std::to_string(kReservedBytes) +
+           " (64 bytes): allowed separate tensors"},
       {Tensor::kCombineOut, attach::Place(9), 0,
        "combine's output is at place 9: allowed 0 (the staging area) or 1 (the symmetric heap "
        "at dst)"},
@@ -311,6 +331,14 @@ TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
             break;
           case Tensor::kRecvX:  // room for 4 rows of 8 floats
             SessionProbe::dispatch_at(session, attach::Place::kStaging, 0, c.place, c.offset, 128);
+            break;
+          case Tensor::kRecvXRoomPastTheHeap:
+            SessionProbe::dispatch_at(session, attach::Place::kStaging, 0, c.place, c.offset,
+                                      UINT64_MAX);
+            break;
+          case Tensor::kRecvXOverX:  // x at the heap's first byte, the room half over it
+            SessionProbe::dispatch_at(session, attach::Place::kHeap, kReservedBytes, c.place,
+                                      c.offset, 128);
             break;
           case Tensor::kCombineOut:
             SessionProbe::combine_to(session, c.place, c.offset);
