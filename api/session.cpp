@@ -68,7 +68,8 @@ std::unique_ptr<Session> Session::attach(const std::string& socket_path, int loc
   session->connection_->read(reply, deadline, attach::kAttachFrameCap);
   if (!reply.ok()) throw InvalidArgument("attaching to " + socket_path + ": " + reply.error());
   if (reply.ring_bytes() != attach::kRingBytes || reply.slice_offset() > reply.segment_bytes() ||
-      reply.slice_bytes() > reply.segment_bytes() - reply.slice_offset()) {
+      reply.slice_bytes() > reply.segment_bytes() - reply.slice_offset() ||
+      reply.heap_start() > reply.slice_bytes()) {
     throw PeerError("attaching to " + socket_path +
                     ": the daemon's layout does not match this "
                     "library's (use the symmesh library of the daemon's version)");
@@ -83,6 +84,7 @@ std::unique_ptr<Session> Session::attach(const std::string& socket_path, int loc
   session->segment_ = static_cast<std::byte*>(map_shared(fds[0], reply.segment_bytes(), "heap"));
   session->slice_ = session->segment_ + reply.slice_offset();
   session->slice_bytes_ = reply.slice_bytes();
+  session->heap_start_ = reply.heap_start();
   // The ring's memfd stays open: the staging area after the ring is mapped from it as it grows.
   session->staging_ = std::make_unique<attach::StagingArea>(fds[1]);
   session->ring_ = static_cast<attach::Ring*>(map_shared(dup(fds[1]), attach::kRingBytes, "ring"));
@@ -119,7 +121,7 @@ Session::~Session() {
 
 bool Session::on_heap(const void* address, size_t bytes) const {
   const auto* byte = static_cast<const std::byte*>(address);
-  return byte >= slice_ && byte <= slice_ + slice_bytes_ &&
+  return byte >= slice_ + heap_start_ && byte <= slice_ + slice_bytes_ &&
          bytes <= size_t(slice_ + slice_bytes_ - byte);
 }
 

@@ -113,6 +113,8 @@ class Session {
   // Symmetric heap.
   void* malloc(size_t bytes);
   void free(void* address);
+  // Whether [address, address + bytes) lies in the part of this PE's slice that calls may name
+  // (past the daemon's own state at its start).
   bool on_heap(const void* address, size_t bytes) const;
 
   void barrier();
@@ -249,6 +251,7 @@ class Session {
   size_t segment_bytes_ = 0;
   std::byte* slice_ = nullptr;
   size_t slice_bytes_ = 0;
+  size_t heap_start_ = 0;  // the slice's first byte a call may name (the daemon's state before)
   attach::Ring* ring_ = nullptr;
   std::unique_ptr<attach::StagingArea> staging_;
   std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // handles watch it

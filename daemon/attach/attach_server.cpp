@@ -12,6 +12,7 @@
 
 #include "common/errors.h"
 #include "common/thread_name.h"
+#include "runtime/layout.h"
 #include "wire/attach.pb.h"
 
 namespace symmesh {
@@ -152,6 +153,7 @@ void AttachServer::serve(std::unique_ptr<BlockingChannel> connection) {
       reply.set_segment_bytes(node_.segment().size);
       reply.set_slice_offset(uint64_t(local_rank) * node_.slice_bytes());
       reply.set_slice_bytes(node_.slice_bytes());
+      reply.set_heap_start(kReservedBytes);
       reply.set_ring_bytes(attach::kRingBytes);
       channel.write(reply, deadline);
       channel.send_fds({node_.shared_segment().fd(), ring_fd}, deadline);

@@ -64,6 +64,8 @@ struct SessionProbe {
     request.dst = dst;
     session.call(request);
   }
+  // The first byte of the PE's slice: the daemon's own state, not the process's heap.
+  static float* slice_start(Session& session) { return reinterpret_cast<float*>(session.slice_); }
 
  private:
   static Session::MoeTokens tokens() {
@@ -367,6 +369,32 @@ TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
   auto pes = start_session();
   const std::vector<MoeOutcome> outcomes = run_processes(run_moe);
   EXPECT_EQ(outcomes[0].combined.size(), size_t(kTokens * kHidden));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+// The slice's start holds the daemon's own state (its sync words): the library refuses a
+// pointer there before anything is sent, as one off the heap, and the session goes on.
+TEST_F(AttachedOps, APointerIntoTheDaemonsStateIsRefusedBeforeAnythingIsSent) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& session, int) -> std::string {
+    float* reserved = SessionProbe::slice_start(session);
+    if (session.on_heap(reserved, 16)) return "the slice's start counts as heap";
+    try {
+      session.all_reduce(reserved, reserved, 4, wire::DATA_TYPE_F32);
+      return "a pointer into the daemon's state was taken";
+    } catch (const InvalidArgument& e) {
+      if (std::string(e.what()).find("not on this PE's symmetric heap") == std::string::npos) {
+        return e.what();
+      }
+    }
+    auto* t = static_cast<float*>(session.malloc(4 * sizeof(float)));
+    std::fill(t, t + 4, 1.0f);
+    session.all_reduce(t, t, 4, wire::DATA_TYPE_F32);
+    const float sum = t[0];
+    session.free(t);
+    return sum == 2.0f ? "ok" : "the next all_reduce gave " + std::to_string(sum);
+  });
+  EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
