@@ -372,6 +372,33 @@ TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
+// One hostile PE among honest ones: the PEs agree on the call (where each one's tensors lie is
+// its own), PE 0's daemon refuses its room naming it, and that ends the session on PE 1 too,
+// which was inside the collective dispatch waiting for PE 0, with the abort's error rather
+// than a hang. The node serves the next session.
+TEST_F(AttachedOps, OneHostilePeEndsTheCallOnEveryPeAndTheNodeServesTheNext) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& session, int pe) {
+    try {
+      SessionProbe::dispatch_at(session, attach::Place::kStaging, 0,
+                                pe == 0 ? attach::Place(8) : attach::Place::kStaging, 0, 0);
+      return std::string("accepted");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  });
+  EXPECT_NE(said[0].find("dispatch's recv_x is at place 8"), std::string::npos) << said[0];
+  EXPECT_NE(said[1].find("the session ended"), std::string::npos) << said[1];
+  const std::vector<std::string> ended = endings(pes);
+  EXPECT_NE(ended[0].find("dispatch's recv_x is at place 8"), std::string::npos) << ended[0];
+  EXPECT_NE(ended[1], "ok");
+  node_.reset_between_jobs();
+  auto next = start_session();
+  const std::vector<MoeOutcome> outcomes = run_processes(run_moe);
+  EXPECT_EQ(outcomes[1].combined.size(), size_t(kTokens * kHidden));
+  EXPECT_EQ(endings(next), std::vector<std::string>(2, "ok"));
+}
+
 // The slice's start holds the daemon's own state (its sync words): the library refuses a
 // pointer there before anything is sent, as one off the heap, and the session goes on.
 TEST_F(AttachedOps, APointerIntoTheDaemonsStateIsRefusedBeforeAnythingIsSent) {
