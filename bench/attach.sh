@@ -5,7 +5,8 @@
 #  2. MoE dispatch + combine through the Python API at DeepEP's shape scaled down as
 #     bench/moe.sh does (hidden 7168, topk 8, 64 experts, TOKENS per PE, default 512, bf16;
 #     2 nodes x 2 PEs over TCP), next to the same exchange with torch.distributed's gloo
-#     backend (all_to_all_single there and back) and to the CLI's dispatch and combine jobs;
+#     backend (all_to_all_single there and back) and to the CLI's dispatch and combine jobs,
+#     with private tensors and with every tensor on the heap;
 #     then each call alone with its large input (x, the expert rows) in private memory and on
 #     the heap, and with its output (recv_x, the combined tokens) on the heap too;
 #  3. all_reduce of 64 MiB of float32 through the Python API (a heap tensor) next to the CLI's
@@ -75,15 +76,19 @@ if [[ ",$parts," == *,2,* ]]; then
     done
   done
   api=$(awk '$1 == "symmesh_dispatch_combine" { print $2 }' "$work/moe" | median)
+  api_heap=$(awk '$1 == "symmesh_dispatch_combine_heap" { print $2 }' "$work/moe" | median)
   gloo=$(awk '$1 == "gloo_alltoall_dispatch_combine" { print $2 }' "$work/moe" | median)
   cli=$(paste "$work/cli-dispatch" "$work/cli-combine" | awk '{ print $1 + $2 }' | median)
   printf "| %-50s | %9s | %12s |\n" "" "median ms" "vs Python API"
   printf "| %-50s | %9s | %12s |\n" "symmesh Python API: dispatch + combine" "$(ms "$api")" "1.00"
+  printf "| %-50s | %9s | %12s |\n" "symmesh Python API, every tensor on the heap" \
+    "$(ms "$api_heap")" "$(ratio "$api_heap" "$api")"
   printf "| %-50s | %9s | %12s |\n" "torch.distributed gloo: all_to_all_single x2" "$(ms "$gloo")" "$(ratio "$gloo" "$api")"
   printf "| %-50s | %9s | %12s |\n" "symmesh CLI jobs: dispatch + combine" "$(ms "$cli")" "$(ratio "$cli" "$api")"
   record_peer attach.moe_gloo "$gloo" s lower
   record attach.moe_cli "$cli" s lower
   record attach.moe_api "$api" s lower "attach.moe_gloo attach.moe_cli"
+  record attach.moe_api_heap "$api_heap" s lower "attach.moe_gloo attach.moe_cli attach.moe_api"
   printf "| %-50s | %9s | %12s |\n" "each call alone" "median ms" "vs private"
   for op in dispatch combine; do
     if [[ $op == dispatch ]]; then input=x; else input=rows; fi

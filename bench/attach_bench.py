@@ -1,6 +1,7 @@
 """The Python API's figures, run by bench/attach.sh under `symmesh launch` (one process per PE):
 
-  moe        dispatch + combine through symmesh (bf16 torch tensors, the experts the identity);
+  moe        dispatch + combine through symmesh (bf16 torch tensors, the experts the identity),
+             in private memory and with every tensor on the heap;
              each call alone with its large input (x, the expert rows) in private memory and on
              the heap, and with its output (recv_x, the combined tokens) on the heap too; and
              the same exchange with torch.distributed's gloo backend:
@@ -72,14 +73,28 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
         y = timed(s, times, i, dispatch_combine)
     report(s, "symmesh_dispatch_combine", times)
 
-    # Each call alone, its large input (x, the expert rows) in private memory or on the heap
-    # (read there, not copied in), alternated; the experts (x 1) write one or the other. And
-    # each with its output on the heap too (written there, not copied out).
+    # The same with every tensor on the heap: x, recv_x in a room (the rows the experts, x 1,
+    # hand back) and the combined tokens.
     x_on_heap = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
     x_on_heap.copy_(x)
     rows_heap = s.empty((tokens * s.world_size, hidden), dtype="bfloat16", like="torch")
     out_heap = s.empty((tokens, hidden), dtype="bfloat16", like="torch")
     recv_heap = s.empty((tokens * s.world_size, hidden), dtype="bfloat16", like="torch")
+    def dispatch_combine_heap():
+        recv_x, _, _, handle = s.dispatch(x_on_heap, idx, weights, experts, out=recv_heap)
+        return s.combine(recv_x, handle, out=out_heap)
+
+    times = []
+    for i in range(WARMUP + iters):
+        y_heap = timed(s, times, i, dispatch_combine_heap)
+    report(s, "symmesh_dispatch_combine_heap", times)
+    if not torch.equal(y_heap, y):
+        print(f"attach_bench: rank {s.rank}: the heap path gave other sums", file=sys.stderr)
+        sys.exit(1)
+
+    # Each call alone, its large input (x, the expert rows) in private memory or on the heap
+    # (read there, not copied in), alternated; the experts (x 1) write one or the other. And
+    # each with its output on the heap too (written there, not copied out).
     alone = {name: [] for name in ("dispatch_private_x", "dispatch_heap_x", "dispatch_heap_x_out",
                                    "combine_private_rows", "combine_heap_rows",
                                    "combine_heap_rows_out")}
