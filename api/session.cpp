@@ -59,7 +59,6 @@ std::unique_ptr<Session> Session::attach(const std::string& socket_path, int loc
                                          std::chrono::milliseconds timeout) {
   const Deadline deadline = deadline_after(timeout);
   std::unique_ptr<Session> session(new Session());
-  session->pickup_timeout_ = timeout;
   session->connection_ = BlockingChannel::connect(LocalPath{socket_path}, deadline);
   wire::AttachRequest request;
   request.set_protocol_version(attach::kAttachProtocolVersion);
@@ -214,19 +213,11 @@ uint64_t Session::call_locked(const attach::Request& request, uint64_t* value2) 
     return 0;
   }
   const Deadline deadline = deadline_after(call_timeout_);
-  const Deadline pickup = deadline_after(pickup_timeout_);
   wait_for_change(ring_->completed, ticket, [&] {
     if (ring_->closed.load(std::memory_order_acquire)) {
       throw PeerError("the session ended: " + closed_reason());
     }
     if (connection_->closed_by_peer()) throw PeerError("the daemon closed the attach connection");
-    if (!ring_->serving.load(std::memory_order_acquire) && Clock::now() >= pickup) {
-      timed_out_ = true;
-      throw TimeoutError("no session job took this PE within " +
-                         std::to_string(pickup_timeout_.count()) +
-                         " ms of the call (none runs on its node, or it ended before this "
-                         "process attached: start processes with symmesh launch)");
-    }
     if (Clock::now() >= deadline) {
       timed_out_ = true;
       throw TimeoutError("no answer from the daemon within " +

@@ -99,8 +99,7 @@ struct RecvRoom {
 
 class Session {
  public:
-  // Attaches to the daemon's attach socket as `local_rank`, within `timeout`; a call then waits
-  // as long for a session job to take the PE (TimeoutError after).
+  // Attaches to the daemon's attach socket as `local_rank`, within `timeout`.
   static std::unique_ptr<Session> attach(const std::string& socket_path, int local_rank,
                                          std::chrono::milliseconds timeout);
   // Attaches as `symmesh launch` says: SYMMESH_ATTACH_SOCKET and SYMMESH_LOCAL_RANK.
@@ -265,9 +264,6 @@ class Session {
   LowLatencyHalves low_latency_halves_;  // which dispatch holds each half of the daemon's buffer
   bool timed_out_ = false;
   std::chrono::milliseconds call_timeout_{std::chrono::minutes(10)};
-  // How long a call waits for a session job to take this PE (the attach's timeout): one that
-  // ended, or never ran, on the node never will.
-  std::chrono::milliseconds pickup_timeout_{std::chrono::seconds(60)};
   bool detached_ = false;
 };
 

@@ -549,9 +549,7 @@ def attach(socket=None, local_rank=None, timeout=30.0):
     """Attaches to this node's daemon as one of its PEs.
 
     With no arguments, as `symmesh launch` says (SYMMESH_ATTACH_SOCKET, SYMMESH_LOCAL_RANK);
-    otherwise to the attach socket `socket` as `local_rank`. `timeout` (seconds; 30 from the
-    environment) bounds the attach, and how long a call waits for a session job to take the
-    PE: past it, a call raises TimeoutError (no session job runs on the node, or it ended).
+    otherwise to the attach socket `socket` as `local_rank`.
     """
     if socket is None and local_rank is None:
         return Session(_symmesh.Session.attach_from_environment())

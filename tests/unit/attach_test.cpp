@@ -188,21 +188,5 @@ TEST_F(Attached, ATensorOffTheHeapIsRefusedBeforeAnythingIsSent) {
   }
 }
 
-// A process that attached where no session job runs (none was started, or it ended before the
-// process came) gets a named TimeoutError at its first call once the attach's timeout has
-// passed, not after the call's 10 minutes, and the session refuses its next call.
-TEST_F(Attached, ACallNoSessionJobTakesEndsNamingItAfterTheAttachTimeout) {
-  auto session = Session::attach(server_.path(), 0, std::chrono::milliseconds(300));
-  try {
-    session->barrier();
-    FAIL() << "a call no session job took returned";
-  } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("no session job took this PE within 300 ms"),
-              std::string::npos)
-        << e.what();
-  }
-  EXPECT_THROW(session->barrier(), PeerError);
-}
-
 }  // namespace
 }  // namespace symmesh
