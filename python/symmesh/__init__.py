@@ -11,8 +11,8 @@ bfloat16) or float16. Collectives work in place on tensors made by `empty` (zero
 other tensor is copied onto the heap and back. Dispatch, combine and the fused ops copy
 through the PE's private staging area, except that a dispatch's x and a combine's expert rows
 made by `empty` are read where they lie, and the `out` of a dispatch or combine made by
-`empty` is written where it lies. Every PE makes the same calls in the same order with the same shapes, and a
-tensor made by `empty` on one PE is made by `empty` on all.
+`empty` is written where it lies. Every PE makes the same calls in the same order with the
+same shapes, and a tensor made by `empty` on one PE is made by `empty` on all.
 
 A wrong call raises ValueError naming what was wrong and leaves the session as it was; a call
 the cluster could not carry out raises RuntimeError (TimeoutError at a deadline) and ends the
