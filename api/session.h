@@ -10,7 +10,7 @@
 // Dispatch, combine and the fused ops take tensors anywhere in the process: PEs pass different
 // sizes to them, so they travel through the PE's private staging area (a copy each way), not
 // the symmetric heap. The MoE calls' large tensors that lie on the heap are the exception: a
-// dispatch's x, a combine's rows and its output are used where they lie.
+// dispatch's x and its recv_x room, a combine's rows and its output are used where they lie.
 //
 // Errors: InvalidArgument for a call that is wrong (a pointer off the heap, a count of 0, an
 // expert id out of range), checked here before anything is sent; Error (PeerError,
@@ -89,9 +89,10 @@ struct LowLatencyOutputs {
 
 // Where a dispatch may write recv_x in place: `rows` rows of the dispatch's hidden on this
 // PE's symmetric heap. The received tokens go there when they fit, and an allocate() that
-// answers that address for x gets them with nothing copied; else they come through the staging
-// area into allocate's x (which must then not overlap the room). world_size x tokens rows always
-// fit a normal dispatch. A room over the dispatch's own x on the heap is refused.
+// answers that address for x gets them with nothing copied (one that answers other memory gets
+// them copied from the room, and must not overlap it); else they come through the staging area
+// into allocate's x. The sum of every PE's tokens always fits a normal dispatch (world_size x
+// tokens when every PE passes as many). A room over the dispatch's own x is refused.
 struct RecvRoom {
   void* x = nullptr;
   int64_t rows = 0;

@@ -348,7 +348,7 @@ class Session:
         takes. Torch tensors that need gradients go through symmesh.torch. x made by `empty`
         is read where it lies; any other is copied into the staging area first. With `out`
         (contiguous, [rows, hidden], x's kind and dtype; no gradients) recv_x is out's first
-        rows when they hold what arrives (world_size * tokens rows always do), written where
+        rows when they hold what arrives (all PEs' tokens together always do), written where
         they lie when `empty` made out (not over x); else a new tensor.
         """
         if _is_torch(x) and _torch().is_grad_enabled() and (
