@@ -144,11 +144,12 @@ void Session::place_input(attach::Request& request, const void* data, size_t byt
 }
 
 void Session::call_into(attach::Request& request, uint64_t rows_bytes, void* out, size_t bytes,
-                        uint64_t staged, size_t element) {
+                        uint64_t staged, size_t element, const char* caller) {
   const auto offset = heap_place(out, bytes, element);
   request.output_place = offset ? attach::Place::kHeap : attach::Place::kStaging;
   request.dst = offset.value_or(0);
-  attach::check_apart(request, rows_bytes, bytes, "the expert rows", "combine's out");
+  attach::check_apart(request, rows_bytes, bytes, "the expert rows",
+                      (std::string(caller) + "'s out").c_str());
   call(request);
   if (!offset && bytes != 0) {
     std::memcpy(out, staging_->range(staged, bytes, "combine's output"), bytes);
@@ -356,21 +357,22 @@ std::shared_ptr<DispatchHandle> Session::make_handle(uint64_t id, uint64_t recei
   return handle;
 }
 
-void Session::offer_room(attach::Request& request, const RecvRoom& room, int64_t hidden,
-                         size_t element) const {
+void Session::offer_room(attach::Request& request, const RecvRoom& room, int64_t tokens,
+                         int64_t hidden, size_t element, const char* caller) const {
   const size_t bytes = size_t(std::max<int64_t>(room.rows, 0)) * size_t(hidden) * element;
   const auto offset = heap_place(room.x, bytes, element);
   request.output_place = offset ? attach::Place::kHeap : attach::Place::kStaging;
   request.dst = offset.value_or(0);
   request.dst_bytes = offset ? bytes : 0;
+  attach::check_apart(request, uint64_t(tokens) * uint64_t(hidden) * element, request.dst_bytes,
+                      "x", (std::string(caller) + "'s out").c_str());
 }
 
-const std::byte* Session::recv_x_at(const attach::Request& request, const std::byte* staged,
-                                    uint64_t bytes) const {
-  if (request.output_place == attach::Place::kHeap && bytes <= request.dst_bytes) {
-    return slice_ + request.dst;
-  }
-  return staged;
+void Session::take_recv_x(const attach::Request& request, const std::byte* staged, uint64_t bytes,
+                          void* to) const {
+  const bool in_room = request.output_place == attach::Place::kHeap && bytes <= request.dst_bytes;
+  const std::byte* recv_x = in_room ? slice_ + request.dst : staged;
+  if (to != recv_x && bytes != 0) std::memcpy(to, recv_x, bytes);
 }
 
 std::shared_ptr<DispatchHandle> Session::dispatch(
@@ -385,9 +387,7 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
                           .count = uint64_t(tokens),
                           .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}};
   stage_tokens("dispatch", tokens_in, kMaxMoeTokens, request);
-  offer_room(request, room, hidden, e);
-  attach::check_apart(request, uint64_t(tokens) * hidden * e, request.dst_bytes, "x",
-                      "dispatch's out");
+  offer_room(request, room, tokens, hidden, e, "dispatch");
   uint64_t received = 0;
   const uint64_t id = call(request, &received);
   const auto handle =
@@ -395,9 +395,7 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
   const auto out = attach::token_block(received, uint64_t(hidden), uint64_t(topk), e);
   const std::byte* from = staging_->range(0, out.end, "dispatch's output");
   const DispatchOutputs to = allocate(int64_t(received));
-  const uint64_t x_bytes = received * hidden * e;
-  const std::byte* recv_x = recv_x_at(request, from + out.x, x_bytes);
-  if (to.x != recv_x && x_bytes != 0) std::memcpy(to.x, recv_x, x_bytes);
+  take_recv_x(request, from + out.x, received * hidden * e, to.x);
   const auto* got = reinterpret_cast<const int32_t*>(from + out.idx);
   for (uint64_t i = 0; i < received * topk; ++i) to.topk_idx[i] = got[i];
   std::memcpy(to.topk_weights, from + out.weights, received * topk * 4);
@@ -427,7 +425,7 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
   if (bias) std::memcpy(area + block.bias, bias, size_t(handle.tokens) * row);
   call_into(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, block.out,
-            e);
+            e, "combine");
 }
 
 std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
@@ -447,9 +445,7 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
       .count = uint64_t(tokens),
       .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts), uint64_t(max_tokens)}};
   stage_tokens("low_latency_dispatch", tokens_in, max_tokens, request);
-  offer_room(request, room, hidden, e);
-  attach::check_apart(request, uint64_t(tokens) * hidden * e, request.dst_bytes, "x",
-                      "low_latency_dispatch's out");
+  offer_room(request, room, tokens, hidden, e, "low_latency_dispatch");
   const int local = experts / place_.world_size;
   // Each token once per local expert it chose, from every PE.
   const uint64_t most =
@@ -476,9 +472,7 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
   const auto out = attach::low_latency_block(received, uint64_t(hidden), uint64_t(local), e);
   const std::byte* from = staging_->range(0, out.end, "low-latency dispatch's output");
   const LowLatencyOutputs to = allocate(int64_t(received));
-  const uint64_t x_bytes = received * hidden * e;
-  const std::byte* recv_x = recv_x_at(request, from + out.x, x_bytes);
-  if (to.x != recv_x && x_bytes != 0) std::memcpy(to.x, recv_x, x_bytes);
+  take_recv_x(request, from + out.x, received * hidden * e, to.x);
   std::memcpy(to.counts, from + out.counts, size_t(local) * 8);
   return handle;
 }
@@ -506,7 +500,7 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
                           .args = {handle.id_}};
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
   call_into(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, block.out,
-            e);
+            e, "low_latency_combine");
 }
 
 uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,

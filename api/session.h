@@ -232,18 +232,19 @@ class Session {
   // where it lies when heap_place() finds it, else copied to `staged` in the staging area.
   void place_input(attach::Request& request, const void* data, size_t bytes, std::byte* staged,
                    size_t element) const;
-  // Offers the daemon `room` for a dispatch's recv_x when it lies on this PE's heap.
-  void offer_room(attach::Request& request, const RecvRoom& room, int64_t hidden,
-                  size_t element) const;
-  // Where the daemon wrote a dispatch's recv_x of `bytes`: the offered room when it fit, else
-  // `staged`.
-  const std::byte* recv_x_at(const attach::Request& request, const std::byte* staged,
-                             uint64_t bytes) const;
-  // Makes a combine's call (its rows `rows_bytes` long) with its output `out` (`bytes`) written
-  // where it lies when heap_place() finds it (refused when it overlaps rows there), else copied
-  // out of the staging area at `staged` after the call.
+  // Offers the daemon `room` for a dispatch's recv_x when it lies on this PE's heap (refused,
+  // naming `caller`, when it overlaps the call's `tokens` of x there).
+  void offer_room(attach::Request& request, const RecvRoom& room, int64_t tokens, int64_t hidden,
+                  size_t element, const char* caller) const;
+  // Copies a dispatch's recv_x of `bytes` to `to` from where the daemon wrote it: the offered
+  // room when it fit, else `staged`; nothing when `to` is that room.
+  void take_recv_x(const attach::Request& request, const std::byte* staged, uint64_t bytes,
+                   void* to) const;
+  // Makes a combine's call (`caller` names it; its rows `rows_bytes` long) with its output `out`
+  // (`bytes`) written where it lies when heap_place() finds it (refused when it overlaps rows
+  // there), else copied out of the staging area at `staged` after the call.
   void call_into(attach::Request& request, uint64_t rows_bytes, void* out, size_t bytes,
-                 uint64_t staged, size_t element);
+                 uint64_t staged, size_t element, const char* caller);
   std::string closed_reason() const;
 
   SessionPlace place_;

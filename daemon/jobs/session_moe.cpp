@@ -22,6 +22,12 @@ int64_t bounded(const char* name, uint64_t value, int64_t most) {
                         " is out of range: allowed up to " + std::to_string(most));
 }
 
+// Where a dispatch's `bytes` of received rows go: the heap's room when they fit in it (the
+// request's dst_bytes), else `staged`.
+std::byte* rows_into(std::byte* room, const attach::Request& r, uint64_t bytes, std::byte* staged) {
+  return room && bytes <= r.dst_bytes ? room : staged;
+}
+
 // A dispatch's topk_idx and topk_weights from the staging area, checked.
 Routing staged_routing(const MoeOptions& o, const attach::TokenBlock& in,
                        attach::StagingArea& staging) {
@@ -67,8 +73,7 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   // the heap are read where they lie.
   const size_t x_bytes = size_t(o.tokens) * size_t(o.hidden) * element;  // unpadded, as sent
   const std::byte* x = input_at(r, staging, in.x, x_bytes, element, "dispatch's x");
-  std::byte* room = room_at(r, staging, element);
-  attach::check_apart(r, x_bytes, r.dst_bytes, "dispatch's x", "dispatch's recv_x");
+  std::byte* room = room_at(r, staging, x_bytes, element);
   if (r.input_place == attach::Place::kStaging) {
     tokens_.assign(x, x + x_bytes);
     x = tokens_.data();
@@ -79,8 +84,8 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   DispatchResult result = symmesh::dispatch(pe_, o, x, routing, {}, [&](int64_t received) {
     out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
     staging.grow(out.end, "dispatch's received tokens");
-    const bool fits = uint64_t(received) * size_t(o.hidden) * element <= r.dst_bytes;
-    return room && fits ? room : staging.range(out.x, out.idx - out.x, "recv_x");
+    return rows_into(room, r, uint64_t(received) * size_t(o.hidden) * element,
+                     staging.range(out.x, out.idx - out.x, "recv_x"));
   });
   const uint64_t received = uint64_t(result.received);
   // Expert ids become this PE's local expert index (DeepEP's recv_topk_idx), -1 elsewhere.
@@ -134,15 +139,21 @@ const std::byte* SessionMoe::input_at(const attach::Request& r, attach::StagingA
 }
 
 std::byte* SessionMoe::room_at(const attach::Request& r, attach::StagingArea& staging,
-                               size_t element) {
+                               uint64_t x_bytes, size_t element) {
   if (r.output_place == attach::Place::kStaging) return nullptr;
-  return placed(r.output_place, r.dst, "dst", staging, 0, r.dst_bytes, element,
-                "dispatch's recv_x");
+  std::byte* room =
+      placed(r.output_place, r.dst, "dst", staging, 0, r.dst_bytes, element, "dispatch's recv_x");
+  attach::check_apart(r, x_bytes, r.dst_bytes, "dispatch's x", "dispatch's recv_x");
+  return room;
 }
 
 std::byte* SessionMoe::output_at(const attach::Request& r, attach::StagingArea& staging,
-                                 uint64_t staged, uint64_t bytes, size_t element) {
-  return placed(r.output_place, r.dst, "dst", staging, staged, bytes, element, "combine's output");
+                                 uint64_t staged, uint64_t bytes, uint64_t rows_bytes,
+                                 size_t element) {
+  std::byte* out =
+      placed(r.output_place, r.dst, "dst", staging, staged, bytes, element, "combine's output");
+  attach::check_apart(r, rows_bytes, bytes, "combine's expert rows", "combine's output");
+  return out;
 }
 
 void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging) {
@@ -169,9 +180,8 @@ void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging)
   if (bias) {
     inputs.biases.push_back(staging.range(block.bias, k.routing.tokens * row, "combine's bias"));
   }
-  inputs.out = output_at(r, staging, block.out, k.routing.tokens * row, dtype_size(o.x_dtype));
-  attach::check_apart(r, r.count * row, k.routing.tokens * row, "combine's expert rows",
-                      "combine's output");
+  inputs.out = output_at(r, staging, block.out, k.routing.tokens * row, r.count * row,
+                         dtype_size(o.x_dtype));
   symmesh::combine(pe_, o, k.result, k.routing, inputs);
 }
 
@@ -212,8 +222,7 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   const Routing routing = staged_routing(o, in, staging);
   // The received rows straight onto the heap's room or into the staging area, over the tokens
   // (read by then).
-  std::byte* room = room_at(r, staging, element);
-  attach::check_apart(r, x_bytes, r.dst_bytes, "dispatch's x", "dispatch's recv_x");
+  std::byte* room = room_at(r, staging, x_bytes, element);
   LowLatencyBuffer& buffer = low_latency_buffer({.max_tokens = max_tokens,
                                                  .hidden = o.hidden,
                                                  .topk = o.topk,
@@ -224,8 +233,8 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   LowLatencyDispatch d = buffer.dispatch(x, routing, [&](int64_t received) {
     out = attach::low_latency_block(uint64_t(received), r.args[0], uint64_t(local), element);
     staging.grow(out.end, "low-latency dispatch's received tokens");
-    const bool fits = uint64_t(received) * size_t(o.hidden) * element <= r.dst_bytes;
-    return room && fits ? room : staging.range(out.x, out.counts - out.x, "recv_x");
+    return rows_into(room, r, uint64_t(received) * size_t(o.hidden) * element,
+                     staging.range(out.x, out.counts - out.x, "recv_x"));
   });
   auto* counts = reinterpret_cast<int64_t*>(staging.range(out.counts, size_t(local) * 8, "counts"));
   for (int e = 0; e < local; ++e) counts[e] = d.count(e);
@@ -265,9 +274,8 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
   const auto block = attach::combine_block(r.count, tokens, uint64_t(shape.hidden), false, element);
   const std::byte* rows =
       input_at(r, staging, block.rows, r.count * row, element, "combine's expert rows");
-  std::byte* out = output_at(r, staging, block.out, tokens * row, element);
-  attach::check_apart(r, r.count * row, tokens * row, "combine's expert rows", "combine's output");
-  low_latency_->combine(d, rows, out);
+  low_latency_->combine(d, rows,
+                        output_at(r, staging, block.out, tokens * row, r.count * row, element));
 }
 
 void SessionMoe::release(uint64_t handle) {

@@ -65,12 +65,14 @@ class SessionMoe {
   // The call's large input (a dispatch's x, a combine's rows): input_place at src.
   const std::byte* input_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
                             uint64_t bytes, size_t element, const char* what);
-  // A dispatch's room for recv_x on the heap (output_place at dst, dst_bytes long), checked;
-  // null when recv_x goes to the staging area. Rows that do not fit go there too.
-  std::byte* room_at(const attach::Request& r, attach::StagingArea& staging, size_t element);
-  // A combine's output: output_place at dst.
+  // A dispatch's room for recv_x on the heap (output_place at dst, dst_bytes long), checked,
+  // and apart from its `x_bytes` of x there; null when recv_x goes to the staging area. Rows
+  // that do not fit go there too.
+  std::byte* room_at(const attach::Request& r, attach::StagingArea& staging, uint64_t x_bytes,
+                     size_t element);
+  // A combine's output (output_place at dst, `bytes`), apart from its `rows_bytes` of rows.
   std::byte* output_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
-                       uint64_t bytes, size_t element);
+                       uint64_t bytes, uint64_t rows_bytes, size_t element);
   void check_handle_room() const;
   // The session's low-latency buffer for `shape`, made again (collectively) when it differs.
   LowLatencyBuffer& low_latency_buffer(const LowLatencyShape& shape);
