@@ -17,9 +17,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <string>
-
-#include "common/errors.h"
 
 namespace symmesh::attach {
 
@@ -93,21 +90,6 @@ struct Request {
   uint64_t count = 0;      // elements (kMalloc: bytes)
   uint64_t args[4] = {};
 };
-
-// Throws InvalidArgument, naming `output` and `input`, when a MoE call's input (`input_bytes`
-// at src) and output (`output_bytes` at dst) both lie on the heap and overlap: node peers read
-// the input (tokens being sent, rows lent) while the output is written. Offsets checked first.
-inline void check_apart(const Request& r, uint64_t input_bytes, uint64_t output_bytes,
-                        const char* input, const char* output) {
-  if (r.input_place != Place::kHeap || r.output_place != Place::kHeap) return;
-  if (r.src < r.dst + output_bytes && r.dst < r.src + input_bytes) {
-    throw InvalidArgument(std::string(output) + " at heap offset " + std::to_string(r.dst) + " (" +
-                          std::to_string(output_bytes) + " bytes) overlaps " + input + " at " +
-                          std::to_string(r.src) + " (" + std::to_string(input_bytes) +
-                          " bytes): allowed separate tensors, as node peers read the input "
-                          "while the output is written");
-  }
-}
 
 enum class Status : int32_t {
   kOk = 0,

@@ -10,6 +10,7 @@
 #include "api/fused_call_mode.h"
 #include "api/op_limits.h"
 #include "api/staging_layout.h"
+#include "api/tensor_overlap.h"
 #include "api/topk_check.h"
 #include "common/errors.h"
 #include "transport/wait.h"
@@ -143,15 +144,17 @@ void Session::place_input(attach::Request& request, const void* data, size_t byt
   if (bytes != 0) std::memcpy(staged, data, bytes);
 }
 
-void Session::call_into(attach::Request& request, uint64_t rows_bytes, void* out, size_t bytes,
-                        uint64_t staged, size_t element, const char* caller) {
+void Session::place_output(attach::Request& request, uint64_t rows_bytes, const void* out,
+                           size_t bytes, size_t element, const char* caller) const {
   const auto offset = heap_place(out, bytes, element);
   request.output_place = offset ? attach::Place::kHeap : attach::Place::kStaging;
   request.dst = offset.value_or(0);
-  attach::check_apart(request, rows_bytes, bytes, "the expert rows",
-                      (std::string(caller) + "'s out").c_str());
+  attach::check_apart(request, rows_bytes, bytes, caller, "expert rows", "out");
+}
+
+void Session::call_into(const attach::Request& request, void* out, size_t bytes, uint64_t staged) {
   call(request);
-  if (!offset && bytes != 0) {
+  if (request.output_place == attach::Place::kStaging && bytes != 0) {
     std::memcpy(out, staging_->range(staged, bytes, "combine's output"), bytes);
   }
 }
@@ -365,7 +368,7 @@ void Session::offer_room(attach::Request& request, const RecvRoom& room, int64_t
   request.dst = offset.value_or(0);
   request.dst_bytes = offset ? bytes : 0;
   attach::check_apart(request, uint64_t(tokens) * uint64_t(hidden) * element, request.dst_bytes,
-                      "x", (std::string(caller) + "'s out").c_str());
+                      caller, "x", "out");
 }
 
 void Session::take_recv_x(const attach::Request& request, const std::byte* staged, uint64_t bytes,
@@ -424,8 +427,9 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
                           .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}};
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
   if (bias) std::memcpy(area + block.bias, bias, size_t(handle.tokens) * row);
-  call_into(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, block.out,
-            e, "combine");
+  place_output(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, e,
+               "combine");
+  call_into(request, out, size_t(handle.tokens) * row, block.out);
 }
 
 std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
@@ -485,11 +489,6 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
   if (handle.max_tokens == 0) {
     throw InvalidArgument("low_latency_combine: the handle is a normal dispatch's: use combine");
   }
-  if (!low_latency_halves_.free(handle.id_)) {
-    throw InvalidArgument(
-        "low_latency_combine: this dispatch was combined already: dispatch again (a low-latency "
-        "dispatch is combined once)");
-  }
   const size_t e = element_bytes(handle.dtype), row = size_t(handle.hidden) * e;
   const auto block = attach::combine_block(uint64_t(handle.received), uint64_t(handle.tokens),
                                            uint64_t(handle.hidden), false, e);
@@ -499,8 +498,15 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
                           .count = uint64_t(handle.received),
                           .args = {handle.id_}};
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
-  call_into(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, block.out,
-            e, "low_latency_combine");
+  place_output(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, e,
+               "low_latency_combine");
+  // Last before the call: a combine refused before it is sent leaves its dispatch uncombined.
+  if (!low_latency_halves_.free(handle.id_)) {
+    throw InvalidArgument(
+        "low_latency_combine: this dispatch was combined already: dispatch again (a low-latency "
+        "dispatch is combined once)");
+  }
+  call_into(request, out, size_t(handle.tokens) * row, block.out);
 }
 
 uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,

@@ -240,11 +240,14 @@ class Session {
   // room when it fit, else `staged`; nothing when `to` is that room.
   void take_recv_x(const attach::Request& request, const std::byte* staged, uint64_t bytes,
                    void* to) const;
-  // Makes a combine's call (`caller` names it; its rows `rows_bytes` long) with its output `out`
-  // (`bytes`) written where it lies when heap_place() finds it (refused when it overlaps rows
-  // there), else copied out of the staging area at `staged` after the call.
-  void call_into(attach::Request& request, uint64_t rows_bytes, void* out, size_t bytes,
-                 uint64_t staged, size_t element, const char* caller);
+  // Says in `request` where a combine's output `out` (`bytes`) goes: where it lies when
+  // heap_place() finds it (refused, naming `caller`, when it overlaps the call's `rows_bytes` of
+  // rows there), else the staging area.
+  void place_output(attach::Request& request, uint64_t rows_bytes, const void* out, size_t bytes,
+                    size_t element, const char* caller) const;
+  // Makes a combine's call, then copies its output `out` (`bytes`) out of the staging area at
+  // `staged` unless place_output() put it where it lies.
+  void call_into(const attach::Request& request, void* out, size_t bytes, uint64_t staged);
   std::string closed_reason() const;
 
   SessionPlace place_;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "api/staging_layout.h"
+#include "api/tensor_overlap.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
 
@@ -33,11 +34,14 @@ Routing staged_routing(const MoeOptions& o, const attach::TokenBlock& in,
                        attach::StagingArea& staging) {
   Routing routing{o.tokens, o.topk, std::vector<int32_t>(size_t(o.tokens) * o.topk),
                   std::vector<float>(size_t(o.tokens) * o.topk)};
-  std::memcpy(routing.experts.data(), staging.range(in.idx, routing.experts.size() * 4, "topk_idx"),
-              routing.experts.size() * 4);
-  std::memcpy(routing.weights.data(),
-              staging.range(in.weights, routing.weights.size() * 4, "topk_weights"),
-              routing.weights.size() * 4);
+  if (!routing.experts.empty()) {  // a PE may pass no tokens (and memcpy no null pointer)
+    std::memcpy(routing.experts.data(),
+                staging.range(in.idx, routing.experts.size() * 4, "topk_idx"),
+                routing.experts.size() * 4);
+    std::memcpy(routing.weights.data(),
+                staging.range(in.weights, routing.weights.size() * 4, "topk_weights"),
+                routing.weights.size() * 4);
+  }
   check_routing(routing, o.experts, "topk_idx");
   return routing;
 }
@@ -143,7 +147,7 @@ std::byte* SessionMoe::room_at(const attach::Request& r, attach::StagingArea& st
   if (r.output_place == attach::Place::kStaging) return nullptr;
   std::byte* room =
       placed(r.output_place, r.dst, "dst", staging, 0, r.dst_bytes, element, "dispatch's recv_x");
-  attach::check_apart(r, x_bytes, r.dst_bytes, "dispatch's x", "dispatch's recv_x");
+  attach::check_apart(r, x_bytes, r.dst_bytes, "dispatch", "x", "recv_x");
   return room;
 }
 
@@ -152,7 +156,7 @@ std::byte* SessionMoe::output_at(const attach::Request& r, attach::StagingArea& 
                                  size_t element) {
   std::byte* out =
       placed(r.output_place, r.dst, "dst", staging, staged, bytes, element, "combine's output");
-  attach::check_apart(r, rows_bytes, bytes, "combine's expert rows", "combine's output");
+  attach::check_apart(r, rows_bytes, bytes, "combine", "expert rows", "output");
   return out;
 }
 

@@ -55,7 +55,7 @@ class Combiner {
         me_(pe.my_pe()),
         my_node_(pe.my_node()),
         local_(pe.local_rank()),
-        channels_(d.handle.channels),
+        channels_(d.paths.channels),
         partial_bytes_(size_t(o.hidden) * dtype_size(o.partial_dtype)),
         out_bytes_(size_t(o.hidden) * dtype_size(o.x_dtype)) {
     if (inputs.out) {
@@ -181,7 +181,7 @@ class HierCombiner final : public Combiner {
                             partial_bytes_;
   }
   const int64_t* recv_prefix(int source) const {
-    return &d_.handle.recv_prefix[size_t(source) * (channels_ + 1)];
+    return &d_.paths.recv_prefix[size_t(source) * (channels_ + 1)];
   }
 
   // Local PE j's partial of the token it received at `index`, where j's experts wrote it.
@@ -201,13 +201,13 @@ class HierCombiner final : public Combiner {
   // `read_from_peers` counts the bytes of the other PEs'.
   void add_local_partials(int64_t record, std::vector<TypedRow>& rows,
                           int64_t& read_from_peers) const {
-    const size_t records = d_.handle.nvl_slot.size() / size_t(ranks_);
+    const size_t records = d_.paths.nvl_slot.size() / size_t(ranks_);
     if (record < 0 || size_t(record) >= records) {
       throw InvalidArgument("combine: this PE's dispatch handle names forwarder record " +
                             std::to_string(record) + "; it holds " + std::to_string(records));
     }
     for (int j = 0; j < ranks_; ++j) {
-      const int64_t received = d_.handle.nvl_slot[size_t(record) * ranks_ + j];
+      const int64_t received = d_.paths.nvl_slot[size_t(record) * ranks_ + j];
       if (received < 0) continue;
       rows.push_back({local_partial(j, received), o_.partial_dtype});
       if (j != local_) read_from_peers += int64_t(partial_bytes_);
@@ -259,7 +259,7 @@ class HierCombiner final : public Combiner {
         sent += uint64_t(staged);
         staged = 0;
       };
-      const int64_t* prefix = &d_.handle.forward_prefix[size_t(a) * (channels_ + 1)];
+      const int64_t* prefix = &d_.paths.forward_prefix[size_t(a) * (channels_ + 1)];
       for (int64_t record = prefix[channel]; record < prefix[channel + 1]; ++record) {
         rows.clear();
         add_local_partials(record, rows, read_from_peers);
@@ -291,7 +291,7 @@ class HierCombiner final : public Combiner {
     for (int64_t t = range.begin; t < range.end; ++t) {
       rows.clear();  // as in the forwarder: heads go back once the token is summed
       for (int b = 0; b < nodes_; ++b) {
-        const int64_t record = d_.handle.rdma_slot[size_t(t) * nodes_ + b];
+        const int64_t record = d_.paths.rdma_slot[size_t(t) * nodes_ + b];
         if (record < 0) continue;
         if (b == my_node_) {
           add_local_partials(record, rows, read_from_peers);
@@ -312,7 +312,7 @@ class HierCombiner final : public Combiner {
       }
       finish_token(o_, biases_, t, rows, out_ + size_t(t) * out_bytes_);
       for (int b = 0; b < nodes_; ++b) {
-        if (b != my_node_) consumed[b] += d_.handle.rdma_slot[size_t(t) * nodes_ + b] >= 0;
+        if (b != my_node_) consumed[b] += d_.paths.rdma_slot[size_t(t) * nodes_ + b] >= 0;
       }
       return_heads(false);
     }

@@ -77,8 +77,8 @@ class Dispatcher {
     }
     allocate();
     CommPort port(pe_);
-    result_.handle.rdma_slot.assign(size_t(tokens_) * nodes_, -1);
-    result_.handle.nvl_slot.assign(size_t(forwarded_) * ranks_, -1);
+    result_.paths.rdma_slot.assign(size_t(tokens_) * nodes_, -1);
+    result_.paths.nvl_slot.assign(size_t(forwarded_) * ranks_, -1);
     run_roles(  // writes into the node peers' rows: they wait for it if this throws
         pe_, 0, {}, channels_,
         [&](int channel) {
@@ -137,17 +137,17 @@ class Dispatcher {
                           "dispatch notify: counts from every node");
     // Receivers: [source PE][channel] prefix; forwarders: [source node][channel] prefix of
     // the records sent to this node.
-    result_.handle.channels = channels_;
-    result_.handle.recv_prefix = prefix_rows(notify_pe_, n_, channels_);
+    result_.paths.channels = channels_;
+    result_.paths.recv_prefix = prefix_rows(notify_pe_, n_, channels_);
     std::vector<uint64_t> to_me(size_t(nodes_) * channels_);
     for (int a = 0; a < nodes_; ++a) {
       for (int c = 0; c < channels_; ++c)
         to_me[size_t(a) * channels_ + c] = node_count(a, my_node_, c);
     }
-    result_.handle.forward_prefix = prefix_rows(to_me.data(), nodes_, channels_);
-    received_ = result_.handle.recv_prefix.back();
-    forwarded_ = result_.handle.forward_prefix.back();
-    const int64_t* own = &result_.handle.forward_prefix[size_t(my_node_) * (channels_ + 1)];
+    result_.paths.forward_prefix = prefix_rows(to_me.data(), nodes_, channels_);
+    received_ = result_.paths.recv_prefix.back();
+    forwarded_ = result_.paths.forward_prefix.back();
+    const int64_t* own = &result_.paths.forward_prefix[size_t(my_node_) * (channels_ + 1)];
     own_records_ = own[channels_] - own[0];
   }
 
@@ -274,7 +274,7 @@ class Dispatcher {
       copy_row_[j](rows.memory.data() + size_t(at) * format_.x_bytes, x, format_.x_bytes);
     write_meta(static_cast<std::byte*>(pe_.ptr(recv_region_, my_node_ * ranks_ + j)) +
                size_t(at) * format_.meta_stride());
-    result_.handle.nvl_slot[size_t(record) * ranks_ + j] = at;
+    result_.paths.nvl_slot[size_t(record) * ranks_ + j] = at;
   }
   // Tells each local PE how many of `source`'s records in `channel` were delivered to it: once
   // per (source, channel), as a receiver reads none before all have come. Fewer than counted
@@ -315,7 +315,7 @@ class Dispatcher {
       };
       for (int64_t t = range.begin; t < range.end; ++t) {
         if (!layout_.goes_to_node(t, b)) continue;
-        result_.handle.rdma_slot[size_t(t) * nodes_ + b] = base + sent + staged;
+        result_.paths.rdma_slot[size_t(t) * nodes_ + b] = base + sent + staged;
         encode(t, staging.data() + size_t(staged) * bytes);
         if (++staged == o_.chunk_tokens) flush();
       }
@@ -328,14 +328,13 @@ class Dispatcher {
   // straight into every receiving PE's region, where forward() would have copied it.
   void send_own_node(CommPort& port, int channel, const TokenRange& range) {
     // From the snapshot taken at notify, as every index into the handle is.
-    const int64_t base =
-        result_.handle.forward_prefix[size_t(my_node_) * (channels_ + 1) + channel];
+    const int64_t base = result_.paths.forward_prefix[size_t(my_node_) * (channels_ + 1) + channel];
     std::vector<int64_t> written(ranks_, 0);
     int64_t sent = 0;
     for (int64_t t = range.begin; t < range.end; ++t) {
       if (!layout_.goes_to_node(t, my_node_)) continue;
       const int64_t record = base + sent++;
-      result_.handle.rdma_slot[size_t(t) * nodes_ + my_node_] = record;
+      result_.paths.rdma_slot[size_t(t) * nodes_ + my_node_] = record;
       for (int j = 0; j < ranks_; ++j) {
         if (!layout_.goes_to_pe(t, my_node_ * ranks_ + j)) continue;
         deliver(record, me_, channel, j, written[j], token_x(t),
@@ -354,9 +353,9 @@ class Dispatcher {
     for (int a = 0; a < nodes_; ++a) {
       if (a == my_node_) continue;  // sent straight to the receivers
       const int source = a * ranks_ + local_;
-      const int64_t base = result_.handle.forward_prefix[size_t(a) * (channels_ + 1) + channel];
+      const int64_t base = result_.paths.forward_prefix[size_t(a) * (channels_ + 1) + channel];
       const int64_t count =
-          result_.handle.forward_prefix[size_t(a) * (channels_ + 1) + channel + 1] - base;
+          result_.paths.forward_prefix[size_t(a) * (channels_ + 1) + channel + 1] - base;
       const int64_t in_region = base - (a > my_node_ ? own_records_ : 0);
       std::vector<int64_t> written(ranks_, 0);
       for (int64_t i = 0; i < count; ++i) {
@@ -391,7 +390,7 @@ class Dispatcher {
   void receive() {
     for (int s = 0; s < n_; ++s) {
       for (int c = 0; c < channels_; ++c) {
-        const int64_t* from = &result_.handle.recv_prefix[size_t(s) * (channels_ + 1) + c];
+        const int64_t* from = &result_.paths.recv_prefix[size_t(s) * (channels_ + 1) + c];
         pe_.signal_wait_until(
             recv_tail_ + size_t(s) * channels_ + c, Cmp::kGe, uint64_t(from[1] - from[0]),
             pe_.deadline(),

@@ -38,7 +38,7 @@
 
 namespace symmesh {
 
-struct DispatchHandle {
+struct DispatchPaths {
   int channels = 0;
   // Receiver: [source PE][channel + 1] prefix sums of the tokens received (DeepEP's
   // gbl_channel_prefix_matrix, with the leading zero).
@@ -59,7 +59,7 @@ struct DispatchResult {
   std::vector<int32_t> topk_idx;       // [received][topk]: expert id if held here, else -1
   std::vector<float> topk_weights;     // [received][topk]
   std::vector<ReceivedToken> sources;  // [received]
-  DispatchHandle handle;
+  DispatchPaths paths;                 // what the combine walks back (DeepEP's handle)
 };
 
 // Where a dispatch puts the rows it receives when its caller says: called once, on the calling

@@ -112,17 +112,19 @@ def _out(out, shape, like, what):
     if _is_torch(out) != _is_torch(like):
         raise ValueError(f"{what}: out is a {type(out).__name__} and the input a "
                          f"{type(like).__name__}: allowed the same kind")
-    if _is_torch(out):
-        writable, contiguous = not out.requires_grad, out.is_contiguous()
-    else:
-        writable, contiguous = out.flags.writeable, out.flags["C_CONTIGUOUS"]
-    if not writable:
-        raise ValueError(f"{what}: out is read-only or requires grad: allowed a tensor the "
-                         f"result may be written into")
-    if not contiguous:
+    _writable(out, what, "out")
+    if not (out.is_contiguous() if _is_torch(out) else out.flags["C_CONTIGUOUS"]):
         raise ValueError(f"{what}: out is not contiguous: allowed a contiguous tensor (the "
                          f"result is written into its memory)")
     return out
+
+
+def _writable(t, what, name):
+    """Refuses a tensor (`name`) the result of `what` cannot be written into."""
+    frozen = t.requires_grad if _is_torch(t) else not t.flags.writeable
+    if frozen:
+        raise ValueError(f"{what}: {name} is read-only or requires grad: allowed a tensor the "
+                         f"result may be written into")
 
 
 def _room(out, x, hidden, what):
@@ -270,6 +272,7 @@ class Session:
     def all_reduce(self, x, op="sum"):
         """In place: x becomes the reduction (sum, max, min) of every PE's x. Returns x."""
         _kind(x, "all_reduce's tensor")
+        _writable(x, "all_reduce", "its tensor")  # in place
         word = _word(x, "all_reduce's tensor")
         data = _contiguous(x)
         if _numel(data) == 0:

@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 proto=../../wire
 out=corpus
 rm -rf "$out"
-mkdir -p "$out"/{frame,handshake,control_request,npy,config,units}
+mkdir -p "$out"/{frame,handshake,control_request,npy,config,units,session_request}
 
 encode() {  # MESSAGE TEXT -> protobuf bytes on stdout
   protoc --proto_path="$proto" --encode="symmesh.wire.$1" "$proto"/*.proto <<<"$2"
@@ -71,3 +71,30 @@ printf 'nodes = "two"\n[table]\nx = 1\n' >"$out/config/bad.toml"
 for text in 1GiB 64MiB 512 1.5KiB 60s 10ms 2m 0 18446744073709551615 -1 1e9; do
   printf '%s' "$text" >"$out/units/$text"
 done
+
+# Session requests (attach::Request in api/request_ring.h, little-endian, no padding): a count
+# byte, the requests, then the pattern the staging areas and heaps are filled with.
+python3 - "$out/session_request" <<'PY'
+import struct, sys
+HEAP = 9699328  # the first byte a call may name (runtime/layout.h kReservedBytes)
+F32, BF16, SUM = 1, 2, 1
+def req(op, dtype=0, reduce=0, inp=0, outp=0, src=0, dst=0, dst_bytes=0, count=0, args=()):
+    a = list(args) + [0] * (4 - len(args))
+    return struct.pack("<IIIHHQQQQ4Q", op, dtype, reduce, inp, outp, src, dst, dst_bytes, count, *a)
+def seed(name, requests, pattern=b""):
+    open(sys.argv[1] + "/" + name, "wb").write(bytes([len(requests) - 1]) + b"".join(requests) + pattern)
+experts = struct.pack("<8i", 0, 1, 2, 3, 1, 2, 3, 0)
+seed("barrier", [req(2), req(1)])
+seed("all-reduce", [req(3, count=4096), req(5, F32, SUM, src=HEAP, dst=HEAP, count=16),
+                    req(6, F32, SUM, src=HEAP, dst=HEAP + 1024, count=16), req(4, dst=HEAP)])
+seed("dispatch-combine", [req(10, count=65536), req(11, F32, count=2, args=(8, 2, 4)),
+                          req(12, F32, count=2, args=(1, 0, 8))], experts)
+seed("dispatch-heap", [req(10, count=65536),
+                       req(11, F32, inp=1, outp=1, src=HEAP, dst=HEAP + 4096, dst_bytes=512,
+                           count=2, args=(8, 2, 4))], experts)
+seed("low-latency", [req(10, count=65536), req(17, BF16, count=2, args=(8, 2, 4, 16)),
+                     req(18, BF16, count=2, args=(1,))], experts)
+seed("fused", [req(10, count=65536), req(14, F32, args=(8, 8, 8, 1)),
+               req(16, BF16, args=(4, 8, 8, 2))])
+seed("release-detach", [req(13, args=(7,)), req(9), req(1)])
+PY

@@ -50,6 +50,13 @@ def main():
     y = x.clone()
     s.all_reduce(y, op="min")
     check(s, "all_reduce min off the heap (bf16)", torch.equal(y, x - r))
+    # In place: a tensor that cannot be written is refused, naming it, on and off the heap.
+    frozen = numpy.frombuffer(bytes(16), "f4")
+    expect_value_error(s, "all_reduce of a read-only array", lambda: s.all_reduce(frozen),
+                       "all_reduce: its tensor is read-only")
+    leaf = torch.ones(4, requires_grad=True)
+    expect_value_error(s, "all_reduce of a tensor that requires grad",
+                       lambda: s.all_reduce(leaf), "all_reduce: its tensor is read-only")
     gathered = s.all_gather(numpy.full((2, 3), r, dtype=numpy.float32))
     check(s, "all_gather", gathered.shape == (2 * w, 3) and
           all((gathered[2 * p:2 * p + 2] == p).all() for p in range(w)))
@@ -135,7 +142,7 @@ def main():
     if last >= 0:
         expect_value_error(s, "an out over the rows",
                            lambda: s.combine(both[:last + 1], handle, out=both[last:last + tokens]),
-                           "overlaps the expert rows")
+                           "overlaps combine's expert rows")
     s.free(both)
     with torch.enable_grad():
         wants = torch.from_numpy(x).requires_grad_()
@@ -149,10 +156,11 @@ def main():
     heap_x, _, _, _ = s.dispatch(x_on_heap, idx, weights, experts)
     check(s, "dispatch of tokens on the heap", numpy.array_equal(heap_x, 2 * recv_x))
     s.free(x_on_heap)
-    # recv_x into `out`: its first rows, written where they lie on the heap; a new tensor when
-    # the rows that arrive do not fit.
+    # recv_x into `out`: its first rows, written where they lie on the heap or copied into a
+    # private room; a new tensor when the rows that arrive do not fit.
     room = s.empty((tokens * w, hidden), dtype="float32")
-    for out in (room, numpy.empty((max(len(recv_x) - 1, 0), hidden), "f4")):
+    for out in (room, numpy.empty((tokens * w, hidden), "f4"),
+                numpy.empty((max(len(recv_x) - 1, 0), hidden), "f4")):
         out[:] = -7
         got, _, _, _ = s.dispatch(x, idx, weights, experts, out=out)
         fits = len(out) >= len(recv_x)

@@ -1,6 +1,7 @@
 // The low-latency MoE calls an attached process makes (the decoding mode): what each PE
-// receives per local expert, in which order; the combine's weighted sums; two micro-batches in
-// flight and a third refused; a dropped handle freeing its half; a new shape making a new
+// receives per local expert, in which order; the combine's weighted sums; tensors on the heap
+// used where they lie, and an output over its input refused; two micro-batches in flight and a
+// third refused; a dropped handle freeing its half; a new shape making a new
 // buffer; and the two modes' handles kept apart.
 #include <gtest/gtest.h>
 
@@ -200,6 +201,73 @@ TEST_F(AttachedLowLatency, TensorsOnTheHeapAreReadAndWrittenWhereTheyLie) {
                " from the heap's rows, not twice " + std::to_string(once[i]);
       }
     }
+    return "ok";
+  });
+  EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+// An output over its own input on the heap (node peers read the input while the output is
+// written) is refused by the library, naming both, before anything is sent: the session goes
+// on. A room a row short of what arrives is left alone, the rows taken from the staging area.
+TEST_F(AttachedLowLatency, AnOutputOverItsInputIsRefusedBeforeAnythingIsSent) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& s, int pe) -> std::string {
+    const Routed r = routed(pe);
+    const size_t most = 2 * kTokens * 2 * kHidden;  // every token of both PEs, twice
+    auto* heap = static_cast<float*>(s.malloc((r.x.size() + most) * sizeof(float)));
+    std::copy(r.x.begin(), r.x.end(), heap);
+    // "" when `call` throws InvalidArgument saying both `says` and `and_says`.
+    const auto refused = [](auto call, const std::string& says,
+                            const std::string& and_says) -> std::string {
+      try {
+        call();
+      } catch (const InvalidArgument& e) {
+        const std::string what = e.what();
+        const bool named =
+            what.find(says) != std::string::npos && what.find(and_says) != std::string::npos;
+        return named ? "" : what;
+      }
+      return "accepted";
+    };
+    Received got;
+    std::vector<int64_t> counts(kExperts / 2);
+    const auto into_room = [&](const float* x, RecvRoom room) {
+      return s.low_latency_dispatch(
+          x, r.idx.data(), r.weights.data(), kTokens, kHidden, kTopk, kExperts, kMaxTokens,
+          wire::DATA_TYPE_F32,
+          [&](int64_t received) {
+            got.x.resize(received * kHidden);
+            return LowLatencyOutputs{got.x.data(), counts.data()};
+          },
+          room);
+    };
+    // x at the heap's start, the room from its last row on.
+    const RecvRoom over_x{heap + r.x.size() - kHidden, int64_t(most / kHidden)};
+    std::string bad =
+        refused([&] { into_room(heap, over_x); }, "low_latency_dispatch's out at heap offset",
+                "overlaps low_latency_dispatch's x");
+    if (!bad.empty()) return "dispatch: " + bad;
+    // A room a row short: the rows come through the staging area, the room keeps its fill.
+    Received want;
+    auto handle = dispatch(s, r, want);
+    const int64_t arrived = int64_t(want.x.size()) / kHidden;
+    float* room = heap + r.x.size();
+    std::fill(room, room + most, -7.0f);
+    handle.reset();
+    handle = into_room(r.x.data(), RecvRoom{room, arrived - 1});
+    if (got.x != want.x || arrived == 0 || room[0] != -7.0f) return "a room a row short";
+    // The combine's out over its rows on the heap.
+    const std::vector<float> rows = run_experts(want);
+    std::copy(rows.begin(), rows.end(), room);
+    bad = refused([&] { s.low_latency_combine(*handle, room, room + rows.size() - kHidden); },
+                  "low_latency_combine's out at heap offset",
+                  "overlaps low_latency_combine's expert rows");
+    if (!bad.empty()) return "combine: " + bad;
+    std::vector<float> out(kTokens * kHidden);
+    s.low_latency_combine(*handle, room, out.data());
+    s.free(heap);
+    if (std::string wrong = check_combined(pe, out); !wrong.empty()) return "then: " + wrong;
     return "ok";
   });
   EXPECT_EQ(said, std::vector<std::string>(2, "ok"));

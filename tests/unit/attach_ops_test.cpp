@@ -432,6 +432,63 @@ TEST_F(AttachedOps, APointerIntoTheDaemonsStateIsRefusedBeforeAnythingIsSent) {
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
+// An output over its own input on the heap is refused by the library, naming both, before
+// anything is sent (the daemon's own refusal would end the session): the session goes on.
+TEST_F(AttachedOps, AnOutputOverItsInputIsRefusedBeforeAnythingIsSent) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& session, int) -> std::string {
+    std::vector<float> weights(kTokens * kTopk, 1.0f);
+    std::vector<int64_t> idx(kTokens * kTopk);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      for (int k = 0; k < kTopk; ++k) idx[t * kTopk + k] = expert_of(0, t, k);
+    }
+    const size_t x_floats = kTokens * kHidden, room_floats = 2 * kTokens * kHidden;
+    auto* heap = static_cast<float*>(session.malloc((x_floats + room_floats) * sizeof(float)));
+    std::fill(heap, heap + x_floats + room_floats, 1.0f);
+    std::vector<float> recv_x, recv_weights;
+    std::vector<int64_t> recv_idx;
+    const auto dispatch = [&](RecvRoom room) {
+      return session.dispatch(
+          heap, idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts, wire::DATA_TYPE_F32,
+          [&](int64_t received) {
+            recv_x.resize(received * kHidden);
+            recv_idx.resize(received * kTopk);
+            recv_weights.resize(received * kTopk);
+            return DispatchOutputs{recv_x.data(), recv_idx.data(), recv_weights.data()};
+          },
+          room);
+    };
+    // "" when `call` throws InvalidArgument saying `says`.
+    const auto refused = [](auto call, const std::string& says) -> std::string {
+      try {
+        call();
+      } catch (const InvalidArgument& e) {
+        return std::string(e.what()).find(says) != std::string::npos ? "" : e.what();
+      }
+      return "accepted: " + says;
+    };
+    const RecvRoom over_x{heap + x_floats - kHidden, 2 * kTokens};  // from x's last row on
+    std::string bad = refused([&] { dispatch(over_x); }, "dispatch's out at heap offset");
+    if (bad.empty()) bad = refused([&] { dispatch(over_x); }, "overlaps dispatch's x");
+    if (!bad.empty()) return "dispatch: " + bad;
+    auto handle = dispatch(RecvRoom{heap + x_floats, 2 * kTokens});
+    float* rows = heap + x_floats;  // recv_x, where the room took it
+    std::vector<float> out(kTokens * kHidden);
+    bad = refused(
+        [&] { session.combine(*handle, rows, kHidden, wire::DATA_TYPE_F32, nullptr, rows + 8); },
+        "combine's out at heap offset");
+    if (!bad.empty()) return "combine: " + bad;
+    session.combine(*handle, rows, kHidden, wire::DATA_TYPE_F32, nullptr, out.data());
+    std::vector<float> want(out.size());
+    session.combine(*handle, recv_x.data(), kHidden, wire::DATA_TYPE_F32, nullptr, want.data());
+    session.free(heap);
+    if (out != want || want[0] == 0.0f) return "the combine after the refusals differs";
+    return "ok";
+  });
+  EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
 TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
   constexpr int64_t m = 6, n = 8, k = 16;
   auto pes = start_session();

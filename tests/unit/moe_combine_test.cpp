@@ -178,7 +178,7 @@ TEST(MoeCombine, AStuckRingFailsNamingPeChannelRingHeadAndTail) {
     if (pe.my_pe() == 0) {            // the first token not routed to node 1 now waits for it
       int64_t* from_node1 = nullptr;  // rdma_slot is [token][node]
       for (int64_t t = 0; t < routing.tokens && !from_node1; ++t) {
-        int64_t& slot = dispatched.handle.rdma_slot[size_t(t) * 2 + 1];
+        int64_t& slot = dispatched.paths.rdma_slot[size_t(t) * 2 + 1];
         if (slot < 0) from_node1 = &slot;
       }
       ASSERT_NE(from_node1, nullptr) << "every token of PE 0 went to node 1: change the seed";
@@ -226,7 +226,7 @@ void expect_row_past_the_loan_refused(Shape shape) {
     const std::vector<uint16_t> x = moe_tokens(o, pe.my_pe(), InputSpec{9, ""});
     DispatchResult dispatched = dispatch(pe, o, x, routing);
     if (pe.my_pe() == 0) {  // a record from the last node that reached PE 1: a row it never had
-      DispatchHandle& h = dispatched.handle;
+      DispatchPaths& h = dispatched.paths;
       const int64_t* prefix = &h.forward_prefix[size_t(shape.nodes - 1) * (h.channels + 1)];
       bool changed = false;
       for (int64_t r = prefix[0]; r < prefix[h.channels] && !changed; ++r) {

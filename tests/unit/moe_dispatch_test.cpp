@@ -65,7 +65,7 @@ void expect_dispatch(Shape shape, const MoeOptions& o, const std::string& routin
     const DispatchResult& r = results[pe];
     const auto expected = reference_dispatch(o, routings, cs, pe);
     ASSERT_EQ(r.received, int64_t(expected.size())) << what << " PE " << pe;
-    EXPECT_EQ(r.handle.recv_prefix.back(), r.received);
+    EXPECT_EQ(r.paths.recv_prefix.back(), r.received);
     for (int64_t i = 0; i < r.received; ++i) {
       const ReceivedToken& want = expected[i];
       ASSERT_EQ(r.sources[i].source_pe, want.source_pe) << what << " PE " << pe << " #" << i;
@@ -132,7 +132,7 @@ bool same_but_x(const DispatchResult& a, const DispatchResult& b) {
     sources = a.sources[i].source_pe == b.sources[i].source_pe &&
               a.sources[i].source_token == b.sources[i].source_token;
   }
-  const DispatchHandle &g = a.handle, &h = b.handle;
+  const DispatchPaths &g = a.paths, &h = b.paths;
   return sources && a.received == b.received && a.topk_idx == b.topk_idx &&
          a.topk_weights == b.topk_weights && g.channels == h.channels &&
          g.recv_prefix == h.recv_prefix && g.rdma_slot == h.rdma_slot &&

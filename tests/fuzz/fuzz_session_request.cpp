@@ -1,0 +1,167 @@
+// libFuzzer: the request ring as an attached process can write it. A real one-node Node with
+// two PEs serves a session job; two attached processes (threads) write the input's requests
+// into their rings byte for byte, with the input's tail as the contents of their staging areas
+// and heaps (token values, expert ids, gate weights). The daemon must refuse what is wrong,
+// naming it, without a crash, a sanitizer report or a hang, and serve the next session.
+//
+// Input: byte 0 says how many requests follow (1 to kMostRequests), then each request's bytes
+// as attach::Request lays them out (zeros past the end), then the fill pattern. Both processes
+// make the same calls, as honest PEs make the same collective calls. A request whose honest
+// cost is past the fuzzer's budget (a staging area past kMostStaging, a GEMM past kMostFlops)
+// is left out: its limits are checked before any work, and the unit tests cover them.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "api/request_ring.h"
+#include "api/session.h"
+#include "common/errors.h"
+#include "daemon/attach/attach_server.h"
+#include "daemon/jobs/job.h"
+
+namespace symmesh {
+
+// The session's friend: writes a request as a hostile process could.
+struct SessionProbe {
+  static void call(Session& session, const attach::Request& request) { session.call(request); }
+  // The staging area, at least `bytes` long, filled with `pattern`.
+  static void stage(Session& session, uint64_t bytes, std::span<const uint8_t> pattern) {
+    const std::lock_guard staging_held(session.staging_mutex_);
+    fill(session.stage(bytes), bytes, pattern);
+  }
+  // The whole heap the process may name, filled with `pattern`.
+  static void fill_heap(Session& session, std::span<const uint8_t> pattern) {
+    fill(session.slice_ + session.heap_start_, session.slice_bytes_ - session.heap_start_, pattern);
+  }
+
+ private:
+  static void fill(std::byte* at, uint64_t bytes, std::span<const uint8_t> pattern) {
+    if (bytes == 0) return;
+    if (pattern.empty()) {
+      std::memset(at, 0, bytes);
+      return;
+    }
+    for (uint64_t done = 0; done < bytes; done += pattern.size()) {
+      std::memcpy(at + done, pattern.data(), std::min<uint64_t>(pattern.size(), bytes - done));
+    }
+  }
+};
+
+namespace {
+
+constexpr size_t kMostRequests = 6;
+constexpr uint64_t kMostStaging = uint64_t{4} << 20;
+constexpr double kMostFlops = 1 << 27;
+constexpr auto kSessionEnds = std::chrono::seconds(8);  // under libFuzzer's -timeout=10
+
+NodeConfig two_pes() {
+  NodeConfig config;
+  config.ranks_per_node = 2;
+  config.heap_size = 2 * (size_t{16} << 20);
+  config.wait_timeout = std::chrono::seconds(5);
+  return config;
+}
+
+std::string temporary_directory() {
+  std::string pattern = "/tmp/symmesh-fuzz.XXXXXX";
+  if (!mkdtemp(pattern.data())) std::abort();
+  return pattern;
+}
+
+// Made once: a node per input would cost its segment and socket every run.
+struct Harness {
+  std::string directory = temporary_directory();
+  Node node{two_pes()};
+  AttachServer server{node, directory, {}, [](const std::string&) {}};
+  ~Harness() {
+    server.stop();
+    std::filesystem::remove_all(directory);
+  }
+};
+
+Harness& harness() {
+  static Harness h;
+  return h;
+}
+
+// Within the fuzzer's budget (see the header).
+bool affordable(const attach::Request& r) {
+  if (r.op == attach::Op::kStage) return r.count <= kMostStaging;
+  const bool fused = r.op == attach::Op::kGemmAllReduce ||
+                     r.op == attach::Op::kMatmulReduceScatter ||
+                     r.op == attach::Op::kAllGatherMatmul;
+  if (!fused) return true;
+  const double m = double(r.args[0]) * 2, n = double(r.args[1]), k = double(r.args[2]);
+  return m * n * k <= kMostFlops && m * n * 4 <= double(kMostStaging);
+}
+
+// One process: its calls until one is refused.
+void run_process(Session& session, std::span<const attach::Request> requests,
+                 std::span<const uint8_t> pattern) {
+  try {
+    SessionProbe::fill_heap(session, pattern);
+    for (const attach::Request& request : requests) {
+      if (request.op == attach::Op::kStage) {
+        SessionProbe::stage(session, request.count, pattern);
+      } else {
+        SessionProbe::call(session, request);
+      }
+    }
+  } catch (const Error&) {
+    // Refused, or the session ended: what the daemon must do with a bad request.
+  }
+}
+
+}  // namespace
+}  // namespace symmesh
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace symmesh;
+  if (size == 0) return 0;
+  const size_t count = 1 + data[0] % kMostRequests;
+  std::vector<attach::Request> requests(count);
+  const size_t request_bytes = std::min(size - 1, count * sizeof(attach::Request));
+  std::memcpy(requests.data(), data + 1, request_bytes);
+  for (const attach::Request& request : requests) {
+    if (!affordable(request)) return 0;
+  }
+  const std::span<const uint8_t> pattern(data + 1 + request_bytes, size - 1 - request_bytes);
+
+  Harness& h = harness();
+  // Every process attaches before the session starts: a session whose PE ended before its
+  // process attached (the node aborted by the other PE's refusal) would leave that process
+  // waiting for its call timeout, which is not what this target looks for.
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int local = 0; local < h.node.ranks_per_node(); ++local) {
+    sessions.push_back(Session::attach(h.server.path(), local, kSessionEnds));
+  }
+  wire::JobSpec spec;
+  spec.mutable_session()->set_attach_timeout_s(uint32_t(kSessionEnds.count()));
+  std::vector<std::future<void>> pes, processes;
+  for (int local = 0; local < h.node.ranks_per_node(); ++local) {
+    pes.push_back(std::async(std::launch::async, [&h, spec, local] {
+      try {
+        Pe pe(h.node, local);
+        job_kind_of(spec).run_on_pe(pe, spec);
+      } catch (const std::exception&) {
+        h.node.doorbell().abort("a PE's session ended");  // as the node agent does
+      }
+    }));
+    processes.push_back(std::async(std::launch::async, run_process, std::ref(*sessions[local]),
+                                   std::span<const attach::Request>(requests), pattern));
+  }
+  // A session that does not end is a finding: let libFuzzer's -timeout report it.
+  for (auto& future : processes) future.get();
+  sessions.clear();  // detach
+  for (auto& future : pes) future.get();
+  h.node.reset_between_jobs();
+  return 0;
+}
