@@ -98,14 +98,14 @@ std::unique_ptr<Session> Session::attach(const std::string& socket_path, int loc
   return session;
 }
 
-std::unique_ptr<Session> Session::attach_from_environment() {
+std::unique_ptr<Session> Session::attach_from_environment(std::chrono::milliseconds timeout) {
   const std::string rank = environment("SYMMESH_LOCAL_RANK");
   char* end = nullptr;
   const long local_rank = std::strtol(rank.c_str(), &end, 10);
   if (*end != '\0' || local_rank < 0) {
     throw InvalidArgument("SYMMESH_LOCAL_RANK '" + rank + "' is not a local rank (0, 1, ...)");
   }
-  return attach(environment("SYMMESH_ATTACH_SOCKET"), int(local_rank), std::chrono::seconds(30));
+  return attach(environment("SYMMESH_ATTACH_SOCKET"), int(local_rank), timeout);
 }
 
 Session::~Session() {

@@ -103,8 +103,10 @@ class Session {
   // Attaches to the daemon's attach socket as `local_rank`, within `timeout`.
   static std::unique_ptr<Session> attach(const std::string& socket_path, int local_rank,
                                          std::chrono::milliseconds timeout);
-  // Attaches as `symmesh launch` says: SYMMESH_ATTACH_SOCKET and SYMMESH_LOCAL_RANK.
-  static std::unique_ptr<Session> attach_from_environment();
+  // Attaches as `symmesh launch` says (SYMMESH_ATTACH_SOCKET and SYMMESH_LOCAL_RANK), within
+  // `timeout`.
+  static std::unique_ptr<Session> attach_from_environment(
+      std::chrono::milliseconds timeout = std::chrono::seconds(30));
   ~Session();  // detaches
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

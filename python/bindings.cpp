@@ -65,7 +65,13 @@ PYBIND11_MODULE(_symmesh, m) {
                                    std::chrono::milliseconds(int64_t(timeout_s * 1000)));
           },
           Unlocked())
-      .def_static("attach_from_environment", &Session::attach_from_environment, Unlocked())
+      .def_static(
+          "attach_from_environment",
+          [](double timeout_s) {
+            return Session::attach_from_environment(
+                std::chrono::milliseconds(int64_t(timeout_s * 1000)));
+          },
+          Unlocked())
       .def_property_readonly("rank", [](const Session& s) { return s.place().rank; })
       .def_property_readonly("world_size", [](const Session& s) { return s.place().world_size; })
       .def_property_readonly("local_rank", [](const Session& s) { return s.place().local_rank; })

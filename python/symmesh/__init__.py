@@ -548,14 +548,21 @@ class Session:
         return c, gathered
 
 
+_MOST_ATTACH_TIMEOUT_S = 3600.0
+
+
 def attach(socket=None, local_rank=None, timeout=30.0):
     """Attaches to this node's daemon as one of its PEs.
 
-    With no arguments, as `symmesh launch` says (SYMMESH_ATTACH_SOCKET, SYMMESH_LOCAL_RANK);
-    otherwise to the attach socket `socket` as `local_rank`.
+    With no socket and rank, as `symmesh launch` says (SYMMESH_ATTACH_SOCKET,
+    SYMMESH_LOCAL_RANK); otherwise to the attach socket `socket` as `local_rank`. Either way
+    within `timeout` seconds.
     """
+    if not 0 < timeout <= _MOST_ATTACH_TIMEOUT_S:
+        raise ValueError(f"attach: timeout {timeout} s: allowed more than 0 and up to "
+                         f"{_MOST_ATTACH_TIMEOUT_S} s")
     if socket is None and local_rank is None:
-        return Session(_symmesh.Session.attach_from_environment())
+        return Session(_symmesh.Session.attach_from_environment(float(timeout)))
     if socket is None or local_rank is None:
         raise ValueError("attach: pass both socket and local_rank, or neither")
     return Session(_symmesh.Session.attach(str(socket), int(local_rank), float(timeout)))

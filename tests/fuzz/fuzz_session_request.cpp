@@ -4,17 +4,19 @@
 // and heaps (token values, expert ids, gate weights). The daemon must refuse what is wrong,
 // naming it, without a crash, a sanitizer report or a hang, and serve the next session.
 //
-// Input: byte 0 says how many requests follow (1 to kMostRequests), then each request's bytes
-// as attach::Request lays them out (zeros past the end), then the fill pattern. Both processes
-// make the same calls, as honest PEs make the same collective calls. A request whose honest
-// cost is past the fuzzer's budget (a staging area past kMostStaging, a GEMM past kMostFlops)
-// is left out: its limits are checked before any work, and the unit tests cover them.
+// Input: byte 0 says how many requests each process makes (1 to kMostRequests, its low bits)
+// and whether the two make the same calls, as honest PEs do, or each its own (its high bit:
+// one PE's calls disagree with the other's, or leave it waiting in a collective until the
+// node's wait timeout); then each request's bytes as attach::Request lays them out (zeros past
+// the end), the first process's, then the second's when they differ; then the fill pattern. A
+// request whose honest cost is past the fuzzer's budget (a staging area past kMostStaging, a
+// GEMM past kMostFlops) is left out: its limits are checked before any work, and the unit
+// tests cover them.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <future>
 #include <memory>
 #include <span>
@@ -66,7 +68,7 @@ NodeConfig two_pes() {
   NodeConfig config;
   config.ranks_per_node = 2;
   config.heap_size = 2 * (size_t{16} << 20);
-  config.wait_timeout = std::chrono::seconds(5);
+  config.wait_timeout = std::chrono::seconds(1);  // a PE left waiting by the other
   return config;
 }
 
@@ -103,16 +105,16 @@ bool affordable(const attach::Request& r) {
   return m * n * k <= kMostFlops && m * n * 4 <= double(kMostStaging);
 }
 
-// One process: its calls until one is refused.
-void run_process(Session& session, std::span<const attach::Request> requests,
+// One process: its calls until one is refused, then it detaches.
+void run_process(std::unique_ptr<Session> session, std::span<const attach::Request> requests,
                  std::span<const uint8_t> pattern) {
   try {
-    SessionProbe::fill_heap(session, pattern);
+    SessionProbe::fill_heap(*session, pattern);
     for (const attach::Request& request : requests) {
       if (request.op == attach::Op::kStage) {
-        SessionProbe::stage(session, request.count, pattern);
+        SessionProbe::stage(*session, request.count, pattern);
       } else {
-        SessionProbe::call(session, request);
+        SessionProbe::call(*session, request);
       }
     }
   } catch (const Error&) {
@@ -126,14 +128,19 @@ void run_process(Session& session, std::span<const attach::Request> requests,
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace symmesh;
   if (size == 0) return 0;
-  const size_t count = 1 + data[0] % kMostRequests;
-  std::vector<attach::Request> requests(count);
-  const size_t request_bytes = std::min(size - 1, count * sizeof(attach::Request));
+  const size_t count = 1 + (data[0] & 0x7f) % kMostRequests;
+  const bool each_its_own = (data[0] & 0x80) != 0;
+  std::vector<attach::Request> requests(each_its_own ? 2 * count : count);
+  const size_t request_bytes = std::min(size - 1, requests.size() * sizeof(attach::Request));
   std::memcpy(requests.data(), data + 1, request_bytes);
   for (const attach::Request& request : requests) {
     if (!affordable(request)) return 0;
   }
   const std::span<const uint8_t> pattern(data + 1 + request_bytes, size - 1 - request_bytes);
+  const auto calls_of = [&](int local) {
+    return std::span<const attach::Request>(requests).subspan(each_its_own ? local * count : 0,
+                                                              count);
+  };
 
   Harness& h = harness();
   // Every process attaches before the session starts: a session whose PE ended before its
@@ -155,12 +162,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         h.node.doorbell().abort("a PE's session ended");  // as the node agent does
       }
     }));
-    processes.push_back(std::async(std::launch::async, run_process, std::ref(*sessions[local]),
-                                   std::span<const attach::Request>(requests), pattern));
+    processes.push_back(std::async(std::launch::async, run_process, std::move(sessions[local]),
+                                   calls_of(local), pattern));
   }
   // A session that does not end is a finding: let libFuzzer's -timeout report it.
   for (auto& future : processes) future.get();
-  sessions.clear();  // detach
   for (auto& future : pes) future.get();
   h.node.reset_between_jobs();
   return 0;

@@ -81,8 +81,9 @@ F32, BF16, SUM = 1, 2, 1
 def req(op, dtype=0, reduce=0, inp=0, outp=0, src=0, dst=0, dst_bytes=0, count=0, args=()):
     a = list(args) + [0] * (4 - len(args))
     return struct.pack("<IIIHHQQQQ4Q", op, dtype, reduce, inp, outp, src, dst, dst_bytes, count, *a)
-def seed(name, requests, pattern=b""):
-    open(sys.argv[1] + "/" + name, "wb").write(bytes([len(requests) - 1]) + b"".join(requests) + pattern)
+def seed(name, requests, pattern=b"", each_its_own=False):  # each: both halves, one a process
+    first = 0x80 | (len(requests) // 2 - 1) if each_its_own else len(requests) - 1
+    open(sys.argv[1] + "/" + name, "wb").write(bytes([first]) + b"".join(requests) + pattern)
 experts = struct.pack("<8i", 0, 1, 2, 3, 1, 2, 3, 0)
 seed("barrier", [req(2), req(1)])
 seed("all-reduce", [req(3, count=4096), req(5, F32, SUM, src=HEAP, dst=HEAP, count=16),
@@ -97,4 +98,8 @@ seed("low-latency", [req(10, count=65536), req(17, BF16, count=2, args=(8, 2, 4,
 seed("fused", [req(10, count=65536), req(14, F32, args=(8, 8, 8, 1)),
                req(16, BF16, args=(4, 8, 8, 2))])
 seed("release-detach", [req(13, args=(7,)), req(9), req(1)])
+seed("disagree", [req(3, count=4096), req(5, F32, SUM, src=HEAP, dst=HEAP, count=16),
+                  req(3, count=4096), req(5, F32, SUM, src=HEAP, dst=HEAP, count=32)],
+     each_its_own=True)
+seed("left-waiting", [req(2), req(2), req(1), req(9)], each_its_own=True)
 PY

@@ -32,6 +32,8 @@ def main():
     s = symmesh.attach()
     w, r = s.world_size, s.rank
     check(s, "place", s.rank == s.node_rank * s.local_size + s.local_rank and 0 <= r < w)
+    expect_value_error(s, "attach with no time to attach", lambda: symmesh.attach(timeout=0),
+                       "attach: timeout 0 s: allowed more than 0")
 
     # Heap tensors: zero-copy collectives, in place.
     t = s.empty((4, 8), dtype="float32", like="torch")
