@@ -401,7 +401,7 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
   take_recv_x(request, from + out.x, received * hidden * e, to.x);
   const auto* got = reinterpret_cast<const int32_t*>(from + out.idx);
   for (uint64_t i = 0; i < received * topk; ++i) to.topk_idx[i] = got[i];
-  std::memcpy(to.topk_weights, from + out.weights, received * topk * 4);
+  if (received != 0) std::memcpy(to.topk_weights, from + out.weights, received * topk * 4);
   return handle;
 }
 

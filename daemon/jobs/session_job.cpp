@@ -10,6 +10,7 @@
 // a wrong call is refused there without ending anything.
 #include <cstring>
 #include <optional>
+#include <set>
 #include <type_traits>
 
 #include "common/errors.h"
@@ -138,10 +139,13 @@ class SessionServer {
       case attach::Op::kBarrier:
         barrier_all(pe_);
         return 0;
-      case attach::Op::kMalloc:
-        return pe_.slice_offset(pe_.malloc(request.count));
+      case attach::Op::kMalloc: {
+        const uint64_t offset = pe_.slice_offset(pe_.malloc(request.count));
+        allocations_.insert(offset);
+        return offset;
+      }
       case attach::Op::kFree:
-        pe_.free(pe_.heap_range(request.dst, 0));
+        free_allocation(request.dst);
         return 0;
       case attach::Op::kAllReduce:
       case attach::Op::kReduceScatter:
@@ -177,6 +181,17 @@ class SessionServer {
         throw InvalidArgument("request op " + std::to_string(uint32_t(request.op)) +
                               " is none of the ops 1.." + std::to_string(attach::kLastOp));
     }
+  }
+
+  // Only what this process's malloc answered: the daemon's own regions in the PE's heap (a
+  // low-latency buffer, a call's rings) are not the process's to free.
+  void free_allocation(uint64_t offset) {
+    if (allocations_.erase(offset) == 0) {
+      throw InvalidArgument("free: heap offset " + std::to_string(offset) +
+                            " is not an allocation this process's malloc answered (or it was "
+                            "freed already): allowed the offsets malloc returned");
+    }
+    pe_.free(pe_.heap_range(offset, 0));
   }
 
   void collective(const attach::Request& r) {
@@ -229,6 +244,7 @@ class SessionServer {
   Pe& pe_;
   Attachment& attachment_;
   SessionMoe moe_;
+  std::set<uint64_t> allocations_;  // heap offsets this process's malloc answered, not freed
 };
 
 std::chrono::seconds attach_timeout(const wire::SessionJob& job) {

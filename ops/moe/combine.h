@@ -1,5 +1,5 @@
 // MoE combine (DeepEP's hierarchical combine): brings the expert outputs of every dispatched token
-// back to its home PE and reduces them, walking dispatch's paths backwards with its handle.
+// back to its home PE and reduces them, walking dispatch's paths backwards (DeepEP's handle).
 //
 // hier, two roles per channel on every PE, each a thread:
 //  - forwarder: for each record it forwarded in dispatch from another node, in the same order,

@@ -19,10 +19,11 @@
 //     and each lends its peers the room for its received rows (its result's, or where the caller
 //     places them) for the call, so steps 2 and 3 write a token's x straight there and only the
 //     rest of the record into the receiver's region.
-// The handle keeps what combine needs to walk the same paths backwards: the receive prefix
-// matrix (per source PE and channel), each token's record index in each node's forwarder
-// order, and where each forwarded record went in each receiver's arrays. A forwarder's region
-// holds only the records from other nodes; its own node's keep their place in the order.
+// The result's paths (DeepEP's handle) keep what combine needs to walk them backwards: the
+// receive prefix matrix (per source PE and channel), each token's record index in each node's
+// forwarder order, and where each forwarded record went in each receiver's arrays. A
+// forwarder's region holds only the records from other nodes; its own node's keep their place
+// in the order.
 //
 // Cost per PE: for each token, one record per other destination node over the network (none
 // more for more experts there) and one copy per destination PE on the destination node,

@@ -548,7 +548,7 @@ class Session:
         return c, gathered
 
 
-_MOST_ATTACH_TIMEOUT_S = 3600.0
+_LEAST_ATTACH_TIMEOUT_S, _MOST_ATTACH_TIMEOUT_S = 0.001, 3600.0  # whole milliseconds
 
 
 def attach(socket=None, local_rank=None, timeout=30.0):
@@ -558,11 +558,16 @@ def attach(socket=None, local_rank=None, timeout=30.0):
     SYMMESH_LOCAL_RANK); otherwise to the attach socket `socket` as `local_rank`. Either way
     within `timeout` seconds.
     """
-    if not 0 < timeout <= _MOST_ATTACH_TIMEOUT_S:
-        raise ValueError(f"attach: timeout {timeout} s: allowed more than 0 and up to "
-                         f"{_MOST_ATTACH_TIMEOUT_S} s")
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    in_range = _LEAST_ATTACH_TIMEOUT_S <= seconds <= _MOST_ATTACH_TIMEOUT_S
+    if isinstance(timeout, bool) or not in_range:
+        raise ValueError(f"attach: timeout {timeout!r}: allowed {_LEAST_ATTACH_TIMEOUT_S} to "
+                         f"{_MOST_ATTACH_TIMEOUT_S:g} seconds")
     if socket is None and local_rank is None:
-        return Session(_symmesh.Session.attach_from_environment(float(timeout)))
+        return Session(_symmesh.Session.attach_from_environment(seconds))
     if socket is None or local_rank is None:
         raise ValueError("attach: pass both socket and local_rank, or neither")
-    return Session(_symmesh.Session.attach(str(socket), int(local_rank), float(timeout)))
+    return Session(_symmesh.Session.attach(str(socket), int(local_rank), seconds))

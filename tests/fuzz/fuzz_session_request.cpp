@@ -12,6 +12,8 @@
 // request whose honest cost is past the fuzzer's budget (a staging area past kMostStaging, a
 // GEMM past kMostFlops) is left out: its limits are checked before any work, and the unit
 // tests cover them.
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -62,7 +64,10 @@ namespace {
 constexpr size_t kMostRequests = 6;
 constexpr uint64_t kMostStaging = uint64_t{4} << 20;
 constexpr double kMostFlops = 1 << 27;
-constexpr auto kSessionEnds = std::chrono::seconds(8);  // under libFuzzer's -timeout=10
+// The session job's wait for a process to attach (they attach before it starts; one that
+// sends nothing and detaches at once leaves its PE waiting this long).
+constexpr auto kAttachWait = std::chrono::seconds(1);
+constexpr auto kAttaching = std::chrono::seconds(5);  // a process's own attach (milliseconds)
 
 NodeConfig two_pes() {
   NodeConfig config;
@@ -94,15 +99,30 @@ Harness& harness() {
   return h;
 }
 
-// Within the fuzzer's budget (see the header).
+// Within the fuzzer's budget (see the header): what each request may make the daemon hold or
+// copy, whatever the staging area has grown to, in bytes and flops (the counts are a hostile
+// process's, so as doubles, which do not wrap).
 bool affordable(const attach::Request& r) {
-  if (r.op == attach::Op::kStage) return r.count <= kMostStaging;
-  const bool fused = r.op == attach::Op::kGemmAllReduce ||
-                     r.op == attach::Op::kMatmulReduceScatter ||
-                     r.op == attach::Op::kAllGatherMatmul;
-  if (!fused) return true;
-  const double m = double(r.args[0]) * 2, n = double(r.args[1]), k = double(r.args[2]);
-  return m * n * k <= kMostFlops && m * n * 4 <= double(kMostStaging);
+  const double count = double(r.count), a0 = double(r.args[0]), a1 = double(r.args[1]),
+               a2 = double(r.args[2]), a3 = double(r.args[3]), most = double(kMostStaging);
+  switch (r.op) {
+    case attach::Op::kStage:
+      return count <= most;
+    case attach::Op::kDispatch:  // tokens x hidden, and tokens x topk ids and weights
+      return count * a0 * 4 <= most / 4 && count * a1 * 8 <= most / 4;
+    case attach::Op::kLowLatencyDispatch:  // a row per (token, local expert), both halves
+      return 2 * a3 * a0 * 4 * std::min(a1, a2 / 2) <= most && count * a1 * 8 <= most / 4;
+    case attach::Op::kCombine:  // received rows of their width
+      return count * a2 * 4 <= most;
+    case attach::Op::kGemmAllReduce:
+    case attach::Op::kMatmulReduceScatter:
+    case attach::Op::kAllGatherMatmul: {  // m is rows x PEs for the all-gather
+      const double m = a0 * 2;
+      return m * a1 * a2 <= kMostFlops && m * a1 * 4 <= most;
+    }
+    default:  // the rest is bounded by the heap, or by the dispatch a combine names
+      return true;
+  }
 }
 
 // One process: its calls until one is refused, then it detaches.
@@ -148,10 +168,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // waiting for its call timeout, which is not what this target looks for.
   std::vector<std::unique_ptr<Session>> sessions;
   for (int local = 0; local < h.node.ranks_per_node(); ++local) {
-    sessions.push_back(Session::attach(h.server.path(), local, kSessionEnds));
+    sessions.push_back(Session::attach(h.server.path(), local, kAttaching));
   }
   wire::JobSpec spec;
-  spec.mutable_session()->set_attach_timeout_s(uint32_t(kSessionEnds.count()));
+  spec.mutable_session()->set_attach_timeout_s(uint32_t(kAttachWait.count()));
   std::vector<std::future<void>> pes, processes;
   for (int local = 0; local < h.node.ranks_per_node(); ++local) {
     pes.push_back(std::async(std::launch::async, [&h, spec, local] {

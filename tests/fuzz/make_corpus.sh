@@ -94,7 +94,10 @@ seed("dispatch-heap", [req(10, count=65536),
                        req(11, F32, inp=1, outp=1, src=HEAP, dst=HEAP + 4096, dst_bytes=512,
                            count=2, args=(8, 2, 4))], experts)
 seed("low-latency", [req(10, count=65536), req(17, BF16, count=2, args=(8, 2, 4, 16)),
-                     req(18, BF16, count=2, args=(1,))], experts)
+                     req(18, BF16, count=4, args=(1,))], experts)
+# The daemon's own low-latency buffer (the heap's first region) is not the process's to free.
+seed("free-the-buffer", [req(10, count=65536), req(17, BF16, count=2, args=(8, 2, 4, 16)),
+                         req(4, dst=HEAP)], experts)
 seed("fused", [req(10, count=65536), req(14, F32, args=(8, 8, 8, 1)),
                req(16, BF16, args=(4, 8, 8, 2))])
 seed("release-detach", [req(13, args=(7,)), req(9), req(1)])

@@ -32,8 +32,10 @@ def main():
     s = symmesh.attach()
     w, r = s.world_size, s.rank
     check(s, "place", s.rank == s.node_rank * s.local_size + s.local_rank and 0 <= r < w)
-    expect_value_error(s, "attach with no time to attach", lambda: symmesh.attach(timeout=0),
-                       "attach: timeout 0 s: allowed more than 0")
+    for timeout in (0, float("nan"), True, None):
+        expect_value_error(s, f"attach with a timeout of {timeout!r}",
+                           lambda: symmesh.attach(timeout=timeout),
+                           f"attach: timeout {timeout!r}: allowed 0.001 to 3600 seconds")
 
     # Heap tensors: zero-copy collectives, in place.
     t = s.empty((4, 8), dtype="float32", like="torch")

@@ -66,6 +66,8 @@ struct SessionProbe {
   }
   // The first byte of the PE's slice: the daemon's own state, not the process's heap.
   static float* slice_start(Session& session) { return reinterpret_cast<float*>(session.slice_); }
+  // The first byte of the heap the process may name: where the first region made in it lies.
+  static std::byte* heap_start(Session& session) { return session.slice_ + session.heap_start_; }
 
  private:
   static Session::MoeTokens tokens() {
@@ -477,6 +479,11 @@ TEST_F(AttachedOps, AnOutputOverItsInputIsRefusedBeforeAnythingIsSent) {
     bad = refused(
         [&] { session.combine(*handle, rows, kHidden, wire::DATA_TYPE_F32, nullptr, rows + 8); },
         "combine's out at heap offset");
+    if (bad.empty()) {
+      bad = refused(
+          [&] { session.combine(*handle, rows, kHidden, wire::DATA_TYPE_F32, nullptr, rows + 8); },
+          "overlaps combine's expert rows");
+    }
     if (!bad.empty()) return "combine: " + bad;
     session.combine(*handle, rows, kHidden, wire::DATA_TYPE_F32, nullptr, out.data());
     std::vector<float> want(out.size());
@@ -487,6 +494,55 @@ TEST_F(AttachedOps, AnOutputOverItsInputIsRefusedBeforeAnythingIsSent) {
   });
   EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+// free takes only what the process's malloc answered: the low-latency buffer the daemon made
+// in the PE's heap (the heap's first region here), or a block freed already, is refused naming
+// the offset (a buffer freed under the daemon would be freed twice when the session ends). The
+// refusal ends that session only: the node serves the next one.
+TEST_F(AttachedOps, AFreeOfWhatMallocDidNotAnswerIsRefusedNamingIt) {
+  for (const bool twice : {false, true}) {
+    SCOPED_TRACE(twice ? "a block freed twice" : "the daemon's low-latency buffer");
+    auto pes = start_session();
+    const std::vector<std::string> said = run_processes([&](Session& session, int pe) {
+      std::vector<float> x(kTokens * kHidden), weights(kTokens * kTopk, 1.0f), recv;
+      std::vector<int64_t> idx(kTokens * kTopk), counts(kExperts / 2);
+      for (int64_t t = 0; t < kTokens; ++t) {
+        for (int k = 0; k < kTopk; ++k) idx[t * kTopk + k] = expert_of(pe, t, k);
+      }
+      auto handle = session.low_latency_dispatch(
+          x.data(), idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts, 8,
+          wire::DATA_TYPE_F32, [&](int64_t received) {
+            recv.resize(received * kHidden);
+            return LowLatencyOutputs{recv.data(), counts.data()};
+          });
+      try {
+        if (twice) {
+          void* block = session.malloc(64);
+          session.free(block);
+          session.free(block);
+        } else {
+          session.free(SessionProbe::heap_start(session));
+        }
+        return std::string("accepted");
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+    });
+    const std::string says = "is not an allocation this process's malloc answered";
+    for (const std::vector<std::string>& outcomes : {said, endings(pes)}) {
+      size_t named = 0;
+      for (const std::string& outcome : outcomes) {
+        named += outcome.find(says) != std::string::npos;
+        EXPECT_TRUE(outcome.find(says) != std::string::npos ||
+                    outcome.find("a PE failed") != std::string::npos)
+            << outcome;
+      }
+      EXPECT_GE(named, 1u);
+    }
+    node_.reset_between_jobs();  // as the node agent does: the aborted session's sync state
+  }
+  serves_the_next_session();
 }
 
 TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
