@@ -34,7 +34,9 @@ uint64_t HeapAllocator::allocate(size_t bytes, size_t alignment) {
     const uint64_t start = it->first;
     const uint64_t size = it->second;
     const uint64_t aligned = (start + alignment - 1) & ~uint64_t(alignment - 1);
-    if (aligned + want > start + size) continue;
+    // The alignment's padding and `want` must both lie in the block, tested without a sum that
+    // could wrap: `bytes` is any size a caller (an attached process) asked for.
+    if (aligned - start > size || want > size - (aligned - start)) continue;
     // Carve [start, aligned + want) rounded up to 8 bytes so the next block stays aligned.
     const uint64_t carved_end = std::min(start + size, (aligned + want + 7) & ~uint64_t(7));
     free_.erase(it);

@@ -48,6 +48,21 @@ std::vector<int64_t> prefix_rows(const uint64_t* counts, int rows, int columns) 
   return out;
 }
 
+// Counts of records that daemons wrote into a PE's shared heap, copied out once and checked
+// there: attached processes map the heap, so a count is not trusted to size or index anything
+// until it is a count a PE can send (at most its tokens, to a PE or a node in a channel).
+std::vector<uint64_t> checked_counts(const uint64_t* counts, size_t size, const std::string& what) {
+  std::vector<uint64_t> out(counts, counts + size);
+  for (size_t i = 0; i < size; ++i) {
+    if (out[i] > uint64_t(kMaxMoeTokens)) {
+      throw PeerError(what + ": count " + std::to_string(out[i]) + " at " + std::to_string(i) +
+                      " is more than a PE sends (at most " + std::to_string(kMaxMoeTokens) +
+                      " tokens): its shared heap was written by something other than a daemon");
+    }
+  }
+  return out;
+}
+
 class Dispatcher {
  public:
   Dispatcher(Pe& pe, const MoeOptions& o, const std::byte* x, const Routing& routing,
@@ -135,10 +150,24 @@ class Dispatcher {
                           "dispatch notify: counts from every PE");
     pe_.signal_wait_until(node_counter, Cmp::kGe, uint64_t(nodes_), pe_.deadline(),
                           "dispatch notify: counts from every node");
+    // From here on the counts are the copies, checked: this PE's own rows must be what it
+    // sent itself.
+    const std::vector<uint64_t> pe_counts =
+        checked_counts(notify_pe_, pe_words, "dispatch notify: the counts from every PE");
+    node_counts_ =
+        checked_counts(notify_node_, node_words, "dispatch notify: the counts from every node");
+    const auto own_pe = pe_counts.begin() + std::ptrdiff_t(size_t(me_) * channels_);
+    const auto own_node = node_counts_.begin() + std::ptrdiff_t(size_t(my_node_) * to_node.size());
+    if (!std::equal(own_pe, own_pe + channels_, to_pe.begin() + std::ptrdiff_t(me_ * channels_)) ||
+        !std::equal(to_node.begin(), to_node.end(), own_node)) {
+      throw PeerError(
+          "dispatch notify: this PE's own counts in its shared heap changed while it waited: "
+          "it was written by something other than a daemon");
+    }
     // Receivers: [source PE][channel] prefix; forwarders: [source node][channel] prefix of
     // the records sent to this node.
     result_.paths.channels = channels_;
-    result_.paths.recv_prefix = prefix_rows(notify_pe_, n_, channels_);
+    result_.paths.recv_prefix = prefix_rows(pe_counts.data(), n_, channels_);
     std::vector<uint64_t> to_me(size_t(nodes_) * channels_);
     for (int a = 0; a < nodes_; ++a) {
       for (int c = 0; c < channels_; ++c)
@@ -153,7 +182,7 @@ class Dispatcher {
 
   // Records PE (a, local_) sends to node b in channel c (every cross-team member knows).
   uint64_t node_count(int a, int b, int c) const {
-    return notify_node_[(size_t(a) * nodes_ + b) * channels_ + c];
+    return node_counts_[(size_t(a) * nodes_ + b) * channels_ + c];
   }
   // Where (a, c)'s records start in node b's forwarder order (every node's records, node b's
   // own included: the index the handle keeps).
@@ -180,7 +209,16 @@ class Dispatcher {
   void allocate() {
     const size_t bytes = format_.bytes();
     const uint64_t most_forwarded = max_over_pes(pe_, uint64_t(forwarded_ - own_records_));
-    most_received_ = int64_t(max_over_pes(pe_, uint64_t(received_)));
+    const uint64_t most_received = max_over_pes(pe_, uint64_t(received_));
+    // Read from the shared heap: checked before they size a region (at most every PE's tokens).
+    const uint64_t most = uint64_t(n_) * uint64_t(kMaxMoeTokens);
+    if (most_forwarded > most || most_received > most) {
+      throw PeerError("dispatch: a PE's records to forward (" + std::to_string(most_forwarded) +
+                      ") or to receive (" + std::to_string(most_received) +
+                      ") are more than all PEs' tokens (" + std::to_string(most) +
+                      "): the shared heap was written by something other than a daemon");
+    }
+    most_received_ = int64_t(most_received);
     // The regions hold records read only once their tail counts them: not cleared.
     forward_region_ = static_cast<std::byte*>(
         symmetric_region(pe_, most_forwarded * bytes,
@@ -202,7 +240,9 @@ class Dispatcher {
     local_prefix_.resize(ranks_);
     for (int j = 0; j < ranks_; ++j) {
       const auto* counts = static_cast<const uint64_t*>(pe_.ptr(notify_pe_, my_node_ * ranks_ + j));
-      local_prefix_[j] = prefix_rows(counts, n_, channels_);
+      local_prefix_[j] = prefix_rows(
+          checked_counts(counts, size_t(n_) * channels_, "dispatch: a node peer's counts").data(),
+          n_, channels_);
     }
   }
 
@@ -266,7 +306,7 @@ class Dispatcher {
     const LocalLoans::Borrowed& rows = local_rows_[j];
     // Its records name PE j more often than its counts said, or the counts (in the shared
     // heap, which attached processes map) changed since the regions and rows were sized.
-    if (at >= span[1] || at < 0 || at >= most_received_ ||
+    if (at >= span[1] || at < 0 || at >= most_received_ || record < 0 || record >= forwarded_ ||
         (!rows.discard && uint64_t(at) >= rows.memory.size() / format_.x_bytes)) {
       miscounted(source, channel, j, "at least " + std::to_string(written));
     }
@@ -413,6 +453,11 @@ class Dispatcher {
       }
       int32_t source[2];
       std::memcpy(source, meta + format_.source_in_meta(), 8);
+      if (source[0] < 0 || source[0] >= n_ || source[1] < 0 || source[1] >= kMaxMoeTokens) {
+        throw PeerError("dispatch: received token " + std::to_string(i) + " names PE " +
+                        std::to_string(source[0]) + "'s token " + std::to_string(source[1]) +
+                        ": its shared heap was written by something other than a daemon");
+      }
       r.sources[i] = ReceivedToken{source[0], source[1]};
     }
   }
@@ -443,6 +488,7 @@ class Dispatcher {
   int64_t own_records_ = 0;    // this PE's node's records: in the forwarder order, not its region
   uint64_t* notify_pe_ = nullptr;        // [source PE][channel] + the arrival counter
   uint64_t* notify_node_ = nullptr;      // [source node][destination node][channel] + counter
+  std::vector<uint64_t> node_counts_;    // notify_node_'s counts, copied out and checked
   std::byte* forward_region_ = nullptr;  // records from the PEs of this local rank elsewhere
   uint64_t* forward_tail_ = nullptr;     // [source node][channel]: records landed
   std::byte* recv_region_ = nullptr;     // this PE's received tokens' meta parts

@@ -58,6 +58,18 @@ TEST(HeapAllocator, ExhaustionNamesSizeAskedAndSizeFree) {
   }
 }
 
+// A size whose end wraps past 2^64 (an attached process names any size) does not fit: the heap
+// stays as it was.
+TEST(HeapAllocator, ASizeThatWrapsPastTheAddressSpaceIsRefusedAndTheHeapIsUnchanged) {
+  HeapAllocator heap(4096, 8192);
+  for (const uint64_t bytes : {~uint64_t{0} - 4095, ~uint64_t{0} - 4000, ~uint64_t{0}}) {
+    EXPECT_THROW(heap.allocate(bytes, 64), HeapExhausted) << bytes;
+  }
+  EXPECT_EQ(heap.used(), 0u);
+  EXPECT_EQ(heap.allocate(4096, 64), 4096u);
+  EXPECT_THROW(heap.allocate(1, 8), HeapExhausted);
+}
+
 TEST(HeapAllocator, RejectsFreeOfUnknownOffsetAndBadAlignment) {
   HeapAllocator heap(0, 1 << 20);
   const uint64_t offset = heap.allocate(64);
