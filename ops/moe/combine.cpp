@@ -338,6 +338,11 @@ class FlatCombiner final : public Combiner {
       : Combiner(pe, o, d, routing, inputs) {
     uint64_t most = routing.tokens;
     for (uint64_t v : pe.exchange(pe.team_world(), most)) most = std::max(most, v);
+    if (most > uint64_t(kMaxMoeTokens)) {  // exchanged through the shared heap
+      throw PeerError("flat combine: a PE's tokens (" + std::to_string(most) +
+                      ") are more than a PE holds (" + std::to_string(kMaxMoeTokens) +
+                      "): the shared heap was written by something other than a daemon");
+    }
     slots_ = static_cast<std::byte*>(
         zeroed(most * o.topk * partial_bytes_ + 8, "flat combine slots (tokens x topk x hidden)"));
     arrived_ = static_cast<uint64_t*>(zeroed(8, "flat combine counter"));
