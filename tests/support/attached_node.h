@@ -20,6 +20,20 @@ namespace symmesh {
 
 inline constexpr auto kTimeout = std::chrono::seconds(20);
 
+// "" when `call` throws InvalidArgument saying both `says` and `and_says`; else what it did.
+template <class Call>
+std::string refusal_missing(Call&& call, const std::string& says, const std::string& and_says) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    const bool named =
+        what.find(says) != std::string::npos && what.find(and_says) != std::string::npos;
+    return named ? "" : what;
+  }
+  return "accepted";
+}
+
 inline NodeConfig two_pes() {
   NodeConfig config;
   config.ranks_per_node = 2;
@@ -80,6 +94,21 @@ class AttachedNode : public ::testing::Test {
       }));
     }
     return results_of(running, "an attached process");
+  }
+
+  // A call every PE refused with an error that ends the session: the first PE to refuse it
+  // aborts the node, so a peer still inside the call may end by that abort instead. Each of
+  // `outcomes` says `says` or names the abort, and one at least says `says`.
+  static void expect_named_or_aborted(const std::vector<std::string>& outcomes,
+                                      const std::string& says) {
+    size_t named = 0;
+    for (const std::string& outcome : outcomes) {
+      named += outcome.find(says) != std::string::npos;
+      EXPECT_TRUE(outcome.find(says) != std::string::npos ||
+                  outcome.find("a PE failed") != std::string::npos)
+          << outcome;
+    }
+    EXPECT_GE(named, 1u);
   }
 
   // How each PE's session job ended: "ok", or its error.
