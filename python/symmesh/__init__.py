@@ -112,19 +112,17 @@ def _out(out, shape, like, what):
     if _is_torch(out) != _is_torch(like):
         raise ValueError(f"{what}: out is a {type(out).__name__} and the input a "
                          f"{type(like).__name__}: allowed the same kind")
-    _writable(out, what, "out")
-    if not (out.is_contiguous() if _is_torch(out) else out.flags["C_CONTIGUOUS"]):
+    if _is_torch(out):
+        writable, contiguous = not out.requires_grad, out.is_contiguous()
+    else:
+        writable, contiguous = out.flags.writeable, out.flags["C_CONTIGUOUS"]
+    if not writable:
+        raise ValueError(f"{what}: out is read-only or requires grad: allowed a tensor the "
+                         f"result may be written into")
+    if not contiguous:
         raise ValueError(f"{what}: out is not contiguous: allowed a contiguous tensor (the "
                          f"result is written into its memory)")
     return out
-
-
-def _writable(t, what, name):
-    """Refuses a tensor (`name`) the result of `what` cannot be written into."""
-    frozen = t.requires_grad if _is_torch(t) else not t.flags.writeable
-    if frozen:
-        raise ValueError(f"{what}: {name} is read-only or requires grad: allowed a tensor the "
-                         f"result may be written into")
 
 
 def _room(out, x, hidden, what):
@@ -272,9 +270,14 @@ class Session:
     def all_reduce(self, x, op="sum"):
         """In place: x becomes the reduction (sum, max, min) of every PE's x. Returns x."""
         _kind(x, "all_reduce's tensor")
-        _writable(x, "all_reduce", "its tensor")  # in place
+        if not _is_torch(x) and not x.flags.writeable:
+            raise ValueError("all_reduce: its array is read-only: allowed a writable one (the "
+                             "reduction is written into it)")
+        # Written in place outside autograd, as torch.distributed's all_reduce writes: through
+        # the detached view of a tensor that requires grad.
+        target = x.detach() if _is_torch(x) else x
         word = _word(x, "all_reduce's tensor")
-        data = _contiguous(x)
+        data = _contiguous(target)
         if _numel(data) == 0:
             return x
         if self.on_heap(data):
@@ -282,8 +285,8 @@ class Session:
         else:  # out of place between two heap scratches, then back into data
             self._exchange(lambda d, s, c, w: self._s().all_reduce(d, s, c, w, op), data,
                            tuple(data.shape), "all_reduce's tensor", out=data)
-        if data is not x:
-            x[...] = data
+        if data is not target:
+            target[...] = data
         return x
 
     def _exchange(self, call, x, out_shape, what, out=None):
