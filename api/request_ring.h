@@ -21,7 +21,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 6;  // 6: Request::output_place
+inline constexpr uint32_t kAttachProtocolVersion = 7;  // 7: Request::stage_at
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -77,7 +77,14 @@ enum class Place : uint16_t {  // 16 bits: a request's two share a word (it has 
   kHeap = 1,
 };
 
-// Offsets are symmetric addresses: bytes from the start of the PE's slice.
+// Offsets are symmetric addresses: bytes from the start of the PE's slice, except the stage_
+// and spill_ fields: bytes from the start of the staging area.
+//
+// Where a call's staged tensors lie (MoE calls and fused ops): api/staging_layout.h's block of
+// its inputs from `stage_at`, its outputs' block right after it (64-byte aligned) when both fit
+// in `stage_room` bytes, else at `spill_at`. The process picks these past the parts of the area
+// it lent out (api/staging_loans.h); the daemon checks that the outputs do not overlap the
+// inputs, which it reads while it writes the outputs.
 struct Request {
   Op op = Op::kNone;
   uint32_t dtype = 0;                    // wire::DataType
@@ -89,6 +96,9 @@ struct Request {
   uint64_t dst_bytes = 0;  // a dispatch's output on the heap: the room at dst
   uint64_t count = 0;      // elements (kMalloc: bytes)
   uint64_t args[4] = {};
+  uint64_t stage_at = 0;
+  uint64_t stage_room = 0;
+  uint64_t spill_at = 0;
 };
 
 enum class Status : int32_t {

@@ -87,7 +87,8 @@ std::unique_ptr<Session> Session::attach(const std::string& socket_path, int loc
   session->slice_bytes_ = reply.slice_bytes();
   session->heap_start_ = reply.heap_start();
   // The ring's memfd stays open: the staging area after the ring is mapped from it as it grows.
-  session->staging_ = std::make_unique<attach::StagingArea>(fds[1]);
+  session->staging_ = std::make_shared<attach::StagingArea>(fds[1]);
+  session->loans_ = std::make_shared<StagingLoans>(session->staging_);
   session->ring_ = static_cast<attach::Ring*>(map_shared(dup(fds[1]), attach::kRingBytes, "ring"));
   SessionPlace& place = session->place_;
   place.local_rank = local_rank;
@@ -152,11 +153,14 @@ void Session::place_output(attach::Request& request, uint64_t rows_bytes, const 
   attach::check_apart(request, rows_bytes, bytes, caller, "expert rows", "out");
 }
 
-void Session::call_into(const attach::Request& request, void* out, size_t bytes, uint64_t staged) {
+std::shared_ptr<StagingLoan> Session::call_into(const attach::Request& request, void* out,
+                                                size_t bytes, uint64_t in_bytes) {
   call(request);
-  if (request.output_place == attach::Place::kStaging && bytes != 0) {
-    std::memcpy(out, staging_->range(staged, bytes, "combine's output"), bytes);
-  }
+  if (request.output_place != attach::Place::kStaging) return nullptr;
+  const uint64_t staged = outputs_at(request, in_bytes, bytes);
+  if (!out) return loans_->lend(staged, bytes);
+  if (bytes != 0) std::memcpy(out, staging_->range(staged, bytes, "combine's output"), bytes);
+  return nullptr;
 }
 
 uint64_t Session::offset_of(const void* address, size_t bytes, const char* what,
@@ -310,9 +314,16 @@ void Session::all_to_all(void* dst, const void* src, size_t count, wire::DataTyp
                        .count = count});
 }
 
-std::byte* Session::stage(uint64_t bytes) {
-  if (staging_->bytes() < bytes) call(attach::Request{.op = attach::Op::kStage, .count = bytes});
-  return staging_->range(0, bytes, "the staging area");
+std::byte* Session::stage(attach::Request& request, uint64_t in_bytes, uint64_t out_bytes) {
+  loans_->place(request, in_bytes, out_bytes);
+  const uint64_t end = request.stage_at + in_bytes;
+  if (staging_->bytes() < end) call(attach::Request{.op = attach::Op::kStage, .count = end});
+  return staging_->range(request.stage_at, in_bytes, "the staging area");
+}
+
+uint64_t Session::outputs_at(const attach::Request& request, uint64_t in_bytes,
+                             uint64_t bytes) const {
+  return attach::staged_outputs_at(request, in_bytes, bytes);
 }
 
 DispatchHandle::~DispatchHandle() {
@@ -322,7 +333,7 @@ DispatchHandle::~DispatchHandle() {
 }
 
 void Session::stage_tokens(const char* call, const MoeTokens& t, int64_t most_tokens,
-                           attach::Request& request) {
+                           uint64_t out_bytes, attach::Request& request) {
   const size_t e = element_bytes(t.dtype);
   check_moe_width(call, t.hidden);
   if (t.tokens < 0 || t.tokens > most_tokens || t.topk < 1 || t.topk > kMaxMoeTopk ||
@@ -336,7 +347,7 @@ void Session::stage_tokens(const char* call, const MoeTokens& t, int64_t most_to
   }
   check_topk_ids(t.topk_idx, t.tokens, t.topk, t.experts, std::string(call) + "'s topk_idx");
   const auto in = attach::token_block(uint64_t(t.tokens), uint64_t(t.hidden), uint64_t(t.topk), e);
-  std::byte* area = stage(in.end);
+  std::byte* area = stage(request, in.end, out_bytes);
   place_input(request, t.x, size_t(t.tokens) * t.hidden * e, area + in.x, e);
   auto* ids = reinterpret_cast<int32_t*>(area + in.idx);
   for (int64_t i = 0; i < t.tokens * t.topk; ++i) ids[i] = int32_t(t.topk_idx[i]);
@@ -371,17 +382,24 @@ void Session::offer_room(attach::Request& request, const RecvRoom& room, int64_t
                       caller, "x", "out");
 }
 
-void Session::take_recv_x(const attach::Request& request, const std::byte* staged, uint64_t bytes,
-                          void* to) const {
+void Session::take_recv_x(const attach::Request& request, uint64_t staged, uint64_t bytes, void* to,
+                          std::shared_ptr<StagingLoan>* lent) {
   const bool in_room = request.output_place == attach::Place::kHeap && bytes <= request.dst_bytes;
-  const std::byte* recv_x = in_room ? slice_ + request.dst : staged;
+  if (!to) {
+    if (!lent) throw InvalidArgument("dispatch: allocate answered no recv_x, and none is lent");
+    *lent = in_room ? nullptr : loans_->lend(staged, bytes);
+    return;
+  }
+  const std::byte* recv_x =
+      in_room ? slice_ + request.dst : staging_->range(staged, bytes, "dispatch's recv_x");
   if (to != recv_x && bytes != 0) std::memcpy(to, recv_x, bytes);
 }
 
 std::shared_ptr<DispatchHandle> Session::dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, wire::DataType dtype,
-    const std::function<DispatchOutputs(int64_t received)>& allocate, RecvRoom room) {
+    const std::function<DispatchOutputs(int64_t received)>& allocate, RecvRoom room,
+    std::shared_ptr<StagingLoan>* lent_x) {
   const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
@@ -389,16 +407,19 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
                           .dtype = uint32_t(dtype),
                           .count = uint64_t(tokens),
                           .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}};
-  stage_tokens("dispatch", tokens_in, kMaxMoeTokens, request);
+  stage_tokens("dispatch", tokens_in, kMaxMoeTokens, dispatch_outputs_, request);
   offer_room(request, room, tokens, hidden, e, "dispatch");
   uint64_t received = 0;
   const uint64_t id = call(request, &received);
   const auto handle =
       make_handle(id, received, uint64_t(place_.world_size) * kMaxMoeTokens, tokens_in, 0);
+  const auto in = attach::token_block(uint64_t(tokens), uint64_t(hidden), uint64_t(topk), e);
   const auto out = attach::token_block(received, uint64_t(hidden), uint64_t(topk), e);
-  const std::byte* from = staging_->range(0, out.end, "dispatch's output");
+  dispatch_outputs_ = out.end;
+  const uint64_t at = outputs_at(request, in.end, out.end);
+  const std::byte* from = staging_->range(at, out.end, "dispatch's output");
   const DispatchOutputs to = allocate(int64_t(received));
-  take_recv_x(request, from + out.x, received * hidden * e, to.x);
+  take_recv_x(request, at + out.x, received * hidden * e, to.x, lent_x);
   const auto* got = reinterpret_cast<const int32_t*>(from + out.idx);
   for (uint64_t i = 0; i < received * topk; ++i) to.topk_idx[i] = got[i];
   if (received != 0) std::memcpy(to.topk_weights, from + out.weights, received * topk * 4);
@@ -407,6 +428,20 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
 
 void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hidden,
                       wire::DataType dtype, const void* bias, void* out) {
+  if (!out)
+    throw InvalidArgument("combine: out is null: pass the result's memory, or none to lend it");
+  combine_into(handle, rows, hidden, dtype, bias, out);
+}
+
+std::shared_ptr<StagingLoan> Session::combine(const DispatchHandle& handle, const void* rows,
+                                              int64_t hidden, wire::DataType dtype,
+                                              const void* bias) {
+  return combine_into(handle, rows, hidden, dtype, bias, nullptr);
+}
+
+std::shared_ptr<StagingLoan> Session::combine_into(const DispatchHandle& handle, const void* rows,
+                                                   int64_t hidden, wire::DataType dtype,
+                                                   const void* bias, void* out) {
   const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   if (!handle.alive_.lock() || handle.session_ != this) {
@@ -419,28 +454,42 @@ void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hi
   check_moe_width("combine", hidden);
   const auto block = attach::combine_block(uint64_t(handle.received), uint64_t(handle.tokens),
                                            uint64_t(hidden), bias != nullptr, e);
-  std::byte* area = stage(block.end);
-  const size_t row = size_t(hidden) * e;
+  const size_t row = size_t(hidden) * e, out_bytes = size_t(handle.tokens) * row;
   attach::Request request{.op = attach::Op::kCombine,
                           .dtype = uint32_t(dtype),
                           .count = uint64_t(handle.received),
                           .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}};
+  std::byte* area = stage(request, block.end, out_bytes);
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
-  if (bias) std::memcpy(area + block.bias, bias, size_t(handle.tokens) * row);
-  place_output(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, e,
-               "combine");
-  call_into(request, out, size_t(handle.tokens) * row, block.out);
+  if (bias) std::memcpy(area + block.bias, bias, out_bytes);
+  place_output(request, uint64_t(handle.received) * row, out, out_bytes, e, "combine");
+  return call_into(request, out, out_bytes, block.end);
 }
 
 std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, int64_t max_tokens, wire::DataType dtype,
-    const std::function<LowLatencyOutputs(int64_t received)>& allocate, RecvRoom room) {
+    const std::function<LowLatencyOutputs(int64_t received)>& allocate, RecvRoom room,
+    std::shared_ptr<StagingLoan>* lent_x) {
   const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   if (max_tokens < 1 || max_tokens > kMaxLowLatencyTokens) {
     throw InvalidArgument("low_latency_dispatch: max_tokens " + std::to_string(max_tokens) +
                           "; allowed 1 to " + std::to_string(kMaxLowLatencyTokens));
+  }
+  // The outputs' most, for placing the call; stage_tokens refuses a wrong shape after.
+  check_moe_width("low_latency_dispatch", hidden);
+  const int local = std::clamp(experts, 0, kMaxMoeExperts) / place_.world_size;
+  // Each token once per local expert it chose, from every PE.
+  const uint64_t most = uint64_t(place_.world_size) * uint64_t(max_tokens) *
+                        uint64_t(std::clamp(std::min(topk, local), 0, kMaxMoeTopk));
+  const uint64_t most_out =
+      attach::low_latency_block(most, uint64_t(hidden), uint64_t(local), e).end;
+  if (most_out > attach::kMaxStagingBytes) {
+    throw InvalidArgument("low_latency_dispatch: up to " + std::to_string(most) + " rows of " +
+                          std::to_string(hidden) + " could arrive, " + std::to_string(most_out) +
+                          " bytes of staging; allowed " + std::to_string(attach::kMaxStagingBytes) +
+                          ": lower max_tokens or hidden");
   }
   const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
   attach::Request request{
@@ -448,21 +497,8 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
       .dtype = uint32_t(dtype),
       .count = uint64_t(tokens),
       .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts), uint64_t(max_tokens)}};
-  stage_tokens("low_latency_dispatch", tokens_in, max_tokens, request);
+  stage_tokens("low_latency_dispatch", tokens_in, max_tokens, most_out, request);
   offer_room(request, room, tokens, hidden, e, "low_latency_dispatch");
-  const int local = experts / place_.world_size;
-  // Each token once per local expert it chose, from every PE.
-  const uint64_t most =
-      uint64_t(place_.world_size) * uint64_t(max_tokens) * uint64_t(std::min(topk, local));
-  const uint64_t staged =
-      std::max(attach::low_latency_block(most, uint64_t(hidden), uint64_t(local), e).end,
-               attach::combine_block(most, uint64_t(max_tokens), uint64_t(hidden), false, e).end);
-  if (staged > attach::kMaxStagingBytes) {
-    throw InvalidArgument("low_latency_dispatch: up to " + std::to_string(most) + " rows of " +
-                          std::to_string(hidden) + " could arrive, " + std::to_string(staged) +
-                          " bytes of staging; allowed " + std::to_string(attach::kMaxStagingBytes) +
-                          ": lower max_tokens or hidden");
-  }
   const int half = low_latency_halves_.reserve({hidden, topk, experts, max_tokens, int64_t(dtype)});
   uint64_t received = 0, id = 0;
   try {
@@ -473,15 +509,31 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
   }
   low_latency_halves_.hold(half, id);
   const auto handle = make_handle(id, received, most, tokens_in, max_tokens);
+  const auto in = attach::token_block(uint64_t(tokens), uint64_t(hidden), uint64_t(topk), e);
   const auto out = attach::low_latency_block(received, uint64_t(hidden), uint64_t(local), e);
-  const std::byte* from = staging_->range(0, out.end, "low-latency dispatch's output");
+  const uint64_t at = outputs_at(request, in.end, out.end);
   const LowLatencyOutputs to = allocate(int64_t(received));
-  take_recv_x(request, from + out.x, received * hidden * e, to.x);
-  std::memcpy(to.counts, from + out.counts, size_t(local) * 8);
+  take_recv_x(request, at + out.x, received * hidden * e, to.x, lent_x);
+  std::memcpy(to.counts, staging_->range(at + out.counts, size_t(local) * 8, "counts"),
+              size_t(local) * 8);
   return handle;
 }
 
 void Session::low_latency_combine(const DispatchHandle& handle, const void* rows, void* out) {
+  if (!out) {
+    throw InvalidArgument(
+        "low_latency_combine: out is null: pass the result's memory, or none to lend it");
+  }
+  low_latency_combine_into(handle, rows, out);
+}
+
+std::shared_ptr<StagingLoan> Session::low_latency_combine(const DispatchHandle& handle,
+                                                          const void* rows) {
+  return low_latency_combine_into(handle, rows, nullptr);
+}
+
+std::shared_ptr<StagingLoan> Session::low_latency_combine_into(const DispatchHandle& handle,
+                                                               const void* rows, void* out) {
   const std::lock_guard staging_held(staging_mutex_);
   if (!handle.alive_.lock() || handle.session_ != this) {
     throw InvalidArgument("low_latency_combine: the handle is from another session");
@@ -490,23 +542,23 @@ void Session::low_latency_combine(const DispatchHandle& handle, const void* rows
     throw InvalidArgument("low_latency_combine: the handle is a normal dispatch's: use combine");
   }
   const size_t e = element_bytes(handle.dtype), row = size_t(handle.hidden) * e;
+  const size_t out_bytes = size_t(handle.tokens) * row;
   const auto block = attach::combine_block(uint64_t(handle.received), uint64_t(handle.tokens),
                                            uint64_t(handle.hidden), false, e);
-  std::byte* area = stage(block.end);
   attach::Request request{.op = attach::Op::kLowLatencyCombine,
                           .dtype = uint32_t(handle.dtype),
                           .count = uint64_t(handle.received),
                           .args = {handle.id_}};
+  std::byte* area = stage(request, block.end, out_bytes);
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
-  place_output(request, uint64_t(handle.received) * row, out, size_t(handle.tokens) * row, e,
-               "low_latency_combine");
+  place_output(request, uint64_t(handle.received) * row, out, out_bytes, e, "low_latency_combine");
   // Last before the call: a combine refused before it is sent leaves its dispatch uncombined.
   if (!low_latency_halves_.free(handle.id_)) {
     throw InvalidArgument(
         "low_latency_combine: this dispatch was combined already: dispatch again (a low-latency "
         "dispatch is combined once)");
   }
-  call_into(request, out, size_t(handle.tokens) * row, block.out);
+  return call_into(request, out, out_bytes, block.end);
 }
 
 uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, void* gathered,
@@ -524,20 +576,24 @@ uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, vo
   }
   const auto block = attach::fused_block(uint64_t(a_rows), uint64_t(c_rows), uint64_t(n),
                                          uint64_t(k), gathered != nullptr, e);
-  std::byte* area = stage(block.end);
+  attach::Request request{.op = op,
+                          .dtype = uint32_t(dtype),
+                          .args = {uint64_t(a_rows), uint64_t(n), uint64_t(k), uint64_t(mode)}};
+  // A and B are the inputs' block; C (and the gathered A) the outputs'.
+  std::byte* area = stage(request, block.c, block.end - block.c);
   std::memcpy(area + block.a, a, size_t(a_rows) * k * e);
   std::memcpy(area + block.b, b, size_t(k) * n * e);
-  const uint64_t rows =
-      call(attach::Request{.op = op,
-                           .dtype = uint32_t(dtype),
-                           .args = {uint64_t(a_rows), uint64_t(n), uint64_t(k), uint64_t(mode)}});
+  const uint64_t rows = call(request);
   if (rows > uint64_t(c_rows)) {
     throw PeerError("the daemon returned " + std::to_string(rows) + " rows; at most " +
                     std::to_string(c_rows) + " fit");
   }
-  std::memcpy(c, staging_->range(block.c, rows * n * e, "the result"), rows * n * e);
+  const auto out =
+      attach::fused_block(uint64_t(a_rows), rows, uint64_t(n), uint64_t(k), gathered != nullptr, e);
+  const uint64_t at = outputs_at(request, block.c, out.end - out.c) - out.c;
+  std::memcpy(c, staging_->range(at + out.c, rows * n * e, "the result"), rows * n * e);
   if (gathered) {
-    std::memcpy(gathered, staging_->range(block.gathered, rows * k * e, "the gathered A"),
+    std::memcpy(gathered, staging_->range(at + out.gathered, rows * k * e, "the gathered A"),
                 rows * k * e);
   }
   return rows;

@@ -11,6 +11,8 @@
 // sizes to them, so they travel through the PE's private staging area (a copy each way), not
 // the symmetric heap. The MoE calls' large tensors that lie on the heap are the exception: a
 // dispatch's x and its recv_x room, a combine's rows and its output are used where they lie.
+// And the MoE calls can lend their large output instead of copying it out: it stays in the
+// staging area where the daemon wrote it, the caller's until it drops the StagingLoan.
 //
 // Errors: InvalidArgument for a call that is wrong (a pointer off the heap, a count of 0, an
 // expert id out of range), checked here before anything is sent; Error (PeerError,
@@ -30,6 +32,7 @@
 #include "api/low_latency_halves.h"
 #include "api/request_ring.h"
 #include "api/staging_area.h"
+#include "api/staging_loans.h"
 #include "transport/channel.h"
 #include "wire/jobs.pb.h"
 
@@ -145,10 +148,13 @@ class Session {
   // called with the count received and says where to write it. Received tokens are ordered by
   // source PE, then token: the same on every run. x on this PE's symmetric heap (made by malloc)
   // is read where it is; any other is copied in first. recv_x goes into `room` when it fits.
+  // With `lent_x`, allocate may answer no x: recv_x is then lent (*lent_x, null for no rows),
+  // unless it went into the room.
   std::shared_ptr<DispatchHandle> dispatch(
       const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
       int64_t hidden, int topk, int experts, wire::DataType dtype,
-      const std::function<DispatchOutputs(int64_t received)>& allocate, RecvRoom room = {});
+      const std::function<DispatchOutputs(int64_t received)>& allocate, RecvRoom room = {},
+      std::shared_ptr<StagingLoan>* lent_x = nullptr);
   // MoE combine: out [tokens][hidden] = for each token dispatched from here, the sum over the
   // PEs that received it of their row in `rows` ([received][hidden]; typically the sum over
   // k of weight * expert(x)), plus bias [tokens][hidden] when given. Rows may be of any width
@@ -159,24 +165,32 @@ class Session {
   // and out after.
   void combine(const DispatchHandle& handle, const void* rows, int64_t hidden, wire::DataType dtype,
                const void* bias, void* out);
+  // The same, its result lent where the daemon wrote it (null for no tokens).
+  std::shared_ptr<StagingLoan> combine(const DispatchHandle& handle, const void* rows,
+                                       int64_t hidden, wire::DataType dtype, const void* bias);
 
   // MoE low-latency dispatch (DeepEP's low_latency_dispatch, for decoding): the routing as for
   // dispatch, at most `max_tokens` tokens per PE (every PE passes the same max_tokens, hidden,
   // topk, experts and type: they size the session's buffer, made at the first call and again
   // when they change), each token delivered once per local expert it chose, packed by expert
   // (within an expert: by source PE, then token). Two dispatches may be in flight (two
-  // micro-batches); each is combined, or its handle dropped, before a third. x and recv_x as
-  // for dispatch.
+  // micro-batches); each is combined, or its handle dropped, before a third. x, recv_x and
+  // lent_x as for dispatch.
   std::shared_ptr<DispatchHandle> low_latency_dispatch(
       const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
       int64_t hidden, int topk, int experts, int64_t max_tokens, wire::DataType dtype,
-      const std::function<LowLatencyOutputs(int64_t received)>& allocate, RecvRoom room = {});
+      const std::function<LowLatencyOutputs(int64_t received)>& allocate, RecvRoom room = {},
+      std::shared_ptr<StagingLoan>* lent_x = nullptr);
   // Once per low-latency dispatch: out [tokens][hidden] = per token the sum over its experts of
   // its topk weight times the expert's row (rows [received][hidden], in recv_x's order and the
   // dispatch's type), summed per PE in topk order, per node, then over nodes (the same bits on
   // every run). Rows and out on this PE's symmetric heap are used where they are, as for
   // combine.
   void low_latency_combine(const DispatchHandle& handle, const void* rows, void* out);
+  // The same, its result lent where the daemon wrote it (null for no tokens).
+  std::shared_ptr<StagingLoan> low_latency_combine(const DispatchHandle& handle, const void* rows);
+  // How many lent outputs the callers still hold.
+  size_t loans_outstanding() const { return loans_->outstanding(); }
 
   // The fused ops; a, b and the results in `dtype`, row-major; every PE passes the same shape and
   // mode: fused (the pipeline), sequential (the GEMM, then the collective), or auto (the first
@@ -202,8 +216,11 @@ class Session {
   uint64_t call(const attach::Request& request, uint64_t* value2 = nullptr);
   uint64_t call_locked(const attach::Request& request, uint64_t* value2);
   void queue_release(uint64_t handle);
-  // The staging area, at least `bytes` long (the caller holds staging_mutex_).
-  std::byte* stage(uint64_t bytes);
+  // Places a call's blocks in `request` (StagingLoans::place) and returns its inputs' block of
+  // `in_bytes`, the area grown to hold it (the caller holds staging_mutex_).
+  std::byte* stage(attach::Request& request, uint64_t in_bytes, uint64_t out_bytes);
+  // The call's outputs block of `bytes`, where the daemon wrote it after `in_bytes` of inputs.
+  uint64_t outputs_at(const attach::Request& request, uint64_t in_bytes, uint64_t bytes) const;
   // A dispatch's tokens and routing, checked (`call` names the call in errors) and staged.
   struct MoeTokens {
     const void* x;
@@ -213,10 +230,11 @@ class Session {
     int topk, experts;
     wire::DataType dtype;
   };
-  // Checks a dispatch's tokens and stages them: the routing into the staging area, x there too
-  // or, on this PE's heap, left where it lies (`request` says which).
+  // Checks a dispatch's tokens and stages them, placing the call's blocks for `out_bytes` of
+  // outputs expected: the routing into the staging area, x there too or, on this PE's heap,
+  // left where it lies (`request` says which).
   void stage_tokens(const char* call, const MoeTokens& tokens, int64_t most_tokens,
-                    attach::Request& request);
+                    uint64_t out_bytes, attach::Request& request);
   // The handle of a dispatch of `tokens` the daemon answered with `id` and `received` rows (a
   // PeerError when more than `most`); max_tokens 0 for a normal dispatch.
   std::shared_ptr<DispatchHandle> make_handle(uint64_t id, uint64_t received, uint64_t most,
@@ -239,17 +257,26 @@ class Session {
   void offer_room(attach::Request& request, const RecvRoom& room, int64_t tokens, int64_t hidden,
                   size_t element, const char* caller) const;
   // Copies a dispatch's recv_x of `bytes` to `to` from where the daemon wrote it: the offered
-  // room when it fit, else `staged`; nothing when `to` is that room.
-  void take_recv_x(const attach::Request& request, const std::byte* staged, uint64_t bytes,
-                   void* to) const;
+  // room when it fit, else `staged` (at that offset in the staging area); nothing when `to` is
+  // that room. A `to` of null takes the rows not in the room as a loan into `lent`.
+  void take_recv_x(const attach::Request& request, uint64_t staged, uint64_t bytes, void* to,
+                   std::shared_ptr<StagingLoan>* lent);
   // Says in `request` where a combine's output `out` (`bytes`) goes: where it lies when
   // heap_place() finds it (refused, naming `caller`, when it overlaps the call's `rows_bytes` of
   // rows there), else the staging area.
   void place_output(attach::Request& request, uint64_t rows_bytes, const void* out, size_t bytes,
                     size_t element, const char* caller) const;
-  // Makes a combine's call, then copies its output `out` (`bytes`) out of the staging area at
-  // `staged` unless place_output() put it where it lies.
-  void call_into(const attach::Request& request, void* out, size_t bytes, uint64_t staged);
+  // Makes a combine's call, then copies its output `out` (`bytes`) out of the staging area
+  // after `in_bytes` of inputs unless place_output() put it where it lies; with out null, lends
+  // it instead.
+  std::shared_ptr<StagingLoan> call_into(const attach::Request& request, void* out, size_t bytes,
+                                         uint64_t in_bytes);
+  // The combines into `out`, or lent with out null.
+  std::shared_ptr<StagingLoan> combine_into(const DispatchHandle& handle, const void* rows,
+                                            int64_t hidden, wire::DataType dtype, const void* bias,
+                                            void* out);
+  std::shared_ptr<StagingLoan> low_latency_combine_into(const DispatchHandle& handle,
+                                                        const void* rows, void* out);
   std::string closed_reason() const;
 
   SessionPlace place_;
@@ -260,7 +287,9 @@ class Session {
   size_t slice_bytes_ = 0;
   size_t heap_start_ = 0;  // the slice's first byte a call may name (the daemon's state before)
   attach::Ring* ring_ = nullptr;
-  std::unique_ptr<attach::StagingArea> staging_;
+  std::shared_ptr<attach::StagingArea> staging_;
+  std::shared_ptr<StagingLoans> loans_;  // parts of it lent out
+  uint64_t dispatch_outputs_ = 0;        // the last dispatch's outputs' bytes: the next's guess
   std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // handles watch it
   // Held for a staged call's whole stage, call and copy out, so two threads' staged calls do
   // not overwrite (or remap) each other's staging area; taken before call_mutex_.

@@ -16,22 +16,32 @@ namespace symmesh::attach {
 StagingArea::StagingArea(int ring_fd) : fd_(ring_fd) {}
 
 StagingArea::~StagingArea() {
-  if (data_) munmap(data_, bytes_);
+  if (data_) munmap(data_, kMaxStagingBytes);
   ::close(fd_);
 }
 
 void StagingArea::map(uint64_t bytes) {
-  if (bytes == bytes_) return;
-  void* address = nullptr;
-  if (bytes > 0) {
-    address = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, off_t(kRingBytes));
-    if (address == MAP_FAILED) {
-      throw Error("mapping a staging area of " + std::to_string(bytes) +
-                  " bytes failed: " + std::strerror(errno));
-    }
+  if (bytes <= bytes_) return;
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  if (bytes % page != 0 || bytes > kMaxStagingBytes) {
+    throw Error("a staging area of " + std::to_string(bytes) + " bytes: allowed whole " +
+                std::to_string(page) + "-byte pages up to " + std::to_string(kMaxStagingBytes));
   }
-  if (data_) munmap(data_, bytes_);
-  data_ = static_cast<std::byte*>(address);
+  if (!data_) {
+    void* reserved = mmap(nullptr, kMaxStagingBytes, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserved == MAP_FAILED) {
+      throw Error("reserving " + std::to_string(kMaxStagingBytes) +
+                  " bytes of address space for a staging area failed: " + std::strerror(errno));
+    }
+    data_ = static_cast<std::byte*>(reserved);
+  }
+  // Only the new tail: what is mapped stays where it is, under any pointer into it.
+  if (mmap(data_ + bytes_, bytes - bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
+           off_t(kRingBytes + bytes_)) == MAP_FAILED) {
+    throw Error("mapping a staging area of " + std::to_string(bytes) +
+                " bytes failed: " + std::strerror(errno));
+  }
   bytes_ = bytes;
 }
 

@@ -1,6 +1,11 @@
 // One side's mapping of a PE's staging area (api/request_ring.h): the bytes after the request
 // ring in the ring's memfd. The daemon grows it (the memfd, then its own mapping); the process
 // maps it again at the size the completion reports. Both keep the descriptor for that.
+//
+// The mapping never moves: the whole most the area may grow to is reserved (address space
+// only) when the area is first mapped, and growing maps the new tail in place. So a pointer
+// into the area stays good as it grows: the daemon reads a call's staged inputs while it grows
+// the area for the outputs, and the process lends its callers tensors in it (api/staging_loans.h).
 #pragma once
 
 #include <cstddef>
@@ -19,7 +24,8 @@ class StagingArea {
   StagingArea& operator=(const StagingArea&) = delete;
 
   uint64_t bytes() const { return bytes_; }
-  // Maps the area at `bytes`, which the memfd already holds, in place of the current mapping.
+  // Maps the area up to `bytes` (a whole number of pages), which the memfd already holds. The
+  // area never shrinks: a smaller size keeps the mapping as it is.
   void map(uint64_t bytes);
   // Daemon: makes the area at least `bytes` long (in powers of two from 1 MiB), or throws
   // InvalidArgument naming `what` past kMaxStagingBytes.
@@ -29,8 +35,8 @@ class StagingArea {
 
  private:
   int fd_;
-  std::byte* data_ = nullptr;
-  uint64_t bytes_ = 0;
+  std::byte* data_ = nullptr;  // the reservation's start, kMaxStagingBytes long
+  uint64_t bytes_ = 0;         // mapped from the memfd
 };
 
 }  // namespace symmesh::attach

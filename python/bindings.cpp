@@ -5,6 +5,7 @@
 // library's message.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "api/session.h"
 #include "common/errors.h"
@@ -56,6 +57,16 @@ PYBIND11_MODULE(_symmesh, m) {
       .def_readonly("max_tokens", &DispatchHandle::max_tokens)
       .def_property_readonly("dtype",
                              [](const DispatchHandle& h) { return wire::enum_text(h.dtype); });
+
+  // A call's output lent where the daemon wrote it: numpy and torch make tensors over its buffer,
+  // which keep it (and so its bytes) until they go.
+  py::class_<StagingLoan, std::shared_ptr<StagingLoan>>(m, "StagingLoan", py::buffer_protocol())
+      .def_buffer([](StagingLoan& loan) {
+        return py::buffer_info(static_cast<void*>(loan.data()), 1,
+                               py::format_descriptor<uint8_t>::format(), 1, {ssize_t(loan.bytes())},
+                               {ssize_t(1)}, false);
+      })
+      .def_property_readonly("nbytes", [](const StagingLoan& loan) { return loan.bytes(); });
 
   py::class_<Session>(m, "Session")
       .def_static(
@@ -119,13 +130,15 @@ PYBIND11_MODULE(_symmesh, m) {
           },
           Unlocked())
       // allocate(received) -> (recv_x, recv_topk_idx, recv_topk_weights) addresses; recv_x is
-      // written in place at `room` (room_rows rows) when that is on the heap and it fits.
+      // written in place at `room` (room_rows rows) when that is on the heap and it fits. An
+      // allocate that answers 0 for recv_x gets it lent: (handle, loan or None).
       .def(
           "dispatch",
           [](Session& s, Address x, Address topk_idx, Address topk_weights, int64_t tokens,
              int64_t hidden, int topk, int experts, const std::string& dtype,
              const std::function<py::tuple(int64_t)>& allocate, Address room, int64_t room_rows) {
-            return s.dispatch(
+            std::shared_ptr<StagingLoan> lent;
+            const auto handle = s.dispatch(
                 at(x), static_cast<const int64_t*>(at(topk_idx)),
                 static_cast<const float*>(at(topk_weights)), tokens, hidden, topk, experts,
                 dtype_named(dtype),
@@ -136,24 +149,30 @@ PYBIND11_MODULE(_symmesh, m) {
                                          static_cast<int64_t*>(at(to[1].cast<Address>())),
                                          static_cast<float*>(at(to[2].cast<Address>()))};
                 },
-                RecvRoom{at(room), room_rows});
+                RecvRoom{at(room), room_rows}, &lent);
+            return std::make_pair(handle, lent);
           },
           Unlocked())
+      // An out of 0: the result is lent (the loan, or None for no tokens).
       .def(
           "combine",
           [](Session& s, const DispatchHandle& handle, Address rows, int64_t hidden,
-             const std::string& dtype, Address bias, Address out) {
-            s.combine(handle, at(rows), hidden, dtype_named(dtype), bias ? at(bias) : nullptr,
-                      at(out));
+             const std::string& dtype, Address bias, Address out) -> std::shared_ptr<StagingLoan> {
+            const void* b = bias ? at(bias) : nullptr;
+            if (!out) return s.combine(handle, at(rows), hidden, dtype_named(dtype), b);
+            s.combine(handle, at(rows), hidden, dtype_named(dtype), b, at(out));
+            return nullptr;
           },
           Unlocked())
-      // allocate(received) -> (recv_x, recv_counts) addresses; `room` as for dispatch.
+      // allocate(received) -> (recv_x, recv_counts) addresses; `room` and lending as for
+      // dispatch.
       .def(
           "low_latency_dispatch",
           [](Session& s, Address x, Address topk_idx, Address topk_weights, int64_t tokens,
              int64_t hidden, int topk, int experts, int64_t max_tokens, const std::string& dtype,
              const std::function<py::tuple(int64_t)>& allocate, Address room, int64_t room_rows) {
-            return s.low_latency_dispatch(
+            std::shared_ptr<StagingLoan> lent;
+            const auto handle = s.low_latency_dispatch(
                 at(x), static_cast<const int64_t*>(at(topk_idx)),
                 static_cast<const float*>(at(topk_weights)), tokens, hidden, topk, experts,
                 max_tokens, dtype_named(dtype),
@@ -163,13 +182,17 @@ PYBIND11_MODULE(_symmesh, m) {
                   return LowLatencyOutputs{at(to[0].cast<Address>()),
                                            static_cast<int64_t*>(at(to[1].cast<Address>()))};
                 },
-                RecvRoom{at(room), room_rows});
+                RecvRoom{at(room), room_rows}, &lent);
+            return std::make_pair(handle, lent);
           },
           Unlocked())
       .def(
           "low_latency_combine",
-          [](Session& s, const DispatchHandle& handle, Address rows, Address out) {
+          [](Session& s, const DispatchHandle& handle, Address rows,
+             Address out) -> std::shared_ptr<StagingLoan> {
+            if (!out) return s.low_latency_combine(handle, at(rows));
             s.low_latency_combine(handle, at(rows), at(out));
+            return nullptr;
           },
           Unlocked())
       .def(

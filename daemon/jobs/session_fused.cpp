@@ -6,6 +6,7 @@
 #include "api/op_limits.h"
 #include "api/staging_layout.h"
 #include "daemon/jobs/job.h"
+#include "daemon/jobs/staged_blocks.h"
 #include "ops/fused/operator.h"
 #include "runtime/barrier.h"
 
@@ -68,9 +69,11 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
   }
   const uint64_t c_rows_most = uint64_t(o.m);
   const auto in = attach::fused_block(a_rows, c_rows_most, r.args[1], r.args[2], sharded, element);
+  // A and B are the inputs' block (up to where C would follow); the results are the outputs'.
+  const StagedBlocks blocks(r, in.c);
   FusedTensors t;
-  const std::byte* a = staging.range(in.a, a_rows * o.k * element, "A");
-  const std::byte* b = staging.range(in.b, uint64_t(o.k) * o.n * element, "B");
+  const std::byte* a = staging.range(blocks.inputs() + in.a, a_rows * o.k * element, "A");
+  const std::byte* b = staging.range(blocks.inputs() + in.b, uint64_t(o.k) * o.n * element, "B");
   t.a.assign(a, a + a_rows * o.k * element);
   t.b.assign(b, b + uint64_t(o.k) * o.n * element);
   if (plan) {
@@ -85,11 +88,12 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
 
   const uint64_t c_rows = t.c.size() / uint64_t(o.n);
   const auto out = attach::fused_block(a_rows, c_rows, r.args[1], r.args[2], sharded, element);
-  staging.grow(out.end, "the fused op's result");
-  store_from_f32(staging.range(out.c, c_rows * o.n * element, "C"), t.c.data(), t.c.size(),
+  const uint64_t at = blocks.outputs(out.end - out.c) - out.c;  // out's offsets from its start
+  staging.grow(at + out.end, "the fused op's result");
+  store_from_f32(staging.range(at + out.c, c_rows * o.n * element, "C"), t.c.data(), t.c.size(),
                  o.dtype);
   if (sharded) {
-    std::memcpy(staging.range(out.gathered, t.gather_out.size(), "the gathered A"),
+    std::memcpy(staging.range(at + out.gathered, t.gather_out.size(), "the gathered A"),
                 t.gather_out.data(), t.gather_out.size());
   }
   return c_rows;

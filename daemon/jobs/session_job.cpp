@@ -86,7 +86,7 @@ class SessionServer {
   static std::optional<attach::Request> agreed_part(attach::Request r) {
     // Where each PE's tensors lie is its own.
     r.input_place = r.output_place = attach::Place::kStaging;
-    r.dst_bytes = 0;
+    r.dst_bytes = r.stage_at = r.stage_room = r.spill_at = 0;
     switch (r.op) {
       case attach::Op::kAllReduce:
       case attach::Op::kReduceScatter:

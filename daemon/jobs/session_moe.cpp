@@ -5,6 +5,7 @@
 #include "api/staging_layout.h"
 #include "api/tensor_overlap.h"
 #include "daemon/jobs/job.h"
+#include "daemon/jobs/staged_blocks.h"
 #include "runtime/barrier.h"
 
 namespace symmesh {
@@ -29,17 +30,18 @@ std::byte* rows_into(std::byte* room, const attach::Request& r, uint64_t bytes, 
   return room && bytes <= r.dst_bytes ? room : staged;
 }
 
-// A dispatch's topk_idx and topk_weights from the staging area, checked.
-Routing staged_routing(const MoeOptions& o, const attach::TokenBlock& in,
+// A dispatch's topk_idx and topk_weights from its input block at `at` in the staging area,
+// checked.
+Routing staged_routing(const MoeOptions& o, uint64_t at, const attach::TokenBlock& in,
                        attach::StagingArea& staging) {
   Routing routing{o.tokens, o.topk, std::vector<int32_t>(size_t(o.tokens) * o.topk),
                   std::vector<float>(size_t(o.tokens) * o.topk)};
   if (!routing.experts.empty()) {  // a PE may pass no tokens (and memcpy no null pointer)
     std::memcpy(routing.experts.data(),
-                staging.range(in.idx, routing.experts.size() * 4, "topk_idx"),
+                staging.range(at + in.idx, routing.experts.size() * 4, "topk_idx"),
                 routing.experts.size() * 4);
     std::memcpy(routing.weights.data(),
-                staging.range(in.weights, routing.weights.size() * 4, "topk_weights"),
+                staging.range(at + in.weights, routing.weights.size() * 4, "topk_weights"),
                 routing.weights.size() * 4);
   }
   check_routing(routing, o.experts, "topk_idx");
@@ -72,34 +74,34 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   check_handle_room();
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
-  // Staged tokens are copied out first: the received rows go straight into the staging area,
-  // over them, while they are still being read (and growing the area may move it). Tokens on
-  // the heap are read where they lie.
+  const StagedBlocks blocks(r, in.end);
+  // The tokens are read where they lie while the received rows are written apart from them
+  // (and the area's mapping stays put as it grows).
   const size_t x_bytes = size_t(o.tokens) * size_t(o.hidden) * element;  // unpadded, as sent
-  const std::byte* x = input_at(r, staging, in.x, x_bytes, element, "dispatch's x");
+  const std::byte* x =
+      input_at(r, staging, blocks.inputs() + in.x, x_bytes, element, "dispatch's x");
   std::byte* room = room_at(r, staging, x_bytes, element);
-  if (r.input_place == attach::Place::kStaging) {
-    tokens_.assign(x, x + x_bytes);
-    x = tokens_.data();
-  }
-  const Routing routing = staged_routing(o, in, staging);
+  const Routing routing = staged_routing(o, blocks.inputs(), in, staging);
 
   attach::TokenBlock out{};
+  uint64_t out_at = 0;
   DispatchResult result = symmesh::dispatch(pe_, o, x, routing, {}, [&](int64_t received) {
     out = attach::token_block(uint64_t(received), r.args[0], r.args[1], element);
-    staging.grow(out.end, "dispatch's received tokens");
+    out_at = blocks.outputs(out.end);
+    staging.grow(out_at + out.end, "dispatch's received tokens");
     return rows_into(room, r, uint64_t(received) * size_t(o.hidden) * element,
-                     staging.range(out.x, out.idx - out.x, "recv_x"));
+                     staging.range(out_at + out.x, out.idx - out.x, "recv_x"));
   });
   const uint64_t received = uint64_t(result.received);
   // Expert ids become this PE's local expert index (DeepEP's recv_topk_idx), -1 elsewhere.
   const int32_t first_expert = pe_.my_pe() * experts_per_pe(o, pe_.n_pes());
   for (int32_t& id : result.topk_idx) id = id < 0 ? -1 : id - first_expert;
   if (received > 0) {  // else both may be null, which memcpy may not be given
-    std::memcpy(staging.range(out.idx, result.topk_idx.size() * 4, "recv_topk_idx"),
+    std::memcpy(staging.range(out_at + out.idx, result.topk_idx.size() * 4, "recv_topk_idx"),
                 result.topk_idx.data(), result.topk_idx.size() * 4);
-    std::memcpy(staging.range(out.weights, result.topk_weights.size() * 4, "recv_topk_weights"),
-                result.topk_weights.data(), result.topk_weights.size() * 4);
+    std::memcpy(
+        staging.range(out_at + out.weights, result.topk_weights.size() * 4, "recv_topk_weights"),
+        result.topk_weights.data(), result.topk_weights.size() * 4);
   }
   result.topk_idx = {};
   result.topk_weights = {};
@@ -154,6 +156,8 @@ std::byte* SessionMoe::room_at(const attach::Request& r, attach::StagingArea& st
 std::byte* SessionMoe::output_at(const attach::Request& r, attach::StagingArea& staging,
                                  uint64_t staged, uint64_t bytes, uint64_t rows_bytes,
                                  size_t element) {
+  // The process grew the area for the inputs; the outputs' block may lie past them.
+  if (r.output_place == attach::Place::kStaging) staging.grow(staged + bytes, "combine's output");
   std::byte* out =
       placed(r.output_place, r.dst, "dst", staging, staged, bytes, element, "combine's output");
   attach::check_apart(r, rows_bytes, bytes, "combine", "expert rows", "output");
@@ -178,13 +182,16 @@ void SessionMoe::combine(const attach::Request& r, attach::StagingArea& staging)
   const bool bias = r.args[1] != 0;
   const auto block = attach::combine_block(r.count, uint64_t(k.routing.tokens), uint64_t(o.hidden),
                                            bias, dtype_size(o.x_dtype));
+  const StagedBlocks blocks(r, block.end);
   CombineInputs inputs;
-  inputs.expert_rows = input_at(r, staging, block.rows, r.count * row, dtype_size(o.x_dtype),
-                                "combine's expert rows");
+  inputs.expert_rows = input_at(r, staging, blocks.inputs() + block.rows, r.count * row,
+                                dtype_size(o.x_dtype), "combine's expert rows");
   if (bias) {
-    inputs.biases.push_back(staging.range(block.bias, k.routing.tokens * row, "combine's bias"));
+    inputs.biases.push_back(
+        staging.range(blocks.inputs() + block.bias, k.routing.tokens * row, "combine's bias"));
   }
-  inputs.out = output_at(r, staging, block.out, k.routing.tokens * row, r.count * row,
+  const uint64_t out_bytes = k.routing.tokens * row;
+  inputs.out = output_at(r, staging, blocks.outputs(out_bytes), out_bytes, r.count * row,
                          dtype_size(o.x_dtype));
   symmesh::combine(pe_, o, k.result, k.routing, inputs);
 }
@@ -221,11 +228,12 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   // This PE's own inputs are checked before the buffer, which may be made collectively.
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
+  const StagedBlocks blocks(r, in.end);
   const size_t x_bytes = size_t(o.tokens) * size_t(o.hidden) * element;
-  const std::byte* x = input_at(r, staging, in.x, x_bytes, element, "dispatch's x");
-  const Routing routing = staged_routing(o, in, staging);
-  // The received rows straight onto the heap's room or into the staging area, over the tokens
-  // (read by then).
+  const std::byte* x =
+      input_at(r, staging, blocks.inputs() + in.x, x_bytes, element, "dispatch's x");
+  const Routing routing = staged_routing(o, blocks.inputs(), in, staging);
+  // The received rows straight onto the heap's room or into the staging area's outputs block.
   std::byte* room = room_at(r, staging, x_bytes, element);
   LowLatencyBuffer& buffer = low_latency_buffer({.max_tokens = max_tokens,
                                                  .hidden = o.hidden,
@@ -234,13 +242,16 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
                                                  .dtype = o.x_dtype});
   const int local = buffer.local_experts();
   attach::LowLatencyBlock out;
+  uint64_t out_at = 0;
   LowLatencyDispatch d = buffer.dispatch(x, routing, [&](int64_t received) {
     out = attach::low_latency_block(uint64_t(received), r.args[0], uint64_t(local), element);
-    staging.grow(out.end, "low-latency dispatch's received tokens");
+    out_at = blocks.outputs(out.end);
+    staging.grow(out_at + out.end, "low-latency dispatch's received tokens");
     return rows_into(room, r, uint64_t(received) * size_t(o.hidden) * element,
-                     staging.range(out.x, out.counts - out.x, "recv_x"));
+                     staging.range(out_at + out.x, out.counts - out.x, "recv_x"));
   });
-  auto* counts = reinterpret_cast<int64_t*>(staging.range(out.counts, size_t(local) * 8, "counts"));
+  auto* counts =
+      reinterpret_cast<int64_t*>(staging.range(out_at + out.counts, size_t(local) * 8, "counts"));
   for (int e = 0; e < local; ++e) counts[e] = d.count(e);
   const uint64_t handle = next_handle_++;
   const uint64_t received = uint64_t(d.received());
@@ -276,10 +287,12 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
   const size_t element = dtype_size(shape.dtype), row = size_t(shape.hidden) * element;
   const uint64_t tokens = d.sent_record.size() / size_t(pe_.node().nodes());
   const auto block = attach::combine_block(r.count, tokens, uint64_t(shape.hidden), false, element);
-  const std::byte* rows =
-      input_at(r, staging, block.rows, r.count * row, element, "combine's expert rows");
-  low_latency_->combine(d, rows,
-                        output_at(r, staging, block.out, tokens * row, r.count * row, element));
+  const StagedBlocks blocks(r, block.end);
+  const std::byte* rows = input_at(r, staging, blocks.inputs() + block.rows, r.count * row, element,
+                                   "combine's expert rows");
+  low_latency_->combine(
+      d, rows,
+      output_at(r, staging, blocks.outputs(tokens * row), tokens * row, r.count * row, element));
 }
 
 void SessionMoe::release(uint64_t handle) {

@@ -70,7 +70,8 @@ class SessionMoe {
   // that do not fit go there too.
   std::byte* room_at(const attach::Request& r, attach::StagingArea& staging, uint64_t x_bytes,
                      size_t element);
-  // A combine's output (output_place at dst, `bytes`), apart from its `rows_bytes` of rows.
+  // A combine's output (output_place at dst, or the staging area grown to hold it at `staged`;
+  // `bytes`), apart from its `rows_bytes` of rows.
   std::byte* output_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
                        uint64_t bytes, uint64_t rows_bytes, size_t element);
   void check_handle_room() const;
@@ -89,8 +90,6 @@ class SessionMoe {
   };
   std::map<uint64_t, LowLatencyKept> low_latency_handles_;
   uint64_t next_handle_ = 1;
-  // A dispatch's input tokens, copied out of the staging area; kept to hold the next call's.
-  std::vector<std::byte> tokens_;
 };
 
 }  // namespace symmesh

@@ -9,10 +9,13 @@
 Tensors are numpy arrays or CPU torch tensors of float32, bfloat16 (torch only: numpy has no
 bfloat16) or float16. Collectives work in place on tensors made by `empty` (zero-copy); any
 other tensor is copied onto the heap and back. Dispatch, combine and the fused ops copy
-through the PE's private staging area, except that a dispatch's x and a combine's expert rows
-made by `empty` are read where they lie, and the `out` of a dispatch or combine made by
-`empty` is written where it lies. Every PE makes the same calls in the same order with the
-same shapes, and a tensor made by `empty` on one PE is made by `empty` on all.
+their inputs into the PE's private staging area, except that a dispatch's x and a combine's
+expert rows made by `empty` are read where they lie. Their large outputs (recv_x, a combine's
+result) are not copied out: they are tensors over the staging area where the daemon wrote them,
+each lent until it is garbage collected (the area holds them as long as they live), or written
+into an `out` the caller passes (where it lies when `empty` made it). Every PE makes the same
+calls in the same order with the same shapes, and a tensor made by `empty` on one PE is made by
+`empty` on all.
 
 A wrong call raises ValueError naming what was wrong and leaves the session as it was; a call
 the cluster could not carry out raises RuntimeError (TimeoutError at a deadline) and ends the
@@ -135,11 +138,27 @@ def _room_words(room):
     return (0, 0) if room is None else (_address(room), int(room.shape[0]))
 
 
-def _recv_x(room, x, received, hidden):
-    """recv_x: the room's first rows when they hold what arrived, else a new tensor."""
+def _recv_x(room, received):
+    """recv_x in the room's first rows when they hold what arrived, else None: lent."""
     if room is not None and received <= int(room.shape[0]):
         return room[:received]
-    return _new_as(x, (received, hidden))
+    return None
+
+
+def _lent(loan, like, shape):
+    """A tensor of like's kind and dtype over a lent output (None: no rows)."""
+    count = math.prod(shape)
+    if loan is None or count == 0:
+        return _new_as(like, shape)
+    name = _dtype_name(like)
+    if _is_torch(like):
+        torch = _torch()
+        return torch.frombuffer(loan, dtype=getattr(torch, name), count=count).reshape(shape)
+    return numpy.frombuffer(loan, dtype=name, count=count).reshape(shape)
+
+
+def _address_or_0(tensor):
+    return 0 if tensor is None else _address(tensor)
 
 
 def _no_gradients(out, what):
@@ -355,7 +374,8 @@ class Session:
         is read where it lies; any other is copied into the staging area first. With `out`
         (contiguous, [rows, hidden], x's kind and dtype; no gradients) recv_x is out's first
         rows when they hold what arrives (all PEs' tokens together always do), written where
-        they lie when `empty` made out (not over x); else a new tensor.
+        they lie when `empty` made out (not over x); else, as with no out, a tensor over the
+        staging area where the daemon wrote it (lent: nothing copied; see the module's notes).
         """
         if _is_torch(x) and _torch().is_grad_enabled() and (
                 x.requires_grad or getattr(topk_weights, "requires_grad", False)):
@@ -398,17 +418,18 @@ class Session:
 
         def allocate(received):
             outputs.extend([
-                _recv_x(room, x, received, hidden),
+                _recv_x(room, received),
                 _new_as(x, (received, topk), "int64"),
                 _new_as(x, (received, topk), "float32"),
             ])
-            return tuple(_address(t) for t in outputs)
+            return tuple(_address_or_0(t) for t in outputs)
 
-        native = self._s().dispatch(_address(data), _address(ids), _address(weights), tokens,
-                                    hidden, topk, int(num_experts), word, allocate,
-                                    *_room_words(room))
+        native, loan = self._s().dispatch(_address(data), _address(ids), _address(weights),
+                                          tokens, hidden, topk, int(num_experts), word, allocate,
+                                          *_room_words(room))
         handle = DispatchHandle(self, native, ids, weights, int(num_experts))
-        return outputs[0], outputs[1], outputs[2], handle
+        recv_x = outputs[0] if outputs[0] is not None else _lent(loan, x, (native.received, hidden))
+        return recv_x, outputs[1], outputs[2], handle
 
     def combine(self, expert_out, handle, bias=None, out=None):
         """DeepEP's combine: for every token this PE dispatched, the sum over the PEs that
@@ -417,8 +438,9 @@ class Session:
         expert_out made by `empty` (the experts writing their output there) is read where it
         lies; any other is copied into the staging area first. The result goes into `out` when
         given (contiguous, [tokens, hidden], expert_out's kind and dtype; no gradients), written
-        where it lies when `empty` made it (not over expert_out); else into a new tensor. After
-        a failed call, out may hold part of the result.
+        where it lies when `empty` made it (not over expert_out); else it is a tensor over the
+        staging area where the daemon wrote it (lent: nothing copied). After a failed call, out
+        may hold part of the result.
         """
         if not isinstance(handle, DispatchHandle):
             raise ValueError(f"handle is a {type(handle).__name__}: pass what dispatch returned")
@@ -450,7 +472,11 @@ class Session:
                                  f"{_dtype_name(expert_out)}")
             bias = _contiguous(bias.detach() if _is_torch(bias) else bias)
             bias_address = _address(bias)
-        out = _out(out, (native.tokens, hidden), expert_out, "combine")
+        shape = (native.tokens, hidden)
+        if out is None:
+            return _lent(self._s().combine(native, _address(data), hidden, word, bias_address, 0),
+                         expert_out, shape)
+        out = _out(out, shape, expert_out, "combine")
         self._s().combine(native, _address(data), hidden, word, bias_address, _address(out))
         return out
 
@@ -476,17 +502,17 @@ class Session:
 
         def allocate(received):
             outputs.extend([
-                _recv_x(room, x, received, hidden),
+                _recv_x(room, received),
                 _new_as(x, (num_experts // self.world_size,), "int64"),
             ])
-            return tuple(_address(t) for t in outputs)
+            return tuple(_address_or_0(t) for t in outputs)
 
-        native = self._s().low_latency_dispatch(_address(data), _address(ids), _address(weights),
-                                                tokens, hidden, int(ids.shape[1]),
-                                                int(num_experts), int(max_tokens), word, allocate,
-                                                *_room_words(room))
+        native, loan = self._s().low_latency_dispatch(
+            _address(data), _address(ids), _address(weights), tokens, hidden, int(ids.shape[1]),
+            int(num_experts), int(max_tokens), word, allocate, *_room_words(room))
         handle = DispatchHandle(self, native, ids, weights, int(num_experts))
-        return outputs[0], outputs[1], handle
+        recv_x = outputs[0] if outputs[0] is not None else _lent(loan, x, (native.received, hidden))
+        return recv_x, outputs[1], handle
 
     def low_latency_combine(self, expert_out, handle, out=None):
         """DeepEP's low_latency_combine: [tokens, hidden], per token the sum over its experts of
@@ -507,7 +533,11 @@ class Session:
                              f"dispatch delivered {(native.received, native.hidden)} "
                              f"{native.dtype} (one row per received token)")
         data = _contiguous(expert_out.detach() if _is_torch(expert_out) else expert_out)
-        out = _out(out, (native.tokens, hidden), expert_out, "low_latency_combine")
+        shape = (native.tokens, hidden)
+        if out is None:
+            return _lent(self._s().low_latency_combine(native, _address(data), 0), expert_out,
+                         shape)
+        out = _out(out, shape, expert_out, "low_latency_combine")
         self._s().low_latency_combine(native, _address(data), _address(out))
         return out
 

@@ -39,7 +39,8 @@ struct SessionProbe {
   // The staging area, at least `bytes` long, filled with `pattern`.
   static void stage(Session& session, uint64_t bytes, std::span<const uint8_t> pattern) {
     const std::lock_guard staging_held(session.staging_mutex_);
-    fill(session.stage(bytes), bytes, pattern);
+    attach::Request placed{};
+    fill(session.stage(placed, bytes, 0), bytes, pattern);
   }
   // The whole heap the process may name, filled with `pattern`.
   static void fill_heap(Session& session, std::span<const uint8_t> pattern) {

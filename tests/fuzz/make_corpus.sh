@@ -78,9 +78,12 @@ python3 - "$out/session_request" <<'PY'
 import struct, sys
 HEAP = 9699328  # the first byte a call may name (runtime/layout.h kReservedBytes)
 F32, BF16, SUM = 1, 2, 1
-def req(op, dtype=0, reduce=0, inp=0, outp=0, src=0, dst=0, dst_bytes=0, count=0, args=()):
+ROOM, SPILL = 1 << 34, 1 << 20  # a staged call's inputs from 0, its outputs after them
+def req(op, dtype=0, reduce=0, inp=0, outp=0, src=0, dst=0, dst_bytes=0, count=0, args=(),
+        stage_at=0, stage_room=ROOM, spill_at=SPILL):
     a = list(args) + [0] * (4 - len(args))
-    return struct.pack("<IIIHHQQQQ4Q", op, dtype, reduce, inp, outp, src, dst, dst_bytes, count, *a)
+    return struct.pack("<IIIHHQQQQ4QQQQ", op, dtype, reduce, inp, outp, src, dst, dst_bytes, count,
+                       *a, stage_at, stage_room, spill_at)
 def seed(name, requests, pattern=b"", each_its_own=False):  # each: both halves, one a process
     first = 0x80 | (len(requests) // 2 - 1) if each_its_own else len(requests) - 1
     open(sys.argv[1] + "/" + name, "wb").write(bytes([first]) + b"".join(requests) + pattern)
@@ -90,6 +93,13 @@ seed("all-reduce", [req(3, count=4096), req(5, F32, SUM, src=HEAP, dst=HEAP, cou
                     req(6, F32, SUM, src=HEAP, dst=HEAP + 1024, count=16), req(4, dst=HEAP)])
 seed("dispatch-combine", [req(10, count=65536), req(11, F32, count=2, args=(8, 2, 4)),
                           req(12, F32, count=2, args=(1, 0, 8))], experts)
+# Outputs past a room too small for them (spill_at), and a spill_at over the inputs (refused).
+seed("dispatch-spill", [req(10, count=65536),
+                        req(11, F32, count=2, args=(8, 2, 4), stage_at=4096, stage_room=256,
+                            spill_at=8192)], experts)
+seed("spill-over-inputs", [req(10, count=65536),
+                           req(11, F32, count=2, args=(8, 2, 4), stage_room=0, spill_at=64)],
+     experts)
 seed("dispatch-heap", [req(10, count=65536),
                        req(11, F32, inp=1, outp=1, src=HEAP, dst=HEAP + 4096, dst_bytes=512,
                            count=2, args=(8, 2, 4))], experts)

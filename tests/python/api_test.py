@@ -1,8 +1,8 @@
 """The Python API on a running cluster, one process per PE under `symmesh launch`: heap tensors
 (numpy and torch), every collective on and off the heap with the reductions, the fused ops
-against torch's matmul, dispatch/combine on numpy arrays, the low-latency dispatch/combine on
-torch bfloat16 tensors, and wrong calls raising ValueError while the session goes on. Prints
-one line per check and exits non-zero on the first failure.
+against torch's matmul, dispatch/combine on numpy arrays (their outputs lent, or into `out`),
+the low-latency dispatch/combine on torch bfloat16 tensors, and wrong calls raising ValueError
+while the session goes on. Prints one line per check and exits non-zero on the first failure.
 """
 
 import sys
@@ -174,6 +174,15 @@ def main():
         check(s, f"dispatch into out of {len(out)} rows (on the heap: {s.on_heap(out)})",
               numpy.array_equal(got, recv_x) and (got.ctypes.data == out.ctypes.data) == fits)
     s.free(room)
+    # With no out, recv_x and the combine's result are lent where the daemon wrote them: later
+    # calls go around them, so they keep their values, and they are the caller's to write.
+    kept_x, kept_y = recv_x.copy(), y2.copy()
+    for _ in range(3):
+        again_x, _, _, again = s.dispatch(x + 1, idx, weights, experts)
+        s.combine(again_x * 0, again)
+    check(s, "lent outputs keep their values through later calls",
+          numpy.array_equal(recv_x, kept_x) and numpy.array_equal(y2, kept_y))
+    check(s, "a lent output is writable", recv_x.flags.writeable and y2.flags.writeable)
 
     # The low-latency mode on torch bfloat16: the same routing, weights 0.5 and 0.25; each
     # expert returns its tokens as they came, so a token comes back as 0.75 x.
@@ -236,8 +245,13 @@ def main():
                                                                                numpy.float32)),
                        "multiple of")
     s.barrier()
-    print(f"api_test: rank {r} of {w}: every check passed", flush=True)
+    rank = s.rank
     s.close()
+    if not numpy.array_equal(y2, kept_y):  # a lent output outlives its session
+        print(f"api_test: rank {rank}: a lent output changed when its session closed FAILED",
+              file=sys.stderr, flush=True)
+        sys.exit(1)
+    print(f"api_test: rank {r} of {w}: every check passed", flush=True)
 
 
 if __name__ == "__main__":

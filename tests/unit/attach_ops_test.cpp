@@ -1,14 +1,16 @@
 // The calls an attached process makes on its own tensors, through the staging area: MoE dispatch
 // and combine with DeepEP's semantics (what each PE receives, in which order, with which local
 // expert indices; the combine's sums and bias; a backward combine of another width), tokens,
-// expert rows and combined tokens on the heap used where they lie, a hostile place or heap
-// offset refused, the three fused ops against a plain matmul, a wrong routing refused before
-// anything is sent, and PEs whose calls disagree all refused together.
+// expert rows and combined tokens on the heap used where they lie, outputs lent where they
+// lie in the staging area, a hostile place, heap or staging offset refused, the three fused ops
+// against a plain matmul, a wrong routing refused before anything is sent, and PEs whose calls
+// disagree all refused together.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <vector>
@@ -33,7 +35,7 @@ struct SessionProbe {
                             .count = 2,
                             .args = {8, 2, 4}};
     const std::lock_guard staging_held(session.staging_mutex_);
-    session.stage_tokens("dispatch", tokens(), kMaxMoeTokens, request);
+    session.stage_tokens("dispatch", tokens(), kMaxMoeTokens, 0, request);
     request.input_place = place;
     request.src = src;
     request.output_place = out;
@@ -41,9 +43,23 @@ struct SessionProbe {
     request.dst_bytes = dst_bytes;
     session.call(request);
   }
+  // A dispatch whose outputs, past a room of none, go to staging offset `spill_at`.
+  static void dispatch_spilling_to(Session& session, uint64_t spill_at) {
+    attach::Request request{.op = attach::Op::kDispatch,
+                            .dtype = uint32_t(wire::DATA_TYPE_F32),
+                            .count = 2,
+                            .args = {8, 2, 4}};
+    const std::lock_guard staging_held(session.staging_mutex_);
+    session.stage_tokens("dispatch", tokens(), kMaxMoeTokens, 0, request);
+    request.stage_room = 0;
+    request.spill_at = spill_at;
+    session.call(request);
+  }
   // An honest dispatch, then a combine of its rows whose output goes to `place` at heap offset
-  // `dst`.
-  static void combine_to(Session& session, attach::Place place, uint64_t dst) {
+  // `dst`, or to staging offset `spill_at` when given (past a room of none). Returns the staging
+  // area's size after it.
+  static uint64_t combine_to(Session& session, attach::Place place, uint64_t dst,
+                             uint64_t spill_at = 0) {
     const Session::MoeTokens t = tokens();
     std::vector<float> recv(2 * 2 * 8), recv_weights(2 * 2 * 2);
     std::vector<int64_t> recv_idx(2 * 2 * 2);
@@ -59,10 +75,15 @@ struct SessionProbe {
     const auto block = attach::combine_block(request.count, 2, 8, false, 4);
     const std::lock_guard staging_held(session.staging_mutex_);
     session.place_input(request, recv.data(), request.count * 8 * 4,
-                        session.stage(block.end) + block.rows, 4);
+                        session.stage(request, block.end, 2 * 8 * 4) + block.rows, 4);
     request.output_place = place;
     request.dst = dst;
+    if (spill_at != 0) {
+      request.stage_room = 0;
+      request.spill_at = spill_at;
+    }
     session.call(request);
+    return session.staging_->bytes();
   }
   // The first byte of the PE's slice: the daemon's own state, not the process's heap.
   static float* slice_start(Session& session) { return reinterpret_cast<float*>(session.slice_); }
@@ -95,42 +116,65 @@ struct MoeOutcome {
   std::vector<float> weight_grads;  // [tokens][8]: a combine of recv weights, 8 wide
 };
 
-MoeOutcome run_moe(Session& session, int pe) {
-  std::vector<float> x(kTokens * kHidden), weights(kTokens * kTopk);
-  std::vector<int64_t> idx(kTokens * kTopk);
+// PE pe's tokens and routing.
+struct MoeInputs {
+  std::vector<float> x = std::vector<float>(kTokens * kHidden);
+  std::vector<float> weights = std::vector<float>(kTokens * kTopk);
+  std::vector<int64_t> idx = std::vector<int64_t>(kTokens * kTopk);
+};
+
+MoeInputs moe_inputs(int pe) {
+  MoeInputs in;
   for (int64_t t = 0; t < kTokens; ++t) {
-    for (int64_t h = 0; h < kHidden; ++h) x[t * kHidden + h] = token_value(pe, t, h);
+    for (int64_t h = 0; h < kHidden; ++h) in.x[t * kHidden + h] = token_value(pe, t, h);
     for (int k = 0; k < kTopk; ++k) {
-      idx[t * kTopk + k] = expert_of(pe, t, k);
-      weights[t * kTopk + k] = 0.25f * float(k + 1);
+      in.idx[t * kTopk + k] = expert_of(pe, t, k);
+      in.weights[t * kTopk + k] = 0.25f * float(k + 1);
     }
   }
+  return in;
+}
+
+// The experts: expert e of this PE scales its token by (local index + 1), weighted.
+std::vector<float> expert_rows(const float* recv_x, const MoeOutcome& got, int64_t received) {
+  std::vector<float> rows(received * kHidden, 0.0f);
+  for (int64_t i = 0; i < received; ++i) {
+    for (int k = 0; k < kTopk; ++k) {
+      const int64_t local = got.recv_idx[i * kTopk + k];
+      if (local < 0) continue;
+      const float w = got.recv_weights[i * kTopk + k];
+      for (int64_t h = 0; h < kHidden; ++h) {
+        rows[i * kHidden + h] += w * float(local + 1) * recv_x[i * kHidden + h];
+      }
+    }
+  }
+  return rows;
+}
+
+const std::vector<float> kBias(kTokens* kHidden, 0.5f);
+
+MoeOutcome run_moe(Session& session, int pe) {
+  const MoeInputs in = moe_inputs(pe);
   MoeOutcome out;
   auto handle = session.dispatch(
-      x.data(), idx.data(), weights.data(), kTokens, kHidden, kTopk, kExperts, wire::DATA_TYPE_F32,
-      [&](int64_t received) {
+      in.x.data(), in.idx.data(), in.weights.data(), kTokens, kHidden, kTopk, kExperts,
+      wire::DATA_TYPE_F32, [&](int64_t received) {
         out.recv_x.resize(received * kHidden);
         out.recv_idx.resize(received * kTopk);
         out.recv_weights.resize(received * kTopk);
         return DispatchOutputs{out.recv_x.data(), out.recv_idx.data(), out.recv_weights.data()};
       });
-  // The experts: expert e of this PE scales its token by (local index + 1), weighted.
   const int64_t received = handle->received;
-  std::vector<float> rows(received * kHidden, 0.0f), bias(kTokens * kHidden, 0.5f);
+  const std::vector<float> rows = expert_rows(out.recv_x.data(), out, received);
   std::vector<float> weight_rows(received * 8, 0.0f);
   for (int64_t i = 0; i < received; ++i) {
     for (int k = 0; k < kTopk; ++k) {
-      const int64_t local = out.recv_idx[i * kTopk + k];
-      if (local < 0) continue;
-      const float w = out.recv_weights[i * kTopk + k];
-      for (int64_t h = 0; h < kHidden; ++h) {
-        rows[i * kHidden + h] += w * float(local + 1) * out.recv_x[i * kHidden + h];
-      }
-      weight_rows[i * 8 + k] = w;
+      if (out.recv_idx[i * kTopk + k] >= 0)
+        weight_rows[i * 8 + k] = out.recv_weights[i * kTopk + k];
     }
   }
   out.combined.resize(kTokens * kHidden);
-  session.combine(*handle, rows.data(), kHidden, wire::DATA_TYPE_F32, bias.data(),
+  session.combine(*handle, rows.data(), kHidden, wire::DATA_TYPE_F32, kBias.data(),
                   out.combined.data());
   out.weight_grads.resize(kTokens * 8);
   session.combine(*handle, weight_rows.data(), 8, wire::DATA_TYPE_F32, nullptr,
@@ -192,6 +236,70 @@ TEST_F(AttachedOps, DispatchDeliversEachTokenOnceInOrderAndCombineSumsItBack) {
     }
   }
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+// A dispatch's recv_x and a combine's result lent where the daemon wrote them hold the bytes the
+// copying calls give. A whole dispatch and combine after them goes around them (their bytes stay),
+// they go back to the area when dropped, and one kept outlives its session.
+struct LentOutcome {
+  std::string error;
+  std::shared_ptr<StagingLoan> kept;  // the combine's, past the session's end
+  std::vector<float> want;
+};
+
+bool holds(const std::shared_ptr<StagingLoan>& loan, const std::vector<float>& want) {
+  return loan && loan->bytes() == want.size() * sizeof(float) &&
+         std::memcmp(loan->data(), want.data(), loan->bytes()) == 0;
+}
+
+TEST_F(AttachedOps, LentOutputsHoldTheCopiedBytesAndLaterCallsGoAroundThem) {
+  auto pes = start_session();
+  std::vector<LentOutcome> outcomes = run_processes([](Session& session, int pe) {
+    LentOutcome outcome;
+    const MoeOutcome copied = run_moe(session, pe);
+    const MoeInputs in = moe_inputs(pe);
+    MoeOutcome got;
+    std::shared_ptr<StagingLoan> recv_x;
+    auto handle = session.dispatch(
+        in.x.data(), in.idx.data(), in.weights.data(), kTokens, kHidden, kTopk, kExperts,
+        wire::DATA_TYPE_F32,
+        [&](int64_t received) {
+          got.recv_idx.resize(received * kTopk);
+          got.recv_weights.resize(received * kTopk);
+          return DispatchOutputs{nullptr, got.recv_idx.data(), got.recv_weights.data()};
+        },
+        {}, &recv_x);
+    if (!holds(recv_x, copied.recv_x)) outcome.error += "recv_x differs; ";
+    const std::vector<float> rows =
+        expert_rows(reinterpret_cast<const float*>(recv_x->data()), got, handle->received);
+    std::shared_ptr<StagingLoan> combined =
+        session.combine(*handle, rows.data(), kHidden, wire::DATA_TYPE_F32, kBias.data());
+    if (!holds(combined, copied.combined)) outcome.error += "the combine's result differs; ";
+    if (session.loans_outstanding() != 2) outcome.error += "not 2 loans; ";
+    // Rows wide enough that the result lies past the area the inputs needed: each token comes
+    // back once from every PE that received it.
+    constexpr int64_t kWide = kMaxMoeHidden;
+    const std::vector<float> ones(size_t(handle->received) * kWide, 1.0f);
+    const auto wide = session.combine(*handle, ones.data(), kWide, wire::DATA_TYPE_F32, nullptr);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      const float pes_of_t = t % 3 == 0 || (t + pe) % 2 == 0 ? 1.0f : 2.0f;
+      const auto* row = reinterpret_cast<const float*>(wide->data()) + t * kWide;
+      if (row[0] != pes_of_t || row[kWide - 1] != pes_of_t) outcome.error += "a wide row differs; ";
+    }
+    run_moe(session, pe);  // its staged blocks go around the loans
+    if (!holds(recv_x, copied.recv_x)) outcome.error += "a later call wrote over recv_x; ";
+    if (!holds(combined, copied.combined)) outcome.error += "a later call wrote over the result; ";
+    recv_x.reset();
+    if (session.loans_outstanding() != 2) outcome.error += "recv_x was not given back; ";
+    outcome.kept = std::move(combined);
+    outcome.want = copied.combined;
+    return outcome;
+  });
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+  for (const LentOutcome& outcome : outcomes) {
+    EXPECT_EQ(outcome.error, "");
+    EXPECT_TRUE(holds(outcome.kept, outcome.want)) << "the loan lost its bytes with its session";
+  }
 }
 
 // Tokens and rows the process made on its heap are read there, not through the staging area:
@@ -301,7 +409,14 @@ TEST_F(AttachedOps, TensorsOnTheHeapAreReadAndWrittenWhereTheyLie) {
 // one are each refused naming what was wrong. Each ends that session only: the node serves the next
 // one.
 TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
-  enum class Tensor { kDispatchX, kRecvX, kRecvXRoomPastTheHeap, kRecvXOverX, kCombineOut };
+  enum class Tensor {
+    kDispatchX,
+    kRecvX,
+    kRecvXRoomPastTheHeap,
+    kRecvXOverX,
+    kCombineOut,
+    kSpilledOverX
+  };
   struct Case {
     Tensor tensor;
     attach::Place place;
@@ -331,6 +446,9 @@ TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
        "dispatch's recv_x at heap offset " + std::to_string(kReservedBytes + 32) +
            " (128 bytes) overlaps dispatch's x at " + std::to_string(kReservedBytes) +
            " (64 bytes): allowed separate tensors"},
+      {Tensor::kSpilledOverX, attach::Place::kStaging, 64,
+       "staging offset spill_at = 64 is not past the call's inputs, [0, 192): allowed 192 or "
+       "more"},
       {Tensor::kCombineOut, attach::Place(9), 0,
        "combine's output is at place 9: allowed 0 (the staging area) or 1 (the symmetric heap "
        "at dst)"},
@@ -360,6 +478,9 @@ TEST_F(AttachedOps, AHostilePlaceOrHeapOffsetIsRefusedNamingIt) {
             break;
           case Tensor::kCombineOut:
             SessionProbe::combine_to(session, c.place, c.offset);
+            break;
+          case Tensor::kSpilledOverX:
+            SessionProbe::dispatch_spilling_to(session, c.offset);
             break;
         }
         return std::string("accepted");
@@ -422,6 +543,18 @@ TEST_F(AttachedOps, APointerIntoTheDaemonsStateIsRefusedBeforeAnythingIsSent) {
   });
   EXPECT_EQ(said, std::vector<std::string>(2, "ok"));
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+// A combine's output past the staging area's end (the process grows the area for a call's
+// inputs only) grows it: the daemon writes it there, and the process maps it.
+TEST_F(AttachedOps, AnOutputPastTheStagingAreaGrowsIt) {
+  auto pes = start_session();
+  constexpr uint64_t kFar = uint64_t{48} << 20;
+  const auto sizes = run_processes([](Session& session, int) {
+    return SessionProbe::combine_to(session, attach::Place::kStaging, 0, kFar);
+  });
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+  for (const uint64_t size : sizes) EXPECT_EQ(size, uint64_t{64} << 20);
 }
 
 // An output over its own input on the heap is refused by the library, naming both, before
