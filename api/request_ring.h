@@ -11,7 +11,8 @@
 // The same memfd holds, after the ring, the PE's staging area: memory private to the PE and its
 // process (not symmetric) through which the calls whose sizes differ between PEs pass their
 // tensors (dispatch, combine, the fused ops). It grows on demand: the daemon enlarges the memfd
-// and maps it again, and every completion carries the size, which the process maps in turn.
+// and maps the new part, and every completion carries the size, which the process maps in turn
+// (api/staging_area.h: neither mapping ever moves).
 #pragma once
 
 #include <atomic>

@@ -316,6 +316,19 @@ void Session::all_to_all(void* dst, const void* src, size_t count, wire::DataTyp
 
 std::byte* Session::stage(attach::Request& request, uint64_t in_bytes, uint64_t out_bytes) {
   loans_->place(request, in_bytes, out_bytes);
+  // Refused here, before anything is sent: the daemon's refusal would end the session.
+  const uint64_t most = attach::kMaxStagingBytes;
+  const uint64_t inputs = attach::align64(in_bytes);
+  if (request.stage_at > most || inputs > most - request.stage_at ||
+      out_bytes > most - request.stage_at - inputs) {
+    throw InvalidArgument(
+        "the call needs " + std::to_string(inputs) + " bytes of staging for its inputs and " +
+        std::to_string(out_bytes) + " for its outputs, past " + std::to_string(request.stage_at) +
+        " bytes that " + std::to_string(loans_->outstanding()) +
+        " outputs still lent hold; allowed up to " + std::to_string(most) +
+        " (drop or copy held outputs, pass tensors made with empty() to skip staging, or "
+        "smaller ones)");
+  }
   const uint64_t end = request.stage_at + in_bytes;
   if (staging_->bytes() < end) call(attach::Request{.op = attach::Op::kStage, .count = end});
   return staging_->range(request.stage_at, in_bytes, "the staging area");
@@ -385,10 +398,11 @@ void Session::offer_room(attach::Request& request, const RecvRoom& room, int64_t
 void Session::take_recv_x(const attach::Request& request, uint64_t staged, uint64_t bytes, void* to,
                           std::shared_ptr<StagingLoan>* lent) {
   const bool in_room = request.output_place == attach::Place::kHeap && bytes <= request.dst_bytes;
-  if (!to) {
-    if (!lent) throw InvalidArgument("dispatch: allocate answered no recv_x, and none is lent");
-    *lent = in_room ? nullptr : loans_->lend(staged, bytes);
-    return;
+  if (!to) {  // lent; or no rows (an empty vector's data() is null)
+    if (lent) *lent = in_room ? nullptr : loans_->lend(staged, bytes);
+    if (lent || bytes == 0) return;
+    throw InvalidArgument("dispatch: allocate answered no recv_x for " + std::to_string(bytes) +
+                          " bytes, and none may be lent");
   }
   const std::byte* recv_x =
       in_room ? slice_ + request.dst : staging_->range(staged, bytes, "dispatch's recv_x");
@@ -428,8 +442,9 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
 
 void Session::combine(const DispatchHandle& handle, const void* rows, int64_t hidden,
                       wire::DataType dtype, const void* bias, void* out) {
-  if (!out)
+  if (!out && handle.tokens != 0) {
     throw InvalidArgument("combine: out is null: pass the result's memory, or none to lend it");
+  }
   combine_into(handle, rows, hidden, dtype, bias, out);
 }
 
@@ -520,7 +535,7 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
 }
 
 void Session::low_latency_combine(const DispatchHandle& handle, const void* rows, void* out) {
-  if (!out) {
+  if (!out && handle.tokens != 0) {
     throw InvalidArgument(
         "low_latency_combine: out is null: pass the result's memory, or none to lend it");
   }

@@ -8,8 +8,9 @@
 // order, so an allocation has the same offset everywhere; collectives take heap tensors.
 //
 // Dispatch, combine and the fused ops take tensors anywhere in the process: PEs pass different
-// sizes to them, so they travel through the PE's private staging area (a copy each way), not
-// the symmetric heap. The MoE calls' large tensors that lie on the heap are the exception: a
+// sizes to them, so they travel through the PE's private staging area (a copy in, and one out
+// unless lent), not the symmetric heap. The MoE calls' large tensors that lie on the heap are
+// the exception: a
 // dispatch's x and its recv_x room, a combine's rows and its output are used where they lie.
 // And the MoE calls can lend their large output instead of copying it out: it stays in the
 // staging area where the daemon wrote it, the caller's until it drops the StagingLoan.
@@ -165,7 +166,8 @@ class Session {
   // and out after.
   void combine(const DispatchHandle& handle, const void* rows, int64_t hidden, wire::DataType dtype,
                const void* bias, void* out);
-  // The same, its result lent where the daemon wrote it (null for no tokens).
+  // (out may be null only for no tokens.) The same, its result lent where the daemon wrote it
+  // (null for no tokens):
   std::shared_ptr<StagingLoan> combine(const DispatchHandle& handle, const void* rows,
                                        int64_t hidden, wire::DataType dtype, const void* bias);
 

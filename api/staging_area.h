@@ -1,6 +1,6 @@
 // One side's mapping of a PE's staging area (api/request_ring.h): the bytes after the request
 // ring in the ring's memfd. The daemon grows it (the memfd, then its own mapping); the process
-// maps it again at the size the completion reports. Both keep the descriptor for that.
+// maps the new part at the size the completion reports. Both keep the descriptor for that.
 //
 // The mapping never moves: the whole most the area may grow to is reserved (address space
 // only) when the area is first mapped, and growing maps the new tail in place. So a pointer
@@ -8,6 +8,7 @@
 // the area for the outputs, and the process lends its callers tensors in it (api/staging_loans.h).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -23,7 +24,7 @@ class StagingArea {
   StagingArea(const StagingArea&) = delete;
   StagingArea& operator=(const StagingArea&) = delete;
 
-  uint64_t bytes() const { return bytes_; }
+  uint64_t bytes() const { return bytes_.load(std::memory_order_acquire); }
   // Maps the area up to `bytes` (a whole number of pages), which the memfd already holds. The
   // area never shrinks: a smaller size keeps the mapping as it is.
   void map(uint64_t bytes);
@@ -35,8 +36,10 @@ class StagingArea {
 
  private:
   int fd_;
-  std::byte* data_ = nullptr;  // the reservation's start, kMaxStagingBytes long
-  uint64_t bytes_ = 0;         // mapped from the memfd
+  // One thread maps (the process's call, the daemon's PE thread) while another may take ranges
+  // (the process's staged calls): both only grow, published by bytes_.
+  std::atomic<std::byte*> data_ = nullptr;  // the reservation's start, kMaxStagingBytes long
+  std::atomic<uint64_t> bytes_ = 0;         // mapped from the memfd
 };
 
 }  // namespace symmesh::attach

@@ -1,8 +1,10 @@
 #include "api/staging_loans.h"
 
 #include <algorithm>
+#include <string>
 
 #include "api/staging_layout.h"
+#include "common/errors.h"
 
 namespace symmesh {
 
@@ -35,7 +37,9 @@ std::shared_ptr<StagingLoan> StagingLoans::lend(uint64_t offset, uint64_t bytes)
   std::byte* data = area_->range(offset, bytes, "a lent output");
   {
     const std::lock_guard lock(mutex_);
-    lent_.emplace(offset, offset + bytes);
+    if (!lent_.emplace(offset, offset + bytes).second) {
+      throw Error("staging offset " + std::to_string(offset) + " is lent already");
+    }
   }
   return std::shared_ptr<StagingLoan>(new StagingLoan(shared_from_this(), offset, data, bytes));
 }

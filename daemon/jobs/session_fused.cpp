@@ -45,6 +45,14 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
   o.k = int64_t(r.args[2]);
   validate(o, n_pes);
   const size_t element = dtype_size(o.dtype);
+  // The staged operands' places are checked before the plan's exchange, so a PE's refusal
+  // comes before any collective step. A and B are the inputs' block (up to where C would
+  // follow); the results are the outputs'.
+  const auto in =
+      attach::fused_block(a_rows, uint64_t(o.m), r.args[1], r.args[2], sharded, element);
+  const StagedBlocks blocks(r, in.c);
+  const std::byte* a = staging.range(blocks.inputs() + in.a, a_rows * o.k * element, "A");
+  const std::byte* b = staging.range(blocks.inputs() + in.b, uint64_t(o.k) * o.n * element, "B");
   const std::string plan_key = mode == FusedMode::kAuto ? fused_plan_key(o, pe) : "";
   const std::optional<FusedMode> plan =
       mode == FusedMode::kAuto ? agreed_plan(pe, &daemon_fused_plans(), plan_key) : mode;
@@ -67,13 +75,7 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
         ": allowed up to " + std::to_string(attach::kMaxStagingBytes) + " bytes of operands and " +
         std::to_string(uint64_t(kMaxSessionFusedFlops)) + " flops");
   }
-  const uint64_t c_rows_most = uint64_t(o.m);
-  const auto in = attach::fused_block(a_rows, c_rows_most, r.args[1], r.args[2], sharded, element);
-  // A and B are the inputs' block (up to where C would follow); the results are the outputs'.
-  const StagedBlocks blocks(r, in.c);
   FusedTensors t;
-  const std::byte* a = staging.range(blocks.inputs() + in.a, a_rows * o.k * element, "A");
-  const std::byte* b = staging.range(blocks.inputs() + in.b, uint64_t(o.k) * o.n * element, "B");
   t.a.assign(a, a + a_rows * o.k * element);
   t.b.assign(b, b + uint64_t(o.k) * o.n * element);
   if (plan) {
@@ -88,7 +90,9 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
 
   const uint64_t c_rows = t.c.size() / uint64_t(o.n);
   const auto out = attach::fused_block(a_rows, c_rows, r.args[1], r.args[2], sharded, element);
-  const uint64_t at = blocks.outputs(out.end - out.c) - out.c;  // out's offsets from its start
+  // C's offset does not depend on its rows (in.c == out.c), so this cannot wrap: spill_at is
+  // past stage_at + in.c.
+  const uint64_t at = blocks.outputs(out.end - out.c) - out.c;
   staging.grow(at + out.end, "the fused op's result");
   store_from_f32(staging.range(at + out.c, c_rows * o.n * element, "C"), t.c.data(), t.c.size(),
                  o.dtype);

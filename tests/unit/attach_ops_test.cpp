@@ -731,6 +731,59 @@ TEST_F(AttachedOps, AutoModePlansOnceAndEveryCallGivesTheSameBitsAndABadModeIsNa
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
+// A PE with no tokens that receives no rows passes empty vectors, whose data() is null: its
+// dispatch and combine go through (nothing to copy or lend) while its peer's carry the tokens.
+TEST_F(AttachedOps, APeWithNoTokensAndNoRowsMayPassEmptyVectors) {
+  auto pes = start_session();
+  const auto combined = run_processes([](Session& session, int pe) {
+    const int64_t tokens = pe == 0 ? 2 : 0;
+    std::vector<float> x(tokens * kHidden, 1.0f), weights(tokens * kTopk, 1.0f), recv_x, recv_w;
+    std::vector<int64_t> idx(tokens * kTopk), recv_idx;
+    for (int64_t i = 0; i < tokens * kTopk; ++i) idx[i] = i % 2;  // experts 0 and 1: PE 0's
+    const auto handle =
+        session.dispatch(x.data(), idx.data(), weights.data(), tokens, kHidden, kTopk, kExperts,
+                         wire::DATA_TYPE_F32, [&](int64_t received) {
+                           recv_x.resize(received * kHidden);
+                           recv_idx.resize(received * kTopk);
+                           recv_w.resize(received * kTopk);
+                           return DispatchOutputs{recv_x.data(), recv_idx.data(), recv_w.data()};
+                         });
+    std::vector<float> out(tokens * kHidden);
+    session.combine(*handle, recv_x.data(), kHidden, wire::DATA_TYPE_F32, nullptr, out.data());
+    return out;
+  });
+  EXPECT_EQ(combined[0], std::vector<float>(2 * kHidden, 1.0f)) << "each token once, from PE 0";
+  EXPECT_TRUE(combined[1].empty());
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+// A call whose blocks would pass the staging area's most is refused by the library before
+// anything is sent (x is not even read), and the session goes on.
+TEST_F(AttachedOps, ACallPastTheStagingAreasMostIsRefusedBeforeAnythingIsSent) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& session, int) -> std::string {
+    constexpr int64_t kMany = int64_t{1} << 18, kWidest = kMaxMoeHidden;  // 64 GiB of f32 x
+    const std::vector<int64_t> idx(kMany, -1);
+    const std::vector<float> weights(kMany, 1.0f), x(1);
+    std::string error;
+    try {
+      session.dispatch(x.data(), idx.data(), weights.data(), kMany, kWidest, 1, kExperts,
+                       wire::DATA_TYPE_F32, [&](int64_t) { return DispatchOutputs{}; });
+    } catch (const InvalidArgument& e) {
+      error = e.what();
+    }
+    session.barrier();  // the session still serves
+    return error;
+  });
+  for (const std::string& error : said) {
+    EXPECT_NE(error.find("bytes of staging for its inputs"), std::string::npos) << error;
+    EXPECT_NE(error.find("allowed up to " + std::to_string(attach::kMaxStagingBytes)),
+              std::string::npos)
+        << error;
+  }
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
 TEST_F(AttachedOps, AnExpertOutOfRangeIsRefusedNamingTheTokenAndTheSessionGoesOn) {
   auto pes = start_session();
   const std::vector<std::string> said = run_processes([](Session& session, int) -> std::string {
