@@ -30,30 +30,20 @@ struct SessionProbe {
   static void dispatch_at(Session& session, attach::Place place, uint64_t src,
                           attach::Place out = attach::Place::kStaging, uint64_t dst = 0,
                           uint64_t dst_bytes = 0) {
-    attach::Request request{.op = attach::Op::kDispatch,
-                            .dtype = uint32_t(wire::DATA_TYPE_F32),
-                            .count = 2,
-                            .args = {8, 2, 4}};
-    const std::lock_guard staging_held(session.staging_mutex_);
-    session.stage_tokens("dispatch", tokens(), kMaxMoeTokens, 0, request);
-    request.input_place = place;
-    request.src = src;
-    request.output_place = out;
-    request.dst = dst;
-    request.dst_bytes = dst_bytes;
-    session.call(request);
+    staged_dispatch(session, [&](attach::Request& request) {
+      request.input_place = place;
+      request.src = src;
+      request.output_place = out;
+      request.dst = dst;
+      request.dst_bytes = dst_bytes;
+    });
   }
   // A dispatch whose outputs, past a room of none, go to staging offset `spill_at`.
   static void dispatch_spilling_to(Session& session, uint64_t spill_at) {
-    attach::Request request{.op = attach::Op::kDispatch,
-                            .dtype = uint32_t(wire::DATA_TYPE_F32),
-                            .count = 2,
-                            .args = {8, 2, 4}};
-    const std::lock_guard staging_held(session.staging_mutex_);
-    session.stage_tokens("dispatch", tokens(), kMaxMoeTokens, 0, request);
-    request.stage_room = 0;
-    request.spill_at = spill_at;
-    session.call(request);
+    staged_dispatch(session, [&](attach::Request& request) {
+      request.stage_room = 0;
+      request.spill_at = spill_at;
+    });
   }
   // An honest dispatch, then a combine of its rows whose output goes to `place` at heap offset
   // `dst`, or to staging offset `spill_at` when given (past a room of none). Returns the staging
@@ -91,6 +81,18 @@ struct SessionProbe {
   static std::byte* heap_start(Session& session) { return session.slice_ + session.heap_start_; }
 
  private:
+  // The dispatch of tokens(), staged as an honest process would, then changed by `hostile`.
+  template <class Change>
+  static void staged_dispatch(Session& session, Change hostile) {
+    attach::Request request{.op = attach::Op::kDispatch,
+                            .dtype = uint32_t(wire::DATA_TYPE_F32),
+                            .count = 2,
+                            .args = {8, 2, 4}};
+    const std::lock_guard staging_held(session.staging_mutex_);
+    session.stage_tokens("dispatch", tokens(), kMaxMoeTokens, 0, request);
+    hostile(request);
+    session.call(request);
+  }
   static Session::MoeTokens tokens() {
     static const std::vector<int64_t> ids = {0, 1, 2, 3};
     static const std::vector<float> x(16), weights(4, 1.0f);
