@@ -157,7 +157,7 @@ std::shared_ptr<StagingLoan> Session::call_into(const attach::Request& request, 
                                                 size_t bytes, uint64_t in_bytes) {
   call(request);
   if (request.output_place != attach::Place::kStaging) return nullptr;
-  const uint64_t staged = outputs_at(request, in_bytes, bytes);
+  const uint64_t staged = attach::staged_outputs_at(request, in_bytes, bytes);
   if (!out) return loans_->lend(staged, bytes);
   if (bytes != 0) std::memcpy(out, staging_->range(staged, bytes, "combine's output"), bytes);
   return nullptr;
@@ -334,11 +334,6 @@ std::byte* Session::stage(attach::Request& request, uint64_t in_bytes, uint64_t 
   return staging_->range(request.stage_at, in_bytes, "the staging area");
 }
 
-uint64_t Session::outputs_at(const attach::Request& request, uint64_t in_bytes,
-                             uint64_t bytes) const {
-  return attach::staged_outputs_at(request, in_bytes, bytes);
-}
-
 DispatchHandle::~DispatchHandle() {
   // Sent with the session's next call: a destructor may run on any thread, even during a call
   // (Python's collector), and must not wait for one.
@@ -430,7 +425,7 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
   const auto in = attach::token_block(uint64_t(tokens), uint64_t(hidden), uint64_t(topk), e);
   const auto out = attach::token_block(received, uint64_t(hidden), uint64_t(topk), e);
   dispatch_outputs_ = out.end;
-  const uint64_t at = outputs_at(request, in.end, out.end);
+  const uint64_t at = attach::staged_outputs_at(request, in.end, out.end);
   const std::byte* from = staging_->range(at, out.end, "dispatch's output");
   const DispatchOutputs to = allocate(int64_t(received));
   take_recv_x(request, at + out.x, received * hidden * e, to.x, lent_x);
@@ -526,7 +521,7 @@ std::shared_ptr<DispatchHandle> Session::low_latency_dispatch(
   const auto handle = make_handle(id, received, most, tokens_in, max_tokens);
   const auto in = attach::token_block(uint64_t(tokens), uint64_t(hidden), uint64_t(topk), e);
   const auto out = attach::low_latency_block(received, uint64_t(hidden), uint64_t(local), e);
-  const uint64_t at = outputs_at(request, in.end, out.end);
+  const uint64_t at = attach::staged_outputs_at(request, in.end, out.end);
   const LowLatencyOutputs to = allocate(int64_t(received));
   take_recv_x(request, at + out.x, received * hidden * e, to.x, lent_x);
   std::memcpy(to.counts, staging_->range(at + out.counts, size_t(local) * 8, "counts"),
@@ -605,7 +600,7 @@ uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, vo
   }
   const auto out =
       attach::fused_block(uint64_t(a_rows), rows, uint64_t(n), uint64_t(k), gathered != nullptr, e);
-  const uint64_t at = outputs_at(request, block.c, out.end - out.c) - out.c;
+  const uint64_t at = attach::staged_outputs_at(request, block.c, out.end - out.c) - out.c;
   std::memcpy(c, staging_->range(at + out.c, rows * n * e, "the result"), rows * n * e);
   if (gathered) {
     std::memcpy(gathered, staging_->range(at + out.gathered, rows * k * e, "the gathered A"),

@@ -221,8 +221,6 @@ class Session {
   // Places a call's blocks in `request` (StagingLoans::place) and returns its inputs' block of
   // `in_bytes`, the area grown to hold it (the caller holds staging_mutex_).
   std::byte* stage(attach::Request& request, uint64_t in_bytes, uint64_t out_bytes);
-  // The call's outputs block of `bytes`, where the daemon wrote it after `in_bytes` of inputs.
-  uint64_t outputs_at(const attach::Request& request, uint64_t in_bytes, uint64_t bytes) const;
   // A dispatch's tokens and routing, checked (`call` names the call in errors) and staged.
   struct MoeTokens {
     const void* x;

@@ -18,11 +18,10 @@ void StagingLoans::place(attach::Request& request, uint64_t in_bytes, uint64_t o
   uint64_t from = 0;  // the gap's start: past every loan before it
   for (const auto& [offset, end] : lent_) {
     if (offset >= from && offset - from >= inputs && offset - from - inputs >= out_bytes) {
-      uint64_t top = from;
-      for (const auto& [_, later_end] : lent_) top = std::max(top, attach::align64(later_end));
       request.stage_at = from;
       request.stage_room = offset - from;
-      request.spill_at = top;  // past every loan: outputs larger than expected go there
+      // Past every loan (they lie apart, in offset order): outputs larger than expected go there.
+      request.spill_at = attach::align64(lent_.rbegin()->second);
       return;
     }
     from = std::max(from, attach::align64(end));

@@ -65,8 +65,7 @@ PYBIND11_MODULE(_symmesh, m) {
         return py::buffer_info(static_cast<void*>(loan.data()), 1,
                                py::format_descriptor<uint8_t>::format(), 1, {ssize_t(loan.bytes())},
                                {ssize_t(1)}, false);
-      })
-      .def_property_readonly("nbytes", [](const StagingLoan& loan) { return loan.bytes(); });
+      });
 
   py::class_<Session>(m, "Session")
       .def_static(
