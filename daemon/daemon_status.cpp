@@ -170,6 +170,15 @@ std::string Daemon::metrics_text() {
       }
     }
   }
+  if (control_) {
+    const char* help = "Connections to the control port: waiting to authenticate, or served.";
+    gauges.push_back({"symmesh_control_connections",
+                      help,
+                      {{"state", "handshaking"}},
+                      double(control_->handshaking())});
+    gauges.push_back(
+        {"symmesh_control_connections", help, {{"state", "served"}}, double(control_->sessions())});
+  }
   gauges.push_back({"symmesh_jobs_queued",
                     "Jobs waiting to run (the root only).",
                     {},

@@ -7,6 +7,8 @@
 #include <dirent.h>
 
 #include <fstream>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include "common/errors.h"
@@ -68,16 +70,25 @@ void reflection_is_refused(const HostPort& port, wire::AuthRole role) {
   }
 }
 
-// Waits until symmesh_errors_total{kind} at `url` reaches `at_least`; returns the last value.
-double wait_for_errors(const std::string& url, const std::string& kind, double at_least) {
+// Polls the sample `family{labels}` at `url` until `done` holds of it (at most 30 s); returns
+// the last value read.
+double wait_for_metric(const std::string& url, const std::string& family,
+                       const std::map<std::string, std::string>& labels,
+                       const std::function<bool(double)>& done) {
   const Deadline deadline = deadline_after(std::chrono::seconds(30));
   double value = -1;
   while (Clock::now() < deadline) {
-    value = metric(url, "symmesh_errors_total", {{"kind", kind}});
-    if (value >= at_least) break;
+    value = metric(url, family, labels);
+    if (done(value)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // poll interval, bounded
   }
   return value;
+}
+
+// Waits until symmesh_errors_total{kind} at `url` reaches `at_least`; returns the last value.
+double wait_for_errors(const std::string& url, const std::string& kind, double at_least) {
+  return wait_for_metric(url, "symmesh_errors_total", {{"kind", kind}},
+                         [at_least](double value) { return value >= at_least; });
 }
 
 TEST(ControlPort, ReflectingTheServersChallengeGetsNoSessionAndIsCounted) {
@@ -164,6 +175,11 @@ TEST(ControlPort, UnauthenticatedConnectionsAreCappedAndTimedOut) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
   EXPECT_GE(wait_for_errors(url, "timeout", 1), 1);
   silent.clear();
+  // The daemon counts a closed connection out once its last handler has run: until then a
+  // new one may still be refused as overload, so the client waits for the count to drain.
+  EXPECT_EQ(wait_for_metric(url, "symmesh_control_connections", {{"state", "handshaking"}},
+                            [](double value) { return value == 0; }),
+            0);
   EXPECT_EQ(wire::enum_text(cluster.client(0)->status(deadline_after(kIo)).state()), "ready");
 }
 
