@@ -13,6 +13,7 @@
 #include "api/tensor_overlap.h"
 #include "api/topk_check.h"
 #include "common/errors.h"
+#include "common/streaming_copy.h"
 #include "transport/wait.h"
 #include "wire/attach.pb.h"
 #include "wire/enum_text.h"
@@ -142,7 +143,7 @@ void Session::place_input(attach::Request& request, const void* data, size_t byt
     return;
   }
   request.input_place = attach::Place::kStaging;
-  if (bytes != 0) std::memcpy(staged, data, bytes);
+  bulk_copy(staged, data, bytes);
 }
 
 void Session::place_output(attach::Request& request, uint64_t rows_bytes, const void* out,
@@ -159,7 +160,7 @@ std::shared_ptr<StagingLoan> Session::call_into(const attach::Request& request, 
   if (request.output_place != attach::Place::kStaging) return nullptr;
   const uint64_t staged = attach::staged_outputs_at(request, in_bytes, bytes);
   if (!out) return loans_->lend(staged, bytes);
-  if (bytes != 0) std::memcpy(out, staging_->range(staged, bytes, "combine's output"), bytes);
+  bulk_copy(out, staging_->range(staged, bytes, "combine's output"), bytes);
   return nullptr;
 }
 
@@ -401,7 +402,7 @@ void Session::take_recv_x(const attach::Request& request, uint64_t staged, uint6
   }
   const std::byte* recv_x =
       in_room ? slice_ + request.dst : staging_->range(staged, bytes, "dispatch's recv_x");
-  if (to != recv_x && bytes != 0) std::memcpy(to, recv_x, bytes);
+  if (to != recv_x) bulk_copy(to, recv_x, bytes);
 }
 
 std::shared_ptr<DispatchHandle> Session::dispatch(
@@ -591,8 +592,8 @@ uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, vo
                           .args = {uint64_t(a_rows), uint64_t(n), uint64_t(k), uint64_t(mode)}};
   // A and B are the inputs' block; C (and the gathered A) the outputs'.
   std::byte* area = stage(request, block.c, block.end - block.c);
-  std::memcpy(area + block.a, a, size_t(a_rows) * k * e);
-  std::memcpy(area + block.b, b, size_t(k) * n * e);
+  bulk_copy(area + block.a, a, size_t(a_rows) * k * e);
+  bulk_copy(area + block.b, b, size_t(k) * n * e);
   const uint64_t rows = call(request);
   if (rows > uint64_t(c_rows)) {
     throw PeerError("the daemon returned " + std::to_string(rows) + " rows; at most " +
@@ -601,10 +602,10 @@ uint64_t Session::fused(attach::Op op, const void* a, const void* b, void* c, vo
   const auto out =
       attach::fused_block(uint64_t(a_rows), rows, uint64_t(n), uint64_t(k), gathered != nullptr, e);
   const uint64_t at = attach::staged_outputs_at(request, block.c, out.end - out.c) - out.c;
-  std::memcpy(c, staging_->range(at + out.c, rows * n * e, "the result"), rows * n * e);
+  bulk_copy(c, staging_->range(at + out.c, rows * n * e, "the result"), rows * n * e);
   if (gathered) {
-    std::memcpy(gathered, staging_->range(at + out.gathered, rows * k * e, "the gathered A"),
-                rows * k * e);
+    bulk_copy(gathered, staging_->range(at + out.gathered, rows * k * e, "the gathered A"),
+              rows * k * e);
   }
   return rows;
 }

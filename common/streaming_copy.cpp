@@ -88,6 +88,12 @@ void streaming_fence() {
   _mm_sfence();
 }
 
+void bulk_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  const ScopedCopyInto copy(bytes);
+  copy(dst, src, bytes);
+}
+
 void CopyInto::operator()(void* dst, const void* src, size_t bytes) const {
   if (streaming_) {
     streaming_copy(dst, src, bytes);

@@ -23,6 +23,9 @@ size_t last_level_cache_share(const std::string& cache_dir = "/sys/devices/syste
 // memcpy.
 void streaming_copy(void* dst, const void* src, size_t bytes);
 void streaming_fence();
+// One copy, as glibc's memcpy makes it past its non-temporal threshold but with this machine's
+// threshold: streamed and fenced when `bytes` reaches it, else memcpy.
+void bulk_copy(void* dst, const void* src, size_t bytes);
 // One of many copies that together write `total` bytes: streamed when the total reaches the
 // threshold, else memcpy.
 class CopyInto {

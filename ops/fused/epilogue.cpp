@@ -14,9 +14,9 @@ void add_tile(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int6
 }
 
 void copy_tile(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows,
-               int64_t cols) {
+               int64_t cols, const CopyInto& copy) {
   for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(dst + r * ld_dst, src + r * ld_src, size_t(cols) * sizeof(float));
+    copy(dst + r * ld_dst, src + r * ld_src, size_t(cols) * sizeof(float));
   }
 }
 

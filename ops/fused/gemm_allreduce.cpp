@@ -15,8 +15,10 @@
 // all-gathered subtile raises its own arrival counter, and one of the receiver's comm threads
 // copies it into C as soon as it lands: C is complete when the last comm thread ends, with no
 // pass over all of C after the GEMM (a PE that finishes its GEMM early unpacks what it has
-// while the others still compute). Counters only grow: a run's target is n x the run's number
-// for the partials, the run's number for the sums.
+// while the others still compute). Nothing reads C during the run, so when C passes the cache
+// share (common/streaming_copy.h) it is written with streaming stores: its lines neither evict
+// the GEMM's blocks nor are read in first. Counters only grow: a run's target is n x the run's
+// number for the partials, the run's number for the sums.
 //
 // Cost per PE: M*N*K*2 flops; sends (n-1)/n * M*N*4 bytes of partials and (n-1)/n * M*N*4
 // bytes of sums; 2 signals per (subtile, peer) and one per all-gathered subtile and peer;
@@ -46,6 +48,7 @@ class GemmAllreduce final : public FusedOperator {
         sub_m_(gemm_allreduce_subtile_m(options)),
         subs_per_tile_((o_.tile_m + sub_m_ - 1) / sub_m_),
         max_owned_((grid_.count() + n_ - 1) / n_),
+        copy_c_(size_t(options.m * options.n) * sizeof(float)),
         partials_(size_t(grid_.count()) * tile_floats_, 0.0f) {
     const std::string tiles = "tiles x tile_m x tile_n f32";
     recv_ = static_cast<float*>(
@@ -107,7 +110,7 @@ class GemmAllreduce final : public FusedOperator {
     const Tile tl = grid_.tile(tile);
     copy_tile(c + (tl.row + sub * sub_m_) * o_.n + tl.col, o_.n,
               reduced_ + size_t(tile) * tile_floats_ + subtile_offset(tile, sub), tl.cols,
-              subtile_rows(tile, sub), tl.cols);
+              subtile_rows(tile, sub), tl.cols, copy_c_);
   }
   float* receive_slot(int source, int64_t owned_index) const {
     return recv_ + (size_t(source) * max_owned_ + owned_index) * tile_floats_;
@@ -172,7 +175,8 @@ class GemmAllreduce final : public FusedOperator {
 
   void communicate(CommPort& port, std::vector<std::unique_ptr<ReadyQueue>>& queues, float* c,
                    uint64_t run, int thread) {
-    std::vector<int> mine;  // the queues this thread drains
+    const StreamingFenceOnExit c_written;  // C's rows are in memory before the run ends
+    std::vector<int> mine;                 // the queues this thread drains
     int64_t expected = 0, popped = 0;
     for (int q = thread; q < o_.compute_threads; q += o_.comm_threads) {
       mine.push_back(q);
@@ -265,6 +269,7 @@ class GemmAllreduce final : public FusedOperator {
   const int64_t sub_m_;
   const int64_t subs_per_tile_;
   const int64_t max_owned_;
+  const CopyInto copy_c_;        // streams when all of C passes the cache share
   std::vector<float> partials_;  // this PE's A_i x B, tile-major
   std::vector<int64_t> order_;   // compute order
   float* recv_ = nullptr;        // [source][owned tile]: partials sent to this owner

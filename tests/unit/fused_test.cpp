@@ -10,6 +10,7 @@
 #include <iterator>
 #include <mutex>
 
+#include "common/streaming_copy.h"
 #include "ops/fused/runner.h"
 #include "tests/support/local_cluster.h"
 
@@ -155,6 +156,30 @@ TEST(GemmAllreduceSubtiles, EverySubtileHeightMatchesTheReference) {
     expect_correct(run_job(cluster, job), "subtile_m " + std::to_string(subtile_m) +
                                               " comm threads " + std::to_string(comm_threads));
   }
+}
+
+// A C past the cache share, which gemm-allreduce's comm threads write with streaming stores as
+// the sums land: every element is checked against the reference.
+TEST(GemmAllreduceSubtiles, ACPastTheCacheShareMatchesTheReference) {
+  constexpr int64_t kN = 512;
+  const int64_t m = int64_t(streaming_threshold() / (kN * sizeof(float))) + 37;  // ragged tiles
+  if (m > 16384) GTEST_SKIP() << "the cache share needs too many rows";
+  const size_t c_bytes = size_t(m * kN) * sizeof(float);
+  ASSERT_TRUE(CopyInto(c_bytes).streaming()) << "the shape must take the streaming path";
+  LocalClusterOptions options = cluster_options({2, 1});
+  options.heap_size = 6 * c_bytes + (16 << 20);  // slots, sums, C and the job's tensors
+  LocalCluster cluster(options);
+  FusedJob job = small_job(FusedOp::kGemmAllreduce, DType::kBF16);
+  job.options.m = m;
+  job.options.n = kN;
+  job.options.k = 16;
+  job.options.tile_m = 256;
+  job.options.tile_n = 256;
+  job.options.tile_k = 16;
+  job.options.subtile_m = 0;
+  job.mode = FusedMode::kFused;
+  job.iters = 1;
+  expect_correct(run_job(cluster, job), "m " + std::to_string(m));
 }
 
 TEST(FusedShapesEdge, FewerRowsThanPesAndSingleElements) {

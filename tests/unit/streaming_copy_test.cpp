@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +35,19 @@ TEST(StreamingCopy, WritesWhatMemcpyWritesAndNothingElse) {
         }
       }
     }
+  }
+}
+
+// One copy on either side of the threshold (memcpy below it, streamed and fenced from it), and
+// none at all for 0 bytes, whose pointers may be null.
+TEST(StreamingCopy, ABulkCopyWritesWhatMemcpyWritesOnEitherSideOfTheThreshold) {
+  bulk_copy(nullptr, nullptr, 0);
+  for (size_t bytes : {streaming_threshold() - 1, streaming_threshold() + 5}) {
+    std::vector<uint8_t> src(bytes), dst(bytes + 1, 0xee);
+    for (size_t i = 0; i < bytes; ++i) src[i] = uint8_t(i * 13 + 5);
+    bulk_copy(dst.data() + 1, src.data(), bytes);  // an unaligned head
+    EXPECT_EQ(dst[0], 0xee) << bytes << " bytes";
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin() + 1)) << bytes << " bytes";
   }
 }
 
