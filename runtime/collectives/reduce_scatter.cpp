@@ -1,9 +1,10 @@
 // Reduce-scatter: member i ends with block i of the reduction.
 // ring: n-1 steps, each member sends (n-1)/n of the vector as f32 partial sums.
-// hier: (1) local member l reduces, from its node's inputs read in place, the blocks of
-//   every node's l-th member; (2) those K blocks are reduce-scattered around the ring of the
-//   members with local place l, so each ends with its own block. Network bytes per node:
-//   (K-1)/K of the vector over L parallel rings.
+// hier: local member l reduce-scatters the blocks of every node's l-th member around the ring
+//   of the members with local place l, so each ends with its own block; the ring reads its
+//   node's inputs in place (contribution.h) as it sends and receives, with no pass over them
+//   before the wire starts. Network bytes per node: (K-1)/K of the vector over L parallel
+//   rings.
 #include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
@@ -27,35 +28,23 @@ void ring_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, si
 void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count,
                          DType dtype, ReduceOp op) {
   const Hierarchy h = hierarchy_of(pe, team);
-  const size_t element = dtype_size(dtype);
   const auto team_blocks = block_ranges(count, team.size());
-  // The blocks this member gathers locally: node k's member with my local place.
+  // The blocks this member reduces: node k's member with my local place, at their places in
+  // the vector (the ring's scratch in acc is touched at those places only).
   std::vector<Range> mine_per_node;
-  size_t total = 0;
-  for (int k = 0; k < h.nodes; ++k) {
-    const Range block = team_blocks[k * h.locals + h.local];
-    mine_per_node.push_back(Range{total, block.count});
-    total += block.count;
-  }
+  for (int k = 0; k < h.nodes; ++k) mine_per_node.push_back(team_blocks[k * h.locals + h.local]);
   barrier(pe, h.node);  // every local input is ready
-  float* acc = staging_f32(total);
+  // The node's inputs, read in place by the ring when it needs their values.
+  std::vector<const std::byte*> inputs;
   for (int m = 0; m < h.locals; ++m) {
-    const auto* input = static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m)));
-    for (int k = 0; k < h.nodes; ++k) {
-      const Range block = team_blocks[k * h.locals + h.local];
-      float* out = acc + mine_per_node[k].begin;
-      if (m == 0) {
-        load_f32(out, input + block.begin * element, block.count, dtype);
-      } else {
-        accumulate(out, input + block.begin * element, block.count, dtype, op);
-      }
-    }
+    inputs.push_back(static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))));
   }
-  barrier(pe, h.node);  // local peers are done reading this member's input
-  const Contribution gathered({reinterpret_cast<const std::byte*>(acc)}, DType::kF32, op);
-  ring_reduce_scatter_f32(pe, h.cross, gathered, acc, mine_per_node);
+  float* acc = staging_f32(count);
+  ring_reduce_scatter_f32(pe, h.cross, Contribution(std::move(inputs), dtype, op), acc,
+                          mine_per_node);
   const Range mine = mine_per_node[h.node_index];
   store_from_f32(dst, acc + mine.begin, mine.count, dtype);
+  barrier(pe, h.node);  // local peers are done reading this member's input
 }
 
 }  // namespace
