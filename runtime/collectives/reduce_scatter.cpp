@@ -15,14 +15,23 @@
 namespace symmesh {
 namespace {
 
+// The ring reduce-scatter of `own` over `team`, block `blocks[team.my_index()]` of the `count`
+// elements into dst: f32 sums are written there as they are made, other types are summed in f32
+// and rounded once.
+void ring_into(Pe& pe, Team& team, const Contribution& own, size_t count,
+               const std::vector<Range>& blocks, std::byte* dst, DType dtype) {
+  float* acc = staging_f32(count);
+  const bool f32 = dtype == DType::kF32;
+  ring_reduce_scatter_f32(pe, team, own, acc, blocks,
+                          f32 ? reinterpret_cast<float*>(dst) : nullptr);
+  const Range mine = blocks[team.my_index()];
+  if (!f32) store_from_f32(dst, acc + mine.begin, mine.count, dtype);
+}
+
 void ring_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count,
                          DType dtype, ReduceOp op) {
-  float* acc = staging_f32(count);
   const Contribution own({static_cast<const std::byte*>(src)}, dtype, op);
-  const auto blocks = block_ranges(count, team.size());
-  ring_reduce_scatter_f32(pe, team, own, acc, blocks);
-  const Range mine = blocks[team.my_index()];
-  store_from_f32(dst, acc + mine.begin, mine.count, dtype);
+  ring_into(pe, team, own, count, block_ranges(count, team.size()), dst, dtype);
 }
 
 void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, size_t count,
@@ -39,11 +48,8 @@ void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, si
   for (int m = 0; m < h.locals; ++m) {
     inputs.push_back(static_cast<const std::byte*>(pe.ptr(src, h.node.pe(m))));
   }
-  float* acc = staging_f32(count);
-  ring_reduce_scatter_f32(pe, h.cross, Contribution(std::move(inputs), dtype, op), acc,
-                          mine_per_node);
-  const Range mine = mine_per_node[h.node_index];
-  store_from_f32(dst, acc + mine.begin, mine.count, dtype);
+  ring_into(pe, h.cross, Contribution(std::move(inputs), dtype, op), count, mine_per_node, dst,
+            dtype);
   barrier(pe, h.node);  // local peers are done reading this member's input
 }
 

@@ -105,11 +105,12 @@ float* staging_f32(size_t count) {
 }
 
 void ring_reduce_scatter_f32(Pe& pe, Team& team, const Contribution& own, float* acc,
-                             const std::vector<Range>& blocks) {
+                             const std::vector<Range>& blocks, float* mine) {
   const int n = team.size();
   const int me = team.my_index();
+  if (!mine) mine = acc + blocks[me].begin;
   if (n == 1) {
-    own.load(blocks[me], acc + blocks[me].begin);
+    own.load(blocks[me], mine);
     return;
   }
   constexpr size_t kChunk = RingChannel::kChunkBytes / sizeof(float);
@@ -148,7 +149,9 @@ void ring_reduce_scatter_f32(Pe& pe, Team& team, const Contribution& own, float*
   auto receive_one = [&] {
     const auto [c, s] = order[received++];
     const Range in = chunk_of(block_at_step(s + 1), c);
-    own.add(in, reinterpret_cast<const float*>(ring.receive()), acc + in.begin);
+    // The last step's block is this member's own: its sums go where the caller wants them.
+    float* to = s + 1 == steps ? mine + (in.begin - blocks[me].begin) : acc + in.begin;
+    own.add(in, reinterpret_cast<const float*>(ring.receive()), to);
     ring.release();
   };
   // Step 0 sends this member's own values of block me-1, never stored in acc.
