@@ -472,7 +472,7 @@ std::shared_ptr<StagingLoan> Session::combine_into(const DispatchHandle& handle,
                           .args = {handle.id_, bias ? 1u : 0u, uint64_t(hidden)}};
   std::byte* area = stage(request, block.end, out_bytes);
   place_input(request, rows, size_t(handle.received) * row, area + block.rows, e);
-  if (bias) std::memcpy(area + block.bias, bias, out_bytes);
+  if (bias) bulk_copy(area + block.bias, bias, out_bytes);
   place_output(request, uint64_t(handle.received) * row, out, out_bytes, e, "combine");
   return call_into(request, out, out_bytes, block.end);
 }

@@ -1,5 +1,5 @@
 // Collectives on a team (NCCL/OpenSHMEM semantics): every member calls with the same
-// arguments; `dst` and `src` are symmetric (Pe::malloc) and distinct, except that an
+// arguments; `dst` and `src` are symmetric (Pe::malloc) and do not overlap, except that an
 // all-reduce may run in place (dst == src); 16-bit types reduce in f32. Algorithms: `ring` (one
 // ring over all members) and `hier` (reduce inside each node through shared memory, rings across
 // nodes, gather inside the node again), chosen per call.
@@ -25,7 +25,8 @@ void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DTy
                ReduceOp op = ReduceOp::kSum, CollAlgo algo = CollAlgo::kRing);
 
 // Member i receives block i of the reduction: elements [i*count/n, (i+1)*count/n) of
-// `count`, so blocks differ by at most one element when n does not divide count.
+// `count`, so blocks differ by at most one element when n does not divide count. An output
+// that overlaps the input is refused (InvalidArgument) by every member.
 void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
                     ReduceOp op = ReduceOp::kSum, CollAlgo algo = CollAlgo::kRing);
 

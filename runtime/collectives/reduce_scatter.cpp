@@ -5,6 +5,7 @@
 //   node's inputs in place (contribution.h) as it sends and receives, with no pass over them
 //   before the wire starts. Network bytes per node: (K-1)/K of the vector over L parallel
 //   rings.
+#include "common/errors.h"
 #include "common/trace.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
@@ -53,6 +54,22 @@ void hier_reduce_scatter(Pe& pe, Team& team, std::byte* dst, const void* src, si
   barrier(pe, h.node);  // local peers are done reading this member's input
 }
 
+// The sums are written while members still read the inputs, so dst must lie apart from src.
+// Judged with the largest block, so every member gives the same answer and none is left in the
+// ring waiting for one that refused.
+void refuse_overlap(const std::byte* dst, const void* src, size_t count, DType dtype, int members) {
+  const auto* in = static_cast<const std::byte*>(src);
+  const size_t element = dtype_size(dtype);
+  const size_t in_bytes = count * element;
+  const size_t out_bytes = (count + size_t(members) - 1) / size_t(members) * element;
+  if (dst < in + in_bytes && in < dst + out_bytes) {
+    throw InvalidArgument("reduce_scatter: the output (" + std::to_string(out_bytes) +
+                          " bytes) overlaps the input (" + std::to_string(in_bytes) +
+                          " bytes); a reduce-scatter does not run in place, so give it an "
+                          "output apart from its input");
+  }
+}
+
 }  // namespace
 
 void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
@@ -60,6 +77,7 @@ void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count
   const trace::Scope span("reduce-scatter", "collective");
   check_member(pe, team, "reduce_scatter");
   auto* out = static_cast<std::byte*>(dst);
+  refuse_overlap(out, src, count, dtype, team.size());
   switch (algo) {
     case CollAlgo::kRing:
       return ring_reduce_scatter(pe, team, out, src, count, dtype, op);

@@ -143,9 +143,9 @@ void ring_reduce_scatter_f32(Pe& pe, Team& team, const Contribution& own, float*
   RingChannel ring(pe, team);
   size_t received = 0;
   // Every chunk a member receives is of a block it has not touched yet (it receives blocks
-  // me-2, me-3, ..., me once each, and only sends block me-1): acc is written there once, as
-  // its own values combined with the partial. Receiving never sends, so a member waiting to
-  // send keeps receiving: no cycle of waits around the ring.
+  // me-2, me-3, ..., me once each, and only sends block me-1): acc (`mine` for block me, the
+  // last step's) is written there once, as its own values combined with the partial. Receiving
+  // never sends, so a member waiting to send keeps receiving: no cycle of waits around the ring.
   auto receive_one = [&] {
     const auto [c, s] = order[received++];
     const Range in = chunk_of(block_at_step(s + 1), c);

@@ -56,9 +56,10 @@ class Contribution;
 // Ring reduce-scatter of f32 values (cost: n-1 steps, (n-1)/n of the vector sent by each
 // member, in chunks of the scratch slot size). `own` is this member's contribution, read
 // where it is (contribution.h); on return `mine` (acc + blocks[me].begin when null) holds the
-// reduction over the team of that block, written once as its last partial arrives (acc's other
-// blocks are scratch). Each element gets one operation per step (its own value with the
-// partial sum arriving), so the result does not depend on timing (bitwise deterministic).
+// reduction over the team of that block, written once as its last partial arrives (or loaded,
+// for a team of one; acc's other blocks are scratch). Each element gets one operation per step (its
+// own value with the partial sum arriving), so the result does not depend on timing (bitwise
+// deterministic).
 void ring_reduce_scatter_f32(Pe& pe, Team& team, const Contribution& own, float* acc,
                              const std::vector<Range>& blocks, float* mine = nullptr);
 

@@ -70,8 +70,8 @@ void reflection_is_refused(const HostPort& port, wire::AuthRole role) {
   }
 }
 
-// Polls the sample `family{labels}` at `url` until `done` holds of it (at most 30 s); returns
-// the last value read.
+// Polls the sample `family{labels}` at `url` until `done` holds of it, for up to 30 s (and one
+// last read's timeout); returns the last value read.
 double wait_for_metric(const std::string& url, const std::string& family,
                        const std::map<std::string, std::string>& labels,
                        const std::function<bool(double)>& done) {

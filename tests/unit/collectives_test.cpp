@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.h"
 #include "common/streaming_copy.h"
 #include "runtime/barrier.h"
 #include "tests/support/local_cluster.h"
@@ -311,6 +312,37 @@ TEST_P(Collectives, SameInputsGiveBitwiseSameOutputs) {
       allreduce(pe, pe.team_world(), dst, dst, count, DType::kF32, ReduceOp::kSum, algo);
       ASSERT_EQ(0, std::memcmp(first.data(), dst, count * sizeof(float))) << "in place";
       barrier_all(pe);
+    }
+  });
+}
+
+// The ring writes a reduce-scatter's sums while members still read the inputs: an output over
+// the input (in place, or overlapping it) is refused by every member alike, so none waits in the
+// ring for one that refused, and the team goes on.
+TEST(CollectivesErrors, AReduceScatterOverItsInputIsRefusedByEveryMember) {
+  LocalCluster cluster(options({2, 2}));
+  cluster.run([](Pe& pe) {
+    const size_t count = 4001;
+    auto* src = pe.malloc_array<float>(2 * count);
+    fill(src, pe.my_pe(), count, DType::kF32);
+    for (CollAlgo algo : kAlgos) {
+      for (float* dst : {src, src + count / 2, src + count - 1}) {
+        try {
+          reduce_scatter(pe, pe.team_world(), dst, src, count, DType::kF32, ReduceOp::kSum, algo);
+          ADD_FAILURE() << "an output at element " << dst - src << " was taken";
+        } catch (const InvalidArgument& e) {
+          EXPECT_NE(std::string(e.what()).find("overlaps the input"), std::string::npos)
+              << e.what();
+        }
+      }
+      // Right after the input, the same call runs.
+      float* dst = src + count;
+      reduce_scatter(pe, pe.team_world(), dst, src, count, DType::kF32, ReduceOp::kSum, algo);
+      const size_t begin = count * pe.my_pe() / pe.n_pes();
+      const size_t mine = count * (pe.my_pe() + 1) / pe.n_pes() - begin;
+      for (size_t i = 0; i < mine; ++i) {
+        ASSERT_EQ(dst[i], reduced(pe.n_pes(), begin + i, ReduceOp::kSum)) << "i=" << i;
+      }
     }
   });
 }
