@@ -166,24 +166,30 @@ uint64_t Pe::atomic_fetch_add(uint64_t* dest, uint64_t value, int pe) {
 
 void Pe::put_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
                     uint64_t signal_value, SignalOp op, int pe) {
-  update_signal(dest, source, bytes, signal, signal_value, op, pe, "put_signal");
+  const PutPiece piece{source, bytes};
+  update_signal(dest, std::span(&piece, 1), signal, signal_value, op, pe, "put_signal");
+}
+
+void Pe::put_signal(void* dest, std::span<const PutPiece> source, uint64_t* signal,
+                    uint64_t signal_value, SignalOp op, int pe) {
+  update_signal(dest, source, signal, signal_value, op, pe, "put_signal");
 }
 
 void Pe::signal_set(uint64_t* signal, uint64_t value, int pe) {
-  update_signal(nullptr, nullptr, 0, signal, value, SignalOp::kSet, pe, "signal_set");
+  update_signal(nullptr, {}, signal, value, SignalOp::kSet, pe, "signal_set");
 }
 
 void Pe::signal_add(uint64_t* signal, uint64_t value, int pe) {
-  update_signal(nullptr, nullptr, 0, signal, value, SignalOp::kAdd, pe, "signal_add");
+  update_signal(nullptr, {}, signal, value, SignalOp::kAdd, pe, "signal_add");
 }
 
-void Pe::update_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
+void Pe::update_signal(void* dest, std::span<const PutPiece> source, uint64_t* signal,
                        uint64_t value, SignalOp op, int pe, const char* name) {
   const SignalUpdate update{segment_offset(signal, pe), value, op};
-  const uint64_t offset = bytes ? segment_offset(dest, pe) : 0;
+  const uint64_t offset = total_length(source) ? segment_offset(dest, pe) : 0;
   Transport& to = transport(pe, name);
   const trace::Scope span("put_signal", "comm");
-  to.put(my_pe_, node_of(pe), offset, source, bytes, &update);
+  to.put_gather(my_pe_, node_of(pe), offset, source, &update);
 }
 
 uint64_t Pe::signal_fetch(const uint64_t* signal) const {

@@ -62,6 +62,10 @@ class Pe {
   // The data, then the signal word (set or add); the signal is never visible before the data.
   void put_signal(void* dest, const void* source, size_t bytes, uint64_t* signal,
                   uint64_t signal_value, SignalOp op, int pe);
+  // The same with the data gathered from pieces, written end to end from `dest`: records whose
+  // parts lie apart go out without first being copied together.
+  void put_signal(void* dest, std::span<const PutPiece> source, uint64_t* signal,
+                  uint64_t signal_value, SignalOp op, int pe);
   void signal_set(uint64_t* signal, uint64_t value, int pe);
   void signal_add(uint64_t* signal, uint64_t value, int pe);
   // Waits until the local word `signal` compares true against `value`; returns what it saw.
@@ -91,7 +95,7 @@ class Pe {
  private:
   uint64_t segment_offset(const void* address, int pe) const;
   // put_signal, signal_set and signal_add, each named `name` in errors.
-  void update_signal(void* dest, const void* source, size_t bytes, uint64_t* signal, uint64_t value,
+  void update_signal(void* dest, std::span<const PutPiece> source, uint64_t* signal, uint64_t value,
                      SignalOp op, int pe, const char* name);
   // The transport to `pe` for a one-sided operation `op` about to start. Once the node is
   // aborted it throws AbortedError naming `op` and the abort instead: a failed call's PEs stop at

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -26,21 +27,43 @@ struct SignalUpdate {
   SignalOp op = SignalOp::kSet;
 };
 
+// One piece of a put's source. A gathered put writes its pieces end to end at the destination,
+// as writev does, so a caller sends records whose parts lie apart without copying them
+// together first.
+struct PutPiece {
+  const void* data = nullptr;
+  size_t length = 0;
+};
+
 // A node's symmetric segment as the transports see it.
 struct SegmentView {
   std::byte* base = nullptr;
   size_t size = 0;
 };
 
+// The total length of a put's pieces.
+inline size_t total_length(std::span<const PutPiece> pieces) {
+  size_t length = 0;
+  for (const PutPiece& piece : pieces) length += piece.length;
+  return length;
+}
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
 
-  // Writes `length` bytes at `offset` of `node`'s segment, then applies `signal` if given.
-  // Returns when `data` may be reused (local completion); quiet() waits for delivery.
-  virtual void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
-                   const SignalUpdate* signal) = 0;
+  // Writes the pieces end to end from `offset` of `node`'s segment, then applies `signal` if
+  // given. Returns when the pieces may be reused (local completion); quiet() waits for
+  // delivery.
+  virtual void put_gather(int src_pe, int node, uint64_t offset, std::span<const PutPiece> source,
+                          const SignalUpdate* signal) = 0;
+  // A put of one piece: `length` bytes from `data`.
+  void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
+           const SignalUpdate* signal) {
+    const PutPiece piece{data, length};
+    put_gather(src_pe, node, offset, std::span(&piece, 1), signal);
+  }
   // Reads `length` bytes at `offset` of `node`'s segment into `out`; returns when done.
   // A get of one 8-byte aligned word is an atomic read (signals and counters are read so).
   virtual void get(int src_pe, int node, uint64_t offset, void* out, size_t length) = 0;

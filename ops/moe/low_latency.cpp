@@ -69,7 +69,8 @@ LowLatencyBuffer::LowLatencyBuffer(Pe& pe, const LowLatencyShape& shape)
                        "low-latency combine rows (2 x nodes x tokens)", kShrink));
   signals_ = static_cast<uint64_t*>(
       symmetric_zeroed(pe, 4 * size_t(nodes_) * sizeof(uint64_t), "low-latency signals", kShrink));
-  staging_.resize(tokens * record_bytes());
+  staging_.resize(tokens * std::max(header_bytes_, row_bytes()));
+  pieces_.reserve(2 * tokens);
   barrier_all(pe);  // no PE signals a peer before the peer has cleared its signals
 }
 
@@ -116,12 +117,10 @@ void LowLatencyBuffer::wait_for(const uint64_t* word, uint64_t sequence, int pee
                         std::string("low-latency ") + what + " waiting for " + pe_name(peer));
 }
 
-size_t LowLatencyBuffer::pack(const void* x, const Routing& routing, int node, std::byte* out,
-                              LowLatencyDispatch& d) const {
+size_t LowLatencyBuffer::pack_headers(const Routing& routing, int node, std::byte* headers,
+                                      size_t stride, LowLatencyDispatch& d) const {
   const int topk = shape_.topk, first = node * ranks_ * local_experts();
   const int last = first + ranks_ * local_experts();
-  const size_t row = row_bytes(), record = record_bytes();
-  const auto* tokens = static_cast<const std::byte*>(x);
   size_t count = 0;
   for (int64_t t = 0; t < routing.tokens; ++t) {
     bool here = false;
@@ -131,7 +130,7 @@ size_t LowLatencyBuffer::pack(const void* x, const Routing& routing, int node, s
     }
     if (!here) continue;
     d.sent_record[size_t(t) * nodes_ + node] = int64_t(count);
-    std::byte* at = out + count++ * record;
+    std::byte* at = headers + count++ * stride;
     std::memset(at, 0, header_bytes_);
     std::memcpy(at, &t, sizeof t);
     for (int k = 0; k < topk; ++k) {
@@ -141,7 +140,6 @@ size_t LowLatencyBuffer::pack(const void* x, const Routing& routing, int node, s
       std::memcpy(at + low_latency_expert_at(k), &expert, sizeof expert);
       std::memcpy(at + low_latency_weight_at(topk, k), &weight, sizeof weight);
     }
-    std::memcpy(at + header_bytes_, tokens + size_t(t) * row, row);
   }
   return count;
 }
@@ -172,20 +170,35 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   d.sequence = sequence;
   d.sent_record.assign(size_t(routing.tokens) * nodes_, -1);
   d.sent.assign(nodes_, 0);
-  // Other nodes first, each from the staging area with one put_signal (their records cross the
-  // network); this node's straight into this PE's own block, where its node peers read them.
+  // Other nodes first, each with one put_signal that gathers every record's header (from the
+  // staging area) and its token's row (from x) where they lie: their records cross the network.
+  // This node's records are packed straight into this PE's own block, where its node peers read
+  // them.
+  const auto* tokens = static_cast<const std::byte*>(x);
+  const size_t row = row_bytes(), record = record_bytes();
   for (int step = 1; step <= nodes_; ++step) {
     const int node = (my_node + step) % nodes_;
     const bool own = node == my_node;
-    std::byte* out = own ? dispatch_block(half, my_node) : staging_.data();
-    const size_t count = pack(x, routing, node, out, d);
+    std::byte* headers = own ? dispatch_block(half, my_node) : staging_.data();
+    const size_t stride = own ? record : header_bytes_;
+    const size_t count = pack_headers(routing, node, headers, stride, d);
     d.sent[node] = count;
     const uint64_t value = (sequence << kCountBits) | count;
     if (own) {
+      for (size_t r = 0; r < count; ++r) {
+        std::byte* at = headers + r * record;
+        std::memcpy(at + header_bytes_, tokens + size_t(header_token(at)) * row, row);
+      }
       pe_.signal_set(dispatch_signal(half, my_node), value, me);
     } else {
-      pe_.put_signal(dispatch_block(half, my_node), out, count * record_bytes(),
-                     dispatch_signal(half, my_node), value, SignalOp::kSet, landing_pe(node, me));
+      pieces_.clear();
+      for (size_t r = 0; r < count; ++r) {
+        const std::byte* at = headers + r * stride;
+        pieces_.push_back({at, header_bytes_});
+        pieces_.push_back({tokens + size_t(header_token(at)) * row, row});
+      }
+      pe_.put_signal(dispatch_block(half, my_node), pieces_, dispatch_signal(half, my_node), value,
+                     SignalOp::kSet, landing_pe(node, me));
     }
   }
 
@@ -193,7 +206,6 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
   // counted per local expert, then copied into x, expert by expert, sources in PE order.
   const int per_pe = local_experts(), first = me * per_pe;
   const int node_first = my_node * ranks_ * per_pe, node_last = node_first + ranks_ * per_pe;
-  const size_t row = row_bytes(), record = record_bytes();
   d.offset.assign(size_t(per_pe) + 1, 0);
   d.terms.resize(n_);
   d.landed.resize(n_);

@@ -8,10 +8,11 @@
 // combined is refused.
 //
 // Dispatch (every PE calls with its own tokens and routing):
-//  - Each PE packs, per destination node, one record per token with an expert there: the token,
+//  - Each PE makes, per destination node, one record per token with an expert there: the token,
 //    its source index, and its experts on that node with their gate weights. It sends them with
 //    one put_signal into its own block of the landing PE's region: the PE with its local rank on
-//    that node; for its own node it packs straight into its own region. There is no notify
+//    that node, each record's header and its token's row gathered where they lie (no copy into a
+//    send buffer first); for its own node it packs straight into its own region. There is no notify
 //    step: the signal carries the record count and the call's sequence number, so a region is
 //    never cleared and a stale signal is never mistaken for a new one.
 //  - Every PE of the node reads the records in place, in the landing PE's memory, waits on the
@@ -154,8 +155,10 @@ class LowLatencyBuffer {
   // The record count a landing signal carries; PeerError when more than a block holds.
   uint64_t landed(const uint64_t* word, int source) const;
   void wait_for(const uint64_t* word, uint64_t sequence, int peer, const char* what);
-  size_t pack(const void* x, const Routing& routing, int node, std::byte* out,
-              LowLatencyDispatch& d) const;
+  // Writes the header of each record `routing` sends `node` (one per token with an expert
+  // there), the i-th at headers + i * stride, and notes the records in `d`; returns the count.
+  size_t pack_headers(const Routing& routing, int node, std::byte* headers, size_t stride,
+                      LowLatencyDispatch& d) const;
   // What a PE lends its node's landing PEs for one combine: its expert rows, and its handle's
   // terms saying which rows belong to which records.
   struct LentExperts {
@@ -179,7 +182,8 @@ class LowLatencyBuffer {
   std::byte* dispatch_region_ = nullptr;  // [half][source node][max_tokens] records
   std::byte* combine_region_ = nullptr;   // [half][node][max_tokens] rows
   uint64_t* signals_ = nullptr;           // dispatch [half][node], combine [half][node]
-  std::vector<std::byte> staging_;        // one node's records, or one source's rows
+  std::vector<std::byte> staging_;        // one node's record headers, or one source's rows
+  std::vector<PutPiece> pieces_;          // a put of records: each header, then its token's row
   std::vector<std::byte> spare_x_[2];     // each half's x storage while no dispatch holds it
   uint64_t sequence_ = 0;                 // dispatches made
   bool live_[2] = {false, false};         // a half's dispatch not yet combined

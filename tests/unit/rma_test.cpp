@@ -126,6 +126,51 @@ TEST_P(Rma, PutSignalNeverShowsTheSignalBeforeTheData) {
   });
 }
 
+// Pieces of every kind: empty ones, a few copied small (below tcp's eager limit), more parts
+// than one sendmsg takes, and a striped put whose stripes cut pieces in two.
+TEST_P(Rma, AGatheredPutSignalWritesItsPiecesEndToEnd) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    struct Case {
+      size_t pieces, piece_bytes;
+    };
+    for (const Case c : {Case{5, 1000}, Case{150, 100}, Case{200, 1000}, Case{130, 3001}}) {
+      // Each piece's own bytes, laid apart in `source` with a gap after each, empty pieces
+      // between them.
+      const size_t gap = 24, bytes = c.pieces * c.piece_bytes;
+      std::vector<uint8_t> source(c.pieces * (c.piece_bytes + gap));
+      for (size_t i = 0; i < source.size(); ++i) source[i] = uint8_t(pe.my_pe() * 13 + i * 7);
+      std::vector<PutPiece> pieces;
+      for (size_t p = 0; p < c.pieces; ++p) {
+        pieces.push_back({source.data() + p * (c.piece_bytes + gap), c.piece_bytes});
+        if (p % 7 == 0) pieces.push_back({nullptr, 0});
+      }
+      auto* inbox = static_cast<uint8_t*>(pe.malloc(bytes * n));
+      auto* signals = pe.malloc_array<uint64_t>(n);
+      std::fill(signals, signals + n, 0);
+      barrier_all(pe);
+      for (int target = 0; target < n; ++target) {
+        pe.put_signal(inbox + bytes * pe.my_pe(), pieces, signals + pe.my_pe(), 7, SignalOp::kSet,
+                      target);
+      }
+      for (int from = 0; from < n; ++from) {
+        pe.signal_wait_until(signals + from, Cmp::kEq, 7);
+        for (size_t p = 0; p < c.pieces; ++p) {
+          for (size_t i = 0; i < c.piece_bytes; ++i) {
+            const size_t at = p * (c.piece_bytes + gap) + i;
+            ASSERT_EQ(inbox[bytes * from + p * c.piece_bytes + i], uint8_t(from * 13 + at * 7))
+                << "pieces=" << c.pieces << " from=" << from << " piece=" << p << " i=" << i;
+          }
+        }
+      }
+      barrier_all(pe);
+      pe.free(signals);
+      pe.free(inbox);
+    }
+  });
+}
+
 TEST_P(Rma, SignalSetOrderingOneRoundAtATime) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {

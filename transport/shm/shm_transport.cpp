@@ -19,11 +19,14 @@ void ShmTransport::check(int node, uint64_t offset, uint64_t length, bool word) 
   if (!problem.empty()) throw InvalidArgument("shm: " + problem);
 }
 
-void ShmTransport::put(int, int node, uint64_t offset, const void* data, size_t length,
-                       const SignalUpdate* signal) {
-  check(node, offset, length, false);
+void ShmTransport::put_gather(int, int node, uint64_t offset, std::span<const PutPiece> source,
+                              const SignalUpdate* signal) {
+  check(node, offset, total_length(source), false);
   if (signal) check(node, signal->offset, 8, true);
-  if (length > 0) std::memcpy(segment_.base + offset, data, length);
+  for (const PutPiece& piece : source) {
+    if (piece.length > 0) std::memcpy(segment_.base + offset, piece.data, piece.length);
+    offset += piece.length;
+  }
   if (signal) {
     apply_signal(segment_, *signal);
   } else {

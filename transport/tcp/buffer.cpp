@@ -72,8 +72,7 @@ OutFrame TcpBuffer::get_reply(const wire::DataHeader& request) const {
     frame.owned_payload.assign(reinterpret_cast<const char*>(&word), sizeof(word));
   } else {
     std::atomic_thread_fence(std::memory_order_acquire);
-    frame.payload = segment_.base + request.offset();
-    frame.payload_length = request.length();
+    frame.payload = {PutPiece{segment_.base + request.offset(), request.length()}};
   }
   return frame;
 }

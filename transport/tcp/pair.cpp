@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "transport/frame.h"
 #include "transport/tcp/polling_mode.h"
@@ -147,44 +149,56 @@ void TcpPair::frame_complete(const wire::DataHeader& header) {
 
 namespace {
 
-// The payload bytes of a frame, borrowed or owned.
-std::string_view payload_of(const OutFrame& frame) {
-  if (!frame.owned_payload.empty()) return frame.owned_payload;
-  return {static_cast<const char*>(frame.payload), frame.payload_length};
-}
-
 size_t frame_size(const OutFrame& frame) {
-  return frame.head.size() + payload_of(frame).size();
+  return frame.head.size() +
+         (frame.owned_payload.empty() ? total_length(frame.payload) : frame.owned_payload.size());
 }
 
-// The parts of `frame` not written yet (head, payload), as (pointer, length) pairs.
-std::array<std::pair<const char*, size_t>, 2> unsent_parts(const OutFrame& frame) {
-  const std::string_view payload = payload_of(frame);
-  size_t skip = frame.sent;
-  std::array<std::pair<const char*, size_t>, 2> parts{};
-  if (skip < frame.head.size()) {
-    parts[0] = {frame.head.data() + skip, frame.head.size() - skip};
-    skip = 0;
-  } else {
-    skip -= frame.head.size();
+// Calls part(data, length) on each non-empty part of `frame` past its first `skip` bytes, in
+// order (the head, then the owned payload or each borrowed piece), until part returns false.
+template <class Part>
+void for_each_unsent(const OutFrame& frame, size_t skip, Part part) {
+  const auto visit = [&](const void* data, size_t length) {
+    if (skip >= length) {
+      skip -= length;
+      return true;
+    }
+    const size_t from = std::exchange(skip, 0);
+    return part(static_cast<const char*>(data) + from, length - from);
+  };
+  if (!visit(frame.head.data(), frame.head.size())) return;
+  if (!frame.owned_payload.empty()) {
+    visit(frame.owned_payload.data(), frame.owned_payload.size());
+    return;
   }
-  skip = std::min(skip, payload.size());
-  parts[1] = {payload.data() + skip, payload.size() - skip};
-  return parts;
+  for (const PutPiece& piece : frame.payload) {
+    if (!visit(piece.data, piece.length)) return;
+  }
 }
 
-// Writes what the kernel takes now; returns the bytes written, or -1 (errno set).
+// Writes what the kernel takes now, from frame.sent on, at most kMaxParts parts per sendmsg;
+// returns the bytes written, or -1 (errno set) when the first sendmsg fails.
 ssize_t send_now(int fd, const OutFrame& frame) {
-  iovec vectors[2];
-  int count = 0;
-  for (const auto& [data, length] : unsent_parts(frame)) {
-    if (length > 0) vectors[count++] = iovec{const_cast<char*>(data), length};
+  constexpr size_t kMaxParts = 64;
+  const size_t size = frame_size(frame);
+  size_t written = 0;
+  while (frame.sent + written < size) {
+    std::array<iovec, kMaxParts> vectors;
+    size_t count = 0, offered = 0;
+    for_each_unsent(frame, frame.sent + written, [&](const char* data, size_t length) {
+      vectors[count++] = iovec{const_cast<char*>(data), length};
+      offered += length;
+      return count < kMaxParts;
+    });
+    msghdr message{};
+    message.msg_iov = vectors.data();
+    message.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) return written > 0 ? ssize_t(written) : -1;
+    written += size_t(n);
+    if (size_t(n) < offered) break;  // the socket is full: the rest waits for the io thread
   }
-  if (count == 0) return 0;
-  msghdr message{};
-  message.msg_iov = vectors;
-  message.msg_iovlen = count;
-  return ::sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+  return ssize_t(written);
 }
 
 }  // namespace
@@ -238,9 +252,11 @@ void TcpPair::write_next() {
     }
     frame = &queue_.front();  // stays put: only this writer pops, deque keeps references
   }
-  const auto parts = unsent_parts(*frame);
-  const std::array<asio::const_buffer, 2> buffers{asio::buffer(parts[0].first, parts[0].second),
-                                                  asio::buffer(parts[1].first, parts[1].second)};
+  std::vector<asio::const_buffer> buffers;
+  for_each_unsent(*frame, frame->sent, [&](const char* data, size_t length) {
+    buffers.push_back(asio::buffer(data, length));
+    return true;
+  });
   asio::async_write(socket_, buffers,
                     [self = shared_from_this()](const asio::error_code& ec, size_t) {
                       if (ec) return self->fail(ec.message());

@@ -8,9 +8,10 @@
 // host with more threads than cores, that is most of a small message's latency).
 // Writing: a queue of frames, each written whole; the payload of a frame may be borrowed
 // (large puts, get replies from the heap) and its completion tells the owner when it may be
-// reused. When nothing is queued the sending thread writes the frame itself (non-blocking
-// sendmsg), so a small frame costs no hand-over to an io thread; what the kernel does not take
-// at once is queued and written by the io threads.
+// reused; a gathered put's payload is its pieces, written with one sendmsg). When nothing is queued
+// the sending thread writes the frame itself (non-blocking sendmsg), so a small frame costs no
+// hand-over to an io thread; what the kernel does not take at once is queued and written by the io
+// threads.
 #pragma once
 
 #include <asio.hpp>
@@ -20,8 +21,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "transport/tcp/frame_reader.h"
+#include "transport/transport.h"
 #include "wire/data.pb.h"
 
 namespace symmesh {
@@ -34,10 +37,9 @@ struct Completion {
 };
 
 struct OutFrame {
-  std::string head;  // length prefix and serialized header
-  size_t sent = 0;   // bytes of head + payload already written
-  const void* payload = nullptr;
-  size_t payload_length = 0;
+  std::string head;                     // length prefix and serialized header
+  size_t sent = 0;                      // bytes of head + payload already written
+  std::vector<PutPiece> payload;        // borrowed, written end to end
   std::string owned_payload;            // used instead of `payload` when the bytes were copied
   std::shared_ptr<Completion> written;  // optional: done when the bytes are in the kernel
 };

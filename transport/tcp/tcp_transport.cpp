@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "common/errors.h"
 
@@ -10,6 +12,33 @@ namespace symmesh {
 namespace {
 
 constexpr size_t kStripeAlignment = 4096;
+
+// A put's pieces taken a frame at a time: each take() is the next `length` bytes of them.
+class PieceCursor {
+ public:
+  explicit PieceCursor(std::span<const PutPiece> pieces) : pieces_(pieces) {}
+
+  std::vector<PutPiece> take(size_t length) {
+    std::vector<PutPiece> out;
+    while (length > 0) {
+      const PutPiece& piece = pieces_[index_];
+      const size_t n = std::min(length, piece.length - at_);
+      if (n > 0) out.push_back({static_cast<const std::byte*>(piece.data) + at_, n});
+      at_ += n;
+      length -= n;
+      if (at_ == piece.length) {
+        ++index_;
+        at_ = 0;
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::span<const PutPiece> pieces_;
+  size_t index_ = 0;  // the piece the next take starts in
+  size_t at_ = 0;     // and where in it
+};
 
 }  // namespace
 
@@ -183,8 +212,9 @@ void TcpTransport::wait_for(const Completion& completion, Deadline deadline,
   if (completion.state.load(std::memory_order_acquire) == 2) throw PeerError(completion.error);
 }
 
-void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
-                       const SignalUpdate* signal) {
+void TcpTransport::put_gather(int src_pe, int node, uint64_t offset,
+                              std::span<const PutPiece> source, const SignalUpdate* signal) {
+  const size_t length = total_length(source);
   traffic_.sent(node, length);
   PeState& state = pe_state(src_pe);
   wire::DataHeader header;
@@ -211,7 +241,7 @@ void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, 
   }
 
   std::vector<std::pair<std::shared_ptr<TcpPair>, std::shared_ptr<Completion>>> borrowed;
-  const auto* bytes = static_cast<const std::byte*>(data);
+  PieceCursor pieces(source);
   size_t done = 0;
   uint32_t index = striped ? 0 : home_connection(src_pe);
   do {
@@ -221,10 +251,11 @@ void TcpTransport::put(int src_pe, int node, uint64_t offset, const void* data, 
     header.set_length(part);
     OutFrame frame = make_frame(header);
     if (part <= options_.eager_limit) {
-      frame.owned_payload.assign(reinterpret_cast<const char*>(bytes + done), part);
+      frame.owned_payload.reserve(part);
+      for (const PutPiece& piece : pieces.take(part))
+        frame.owned_payload.append(static_cast<const char*>(piece.data), piece.length);
     } else {
-      frame.payload = bytes + done;
-      frame.payload_length = part;
+      frame.payload = pieces.take(part);
       frame.written = std::make_shared<Completion>();
       borrowed.emplace_back(target, frame.written);
     }
@@ -390,8 +421,7 @@ void TcpTransport::flush_all(Deadline deadline) {
 
 void TcpTransport::reply(TcpPair& to, wire::DataHeader header, const void* payload, size_t length) {
   OutFrame frame = make_frame(header);
-  frame.payload = payload;
-  frame.payload_length = length;
+  frame.payload = {PutPiece{payload, length}};
   to.send(std::move(frame));
 }
 

@@ -19,13 +19,14 @@ void device_will_write(void* word) {
 
 }  // namespace
 
-void DeviceAtomicsTransport::put(int src_pe, int node, uint64_t offset, const void* data,
-                                 size_t length, const SignalUpdate* signal) {
+void DeviceAtomicsTransport::put_gather(int src_pe, int node, uint64_t offset,
+                                        std::span<const PutPiece> source,
+                                        const SignalUpdate* signal) {
   if (!signal || signal->op == SignalOp::kSet)
-    return shm_.put(src_pe, node, offset, data, length, signal);
+    return shm_.put_gather(src_pe, node, offset, source, signal);
   // The data by memcpy, then the add through the device: the add is posted after the copy
   // has finished, so a PE that sees the signal sees the data.
-  shm_.put(src_pe, node, offset, data, length, nullptr);
+  shm_.put_gather(src_pe, node, offset, source, nullptr);
   atomic_fetch_add(src_pe, node, signal->offset, signal->value);
 }
 

@@ -18,8 +18,8 @@ class DeviceAtomicsTransport final : public Transport {
       : shm_(shm), verbs_(verbs), segment_(segment), doorbell_(doorbell) {}
 
   std::string_view name() const override { return "shm"; }
-  void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
-           const SignalUpdate* signal) override;
+  void put_gather(int src_pe, int node, uint64_t offset, std::span<const PutPiece> source,
+                  const SignalUpdate* signal) override;
   void get(int src_pe, int node, uint64_t offset, void* out, size_t length) override {
     shm_.get(src_pe, node, offset, out, length);
   }

@@ -496,8 +496,9 @@ void VerbsTransport::attach(PeState& pe, int node, Request& request, const void*
   request.ring_end = pe.bounce->ring.tail();
 }
 
-void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
-                         const SignalUpdate* signal) {
+void VerbsTransport::put_gather(int src_pe, int node, uint64_t offset,
+                                std::span<const PutPiece> source, const SignalUpdate* signal) {
+  const size_t length = total_length(source);
   PeState& pe = pe_state(src_pe);
   OperationDeadline deadline(options_.op_timeout, doorbell_);
   check_access(pe, node, offset, length, false, deadline);
@@ -510,23 +511,27 @@ void VerbsTransport::put(int src_pe, int node, uint64_t offset, const void* data
   std::array<Request, kMaxChain> chain{Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0),
                                        Request(IBV_WR_RDMA_WRITE, 0, nullptr, 0)};
   size_t chained = 0;
-  const auto* bytes = static_cast<const std::byte*>(data);
   size_t done = 0;    // bytes attached
   size_t posted = 0;  // bytes posted
   const auto put_text = [&] {
     return "verbs: a put of " + std::to_string(length) + " bytes to node " + std::to_string(node);
   };
   try {
-    while (done < length) {
-      const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
-      Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
-      attach(pe, node, request, bytes + done, deadline);
-      done += n;
-      if (set_signal && done == length) {
-        chain[chained++] = request;
-      } else {
-        post(pe, node, request, deadline);
-        posted = done;
+    // One write per piece, or per max_message of a longer one.
+    for (const PutPiece& piece : source) {
+      const auto* bytes = static_cast<const std::byte*>(piece.data);
+      for (size_t at = 0; at < piece.length;) {
+        const size_t n = std::min<size_t>(piece.length - at, remotes_[node].max_message);
+        Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
+        attach(pe, node, request, bytes + at, deadline);
+        done += n;
+        at += n;
+        if (set_signal && done == length) {
+          chain[chained++] = request;
+        } else {
+          post(pe, node, request, deadline);
+          posted = done;
+        }
       }
     }
     if (set_signal) {

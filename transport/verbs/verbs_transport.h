@@ -81,8 +81,8 @@ class VerbsTransport final : public RdmaTransport {
   bool peer_up(int node) const override { return connected(node) && health_.up(node); }
 
   std::string_view name() const override { return "verbs"; }
-  void put(int src_pe, int node, uint64_t offset, const void* data, size_t length,
-           const SignalUpdate* signal) override;
+  void put_gather(int src_pe, int node, uint64_t offset, std::span<const PutPiece> source,
+                  const SignalUpdate* signal) override;
   void get(int src_pe, int node, uint64_t offset, void* out, size_t length) override;
   void atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) override;
   uint64_t atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) override;
