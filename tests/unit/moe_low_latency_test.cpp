@@ -271,6 +271,58 @@ TEST(LowLatency, RowsPastTheCacheShareArriveBitForBit) {
   });
 }
 
+// Records across nodes large enough for tcp's borrowed, striped, gathered frames, written by the
+// kernel in parts (a small send buffer), two micro-batches in flight: every row arrives bit for
+// bit, from the caller's x, while the next dispatch reuses the header staging area.
+TEST(LowLatency, WideRowsAcrossNodesArriveBitForBit) {
+  constexpr int64_t kWide = 4096;  // 8 KiB bf16 rows
+  constexpr int kWideTopk = 4, kWideExperts = 8;
+  constexpr int64_t kTokens = 120;
+  const size_t row = size_t(kWide) * 2;
+  LocalClusterOptions options = cluster_options(2, 2);
+  options.heap_size = 2 * (size_t(kTokens) * (row + 64) * 8 + (16 << 20));
+  options.tcp.stripe_threshold = 256 << 10;
+  options.tcp.send_buffer_bytes = 16 << 10;
+  LocalCluster cluster(options);
+  MoeOptions o;
+  o.tokens = kTokens;
+  o.hidden = kWide;
+  o.topk = kWideTopk;
+  o.experts = kWideExperts;
+  std::vector<Routing> routings[2];
+  std::vector<std::vector<uint16_t>> xs[2];
+  for (int batch = 0; batch < 2; ++batch) {
+    for (int pe = 0; pe < 4; ++pe) {
+      routings[batch].push_back(make_routing(o, pe, parse_routing("uniform", 3 + batch)));
+      xs[batch].push_back(moe_tokens(o, pe, InputSpec{uint64_t(3 + batch), ""}));
+    }
+  }
+  cluster.run([&](Pe& pe) {
+    LowLatencyBuffer buffer(
+        pe, {.max_tokens = kTokens, .hidden = kWide, .topk = kWideTopk, .experts = kWideExperts});
+    LowLatencyDispatch d[2];
+    for (int batch = 0; batch < 2; ++batch)
+      d[batch] = buffer.dispatch(xs[batch][pe.my_pe()].data(), routings[batch][pe.my_pe()]);
+    for (int batch = 0; batch < 2; ++batch) {
+      const auto expected = reference_low_latency_dispatch(o, routings[batch], pe.my_pe());
+      ASSERT_EQ(d[batch].offset.size(), expected.size() + 1);
+      for (size_t le = 0; le < expected.size(); ++le) {
+        ASSERT_EQ(d[batch].count(int(le)), int64_t(expected[le].size())) << "expert " << le;
+        for (size_t i = 0; i < expected[le].size(); ++i) {
+          const int64_t slot = d[batch].offset[le] + int64_t(i);
+          const ReceivedToken& want = expected[le][i];
+          const uint16_t* sent = &xs[batch][want.source_pe][size_t(want.source_token) * kWide];
+          ASSERT_EQ(0, std::memcmp(d[batch].x.data() + size_t(slot) * row, sent, row))
+              << "batch " << batch << " row " << slot;
+        }
+      }
+    }
+    buffer.release(d[0]);
+    buffer.release(d[1]);
+    barrier_all(pe);
+  });
+}
+
 TEST(LowLatency, TwoMicroBatchesInFlightAndAThirdIsRefused) {
   LocalCluster cluster(cluster_options(2, 2));
   const int n = cluster.n_pes();

@@ -127,43 +127,95 @@ TEST_P(Rma, PutSignalNeverShowsTheSignalBeforeTheData) {
 }
 
 // Pieces of every kind: empty ones, a few copied small (below tcp's eager limit), more parts
-// than one sendmsg takes, and a striped put whose stripes cut pieces in two.
+// than one sendmsg takes, and a striped put whose stripes cut pieces in two. The source is
+// overwritten as soon as each put returns (local completion). With `send_buffer` set, tcp's
+// kernel takes each large frame in parts and the io threads write the rest from the pieces.
+void gathered_puts_land_end_to_end(Pe& pe) {
+  const int n = pe.n_pes();
+  struct Case {
+    size_t pieces, piece_bytes;
+  };
+  for (const Case c : {Case{5, 1000}, Case{150, 100}, Case{200, 1000}, Case{130, 3001}}) {
+    // Each piece's own bytes, laid apart in `source` with a gap after each, empty pieces
+    // between them.
+    const size_t gap = 24, bytes = c.pieces * c.piece_bytes;
+    std::vector<uint8_t> source(c.pieces * (c.piece_bytes + gap));
+    std::vector<PutPiece> pieces;
+    for (size_t p = 0; p < c.pieces; ++p) {
+      pieces.push_back({source.data() + p * (c.piece_bytes + gap), c.piece_bytes});
+      if (p % 7 == 0) pieces.push_back({nullptr, 0});
+    }
+    auto* inbox = static_cast<uint8_t*>(pe.malloc(bytes * n));
+    auto* signals = pe.malloc_array<uint64_t>(n);
+    std::fill(signals, signals + n, 0);
+    barrier_all(pe);
+    for (int target = 0; target < n; ++target) {
+      for (size_t i = 0; i < source.size(); ++i) source[i] = uint8_t(pe.my_pe() * 13 + i * 7);
+      pe.put_signal(inbox + bytes * pe.my_pe(), pieces, signals + pe.my_pe(), 7, SignalOp::kSet,
+                    target);
+      std::fill(source.begin(), source.end(), uint8_t(0xEE));  // the put returned: ours again
+    }
+    for (int from = 0; from < n; ++from) {
+      pe.signal_wait_until(signals + from, Cmp::kEq, 7);
+      for (size_t p = 0; p < c.pieces; ++p) {
+        for (size_t i = 0; i < c.piece_bytes; ++i) {
+          const size_t at = p * (c.piece_bytes + gap) + i;
+          ASSERT_EQ(inbox[bytes * from + p * c.piece_bytes + i], uint8_t(from * 13 + at * 7))
+              << "pieces=" << c.pieces << " from=" << from << " piece=" << p << " i=" << i;
+        }
+      }
+    }
+    barrier_all(pe);
+    pe.free(signals);
+    pe.free(inbox);
+  }
+}
+
 TEST_P(Rma, AGatheredPutSignalWritesItsPiecesEndToEnd) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run(gathered_puts_land_end_to_end);
+}
+
+TEST_P(Rma, AGatheredPutTheKernelTakesInPartsWritesEveryPiece) {
+  LocalClusterOptions o = options(GetParam());
+  o.tcp.send_buffer_bytes = 8 << 10;
+  LocalCluster cluster(o);
+  cluster.run(gathered_puts_land_end_to_end);
+}
+
+// The edges: pieces that end exactly on a stripe boundary, empty pieces first and last, an
+// ADD signal, a put of no pieces at all, and nothing written past the pieces' end.
+TEST_P(Rma, AGatheredPutsEdgesWriteNoMoreThanItsPieces) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {
     const int n = pe.n_pes();
-    struct Case {
-      size_t pieces, piece_bytes;
-    };
-    for (const Case c : {Case{5, 1000}, Case{150, 100}, Case{200, 1000}, Case{130, 3001}}) {
-      // Each piece's own bytes, laid apart in `source` with a gap after each, empty pieces
-      // between them.
-      const size_t gap = 24, bytes = c.pieces * c.piece_bytes;
-      std::vector<uint8_t> source(c.pieces * (c.piece_bytes + gap));
-      for (size_t i = 0; i < source.size(); ++i) source[i] = uint8_t(pe.my_pe() * 13 + i * 7);
-      std::vector<PutPiece> pieces;
-      for (size_t p = 0; p < c.pieces; ++p) {
-        pieces.push_back({source.data() + p * (c.piece_bytes + gap), c.piece_bytes});
-        if (p % 7 == 0) pieces.push_back({nullptr, 0});
-      }
-      auto* inbox = static_cast<uint8_t*>(pe.malloc(bytes * n));
+    constexpr size_t kGuard = 64;
+    for (size_t count : {size_t{0}, size_t{3}, size_t{100}}) {
+      const size_t piece = 4096, bytes = count * piece;
+      std::vector<uint8_t> source(bytes + 1);
+      for (size_t i = 0; i < source.size(); ++i) source[i] = uint8_t(pe.my_pe() * 5 + i * 3);
+      std::vector<PutPiece> pieces{{nullptr, 0}};
+      for (size_t p = 0; p < count; ++p) pieces.push_back({source.data() + p * piece, piece});
+      pieces.push_back({nullptr, 0});
+      auto* inbox = static_cast<uint8_t*>(pe.malloc(bytes * n + kGuard));
       auto* signals = pe.malloc_array<uint64_t>(n);
       std::fill(signals, signals + n, 0);
+      std::fill(inbox, inbox + bytes * n + kGuard, uint8_t(0xAB));
       barrier_all(pe);
       for (int target = 0; target < n; ++target) {
-        pe.put_signal(inbox + bytes * pe.my_pe(), pieces, signals + pe.my_pe(), 7, SignalOp::kSet,
+        pe.put_signal(inbox + bytes * pe.my_pe(), pieces, signals + pe.my_pe(), 3, SignalOp::kAdd,
                       target);
+        pe.put_signal(inbox + bytes * pe.my_pe(), std::span<const PutPiece>{}, signals + pe.my_pe(),
+                      4, SignalOp::kAdd, target);
       }
       for (int from = 0; from < n; ++from) {
         pe.signal_wait_until(signals + from, Cmp::kEq, 7);
-        for (size_t p = 0; p < c.pieces; ++p) {
-          for (size_t i = 0; i < c.piece_bytes; ++i) {
-            const size_t at = p * (c.piece_bytes + gap) + i;
-            ASSERT_EQ(inbox[bytes * from + p * c.piece_bytes + i], uint8_t(from * 13 + at * 7))
-                << "pieces=" << c.pieces << " from=" << from << " piece=" << p << " i=" << i;
-          }
+        for (size_t i = 0; i < bytes; ++i) {
+          ASSERT_EQ(inbox[bytes * from + i], uint8_t(from * 5 + i * 3))
+              << "pieces=" << count << " from=" << from << " i=" << i;
         }
       }
+      for (size_t i = 0; i < kGuard; ++i) ASSERT_EQ(inbox[bytes * n + i], 0xAB) << "guard " << i;
       barrier_all(pe);
       pe.free(signals);
       pe.free(inbox);

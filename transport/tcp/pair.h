@@ -6,12 +6,12 @@
 // that waits for a signal and polls (poll()), so the frame it waits for is applied by a
 // thread already running rather than by an io thread that must first be scheduled (on a
 // host with more threads than cores, that is most of a small message's latency).
-// Writing: a queue of frames, each written whole; the payload of a frame may be borrowed
-// (large puts, get replies from the heap) and its completion tells the owner when it may be
-// reused; a gathered put's payload is its pieces, written with one sendmsg). When nothing is queued
-// the sending thread writes the frame itself (non-blocking sendmsg), so a small frame costs no
-// hand-over to an io thread; what the kernel does not take at once is queued and written by the io
-// threads.
+// Writing: a queue of frames, each written whole. The payload of a frame may be borrowed
+// (large puts, get replies from the heap), and its completion tells the owner when it may be
+// reused; a gathered put's payload is its pieces, handed to the kernel 64 parts per sendmsg,
+// the head being one of them. When nothing is queued the sending thread writes the frame
+// itself (non-blocking sendmsg), so a small frame costs no hand-over to an io thread; what the
+// kernel does not take at once is queued and written by the io threads.
 #pragma once
 
 #include <asio.hpp>

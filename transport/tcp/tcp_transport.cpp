@@ -2,43 +2,20 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include "common/errors.h"
+#include "transport/piece_cursor.h"
 
 namespace symmesh {
 namespace {
 
 constexpr size_t kStripeAlignment = 4096;
-
-// A put's pieces taken a frame at a time: each take() is the next `length` bytes of them.
-class PieceCursor {
- public:
-  explicit PieceCursor(std::span<const PutPiece> pieces) : pieces_(pieces) {}
-
-  std::vector<PutPiece> take(size_t length) {
-    std::vector<PutPiece> out;
-    while (length > 0) {
-      const PutPiece& piece = pieces_[index_];
-      const size_t n = std::min(length, piece.length - at_);
-      if (n > 0) out.push_back({static_cast<const std::byte*>(piece.data) + at_, n});
-      at_ += n;
-      length -= n;
-      if (at_ == piece.length) {
-        ++index_;
-        at_ = 0;
-      }
-    }
-    return out;
-  }
-
- private:
-  std::span<const PutPiece> pieces_;
-  size_t index_ = 0;  // the piece the next take starts in
-  size_t at_ = 0;     // and where in it
-};
 
 }  // namespace
 
@@ -127,9 +104,15 @@ HostPort TcpTransport::listen(const HostPort& at) {
 
 void TcpTransport::adopt(std::unique_ptr<BlockingChannel> channel, int peer_node, uint32_t index) {
   const std::string name = channel->peer_name();
-  auto connection =
-      std::make_shared<TcpPair>(device_.next_io(), channel->release_native(), node_, peer_node,
-                                index, name, static_cast<FrameHandler&>(*this));
+  const int fd = channel->release_native();
+  if (options_.send_buffer_bytes > 0 &&
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &options_.send_buffer_bytes,
+                   sizeof options_.send_buffer_bytes) != 0) {
+    spdlog::warn("tcp: setting SO_SNDBUF to {} bytes failed: {}", options_.send_buffer_bytes,
+                 std::strerror(errno));
+  }
+  auto connection = std::make_shared<TcpPair>(device_.next_io(), fd, node_, peer_node, index, name,
+                                              static_cast<FrameHandler&>(*this));
   {
     std::lock_guard lock(mutex_);
     all_connections_.push_back(connection);
@@ -240,42 +223,59 @@ void TcpTransport::put_gather(int src_pe, int node, uint64_t offset,
     header.set_signal_id(state.next_signal_id++);
   }
 
+  // Frames whose payload is the caller's memory: the put returns only once the kernel has it
+  // (or its connection failed them), whatever happens.
   std::vector<std::pair<std::shared_ptr<TcpPair>, std::shared_ptr<Completion>>> borrowed;
-  PieceCursor pieces(source);
-  size_t done = 0;
-  uint32_t index = striped ? 0 : home_connection(src_pe);
-  do {
-    const size_t part = std::min(stripe_length, length - done);
-    auto target = connection(node, index);
-    header.set_offset(offset + done);
-    header.set_length(part);
-    OutFrame frame = make_frame(header);
-    if (part <= options_.eager_limit) {
-      frame.owned_payload.reserve(part);
-      for (const PutPiece& piece : pieces.take(part))
-        frame.owned_payload.append(static_cast<const char*>(piece.data), piece.length);
-    } else {
-      frame.payload = pieces.take(part);
-      frame.written = std::make_shared<Completion>();
-      borrowed.emplace_back(target, frame.written);
-    }
-    target->send(std::move(frame));
-    state.dirty[node][index] = true;
-    done += part;
-    index = (index + 1) % connections;
-  } while (done < length);
-  if (striped) state.striped_since_fence = true;
-
-  if (borrowed.empty()) return;
-  // The payload is the caller's memory: wait until the kernel has it, even through an abort.
-  WaitPolicy policy = wait_policy();
-  policy.abortable = false;
   auto all_written = [&] {
     for (auto& [conn, completion] : borrowed) {
       if (!completion->finished()) return false;
     }
     return true;
   };
+  // Closes the connections that hold borrowed frames, which fails those frames, and waits a
+  // little for that.
+  auto release_borrowed = [&](const char* why) {
+    for (auto& [conn, completion] : borrowed) conn->close(why);
+    const auto cutoff = Clock::now() + std::chrono::seconds(5);
+    while (!all_written() && Clock::now() < cutoff)
+      doorbell_.park(doorbell_.sequence(), std::chrono::milliseconds(1));
+  };
+  PieceCursor pieces(source);
+  size_t done = 0;
+  uint32_t index = striped ? 0 : home_connection(src_pe);
+  try {
+    do {
+      const size_t part = std::min(stripe_length, length - done);
+      auto target = connection(node, index);
+      header.set_offset(offset + done);
+      header.set_length(part);
+      OutFrame frame = make_frame(header);
+      if (part <= options_.eager_limit) {
+        frame.owned_payload.reserve(part);
+        pieces.take(part, [&](const std::byte* data, size_t n) {
+          frame.owned_payload.append(reinterpret_cast<const char*>(data), n);
+        });
+      } else {
+        pieces.take(part, [&](const std::byte* data, size_t n) {
+          frame.payload.push_back({data, n});
+        });
+        frame.written = std::make_shared<Completion>();
+        borrowed.emplace_back(target, frame.written);
+      }
+      target->send(std::move(frame));
+      state.dirty[node][index] = true;
+      done += part;
+      index = (index + 1) % connections;
+    } while (done < length);
+  } catch (...) {  // a later stripe's connection is gone: the earlier stripes still hold `source`
+    release_borrowed("put failed");
+    throw;
+  }
+  if (striped) state.striped_since_fence = true;
+
+  if (borrowed.empty()) return;
+  WaitPolicy policy = wait_policy();
+  policy.abortable = false;  // through an abort too
   try {
     wait_until(
         doorbell_, Clock::now() + options_.op_timeout, all_written,
@@ -285,11 +285,7 @@ void TcpTransport::put_gather(int src_pe, int node, uint64_t offset,
         },
         policy);
   } catch (const TimeoutError&) {
-    // The peer stopped reading: close the connections so the buffer is released.
-    for (auto& [conn, completion] : borrowed) conn->close("put timed out");
-    const auto cutoff = Clock::now() + std::chrono::seconds(5);
-    while (!all_written() && Clock::now() < cutoff)
-      doorbell_.park(doorbell_.sequence(), std::chrono::milliseconds(1));
+    release_borrowed("put timed out");  // the peer stopped reading
     throw;
   }
   for (auto& [conn, completion] : borrowed) {

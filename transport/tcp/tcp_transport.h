@@ -41,6 +41,9 @@ struct TcpOptions {
   int io_threads = 2;
   std::chrono::milliseconds op_timeout{60000};
   uint64_t incarnation = 0;  // this daemon's, proved in every data handshake
+  // Each connection's SO_SNDBUF; 0 leaves the kernel's. Tests make it small, so that the kernel
+  // takes a large frame in parts and the io threads write the rest.
+  int send_buffer_bytes = 0;
 };
 
 class TcpTransport final : public NetworkTransport, public WaitProgress, private FrameHandler {

@@ -483,15 +483,21 @@ bool VerbsTransport::wake_up_due(const QpState& qp) const {
   return Clock::now() - qp.notified >= options_.notify_interval;
 }
 
-void VerbsTransport::attach(PeState& pe, int node, Request& request, const void* data,
+void VerbsTransport::attach(PeState& pe, int node, Request& request, PieceCursor& data,
                             OperationDeadline& deadline) {
   if (request.length <= pe.qps[node].qp->max_inline()) {
-    request.local = data;
-    request.inline_data = true;
-    return;
+    if (const std::byte* contiguous = data.take_contiguous(request.length)) {
+      request.local = contiguous;
+      request.inline_data = true;
+      return;
+    }
   }
   const uint64_t position = stage(pe, node, request.length, deadline);
-  std::memcpy(pe.bounce->at(position), data, request.length);
+  std::byte* to = pe.bounce->at(position);
+  data.take(request.length, [&](const std::byte* from, size_t n) {
+    std::memcpy(to, from, n);
+    to += n;
+  });
   request.local = pe.bounce->at(position);
   request.ring_end = pe.bounce->ring.tail();
 }
@@ -517,21 +523,18 @@ void VerbsTransport::put_gather(int src_pe, int node, uint64_t offset,
     return "verbs: a put of " + std::to_string(length) + " bytes to node " + std::to_string(node);
   };
   try {
-    // One write per piece, or per max_message of a longer one.
-    for (const PutPiece& piece : source) {
-      const auto* bytes = static_cast<const std::byte*>(piece.data);
-      for (size_t at = 0; at < piece.length;) {
-        const size_t n = std::min<size_t>(piece.length - at, remotes_[node].max_message);
-        Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
-        attach(pe, node, request, bytes + at, deadline);
-        done += n;
-        at += n;
-        if (set_signal && done == length) {
-          chain[chained++] = request;
-        } else {
-          post(pe, node, request, deadline);
-          posted = done;
-        }
+    // One write per max_message of the pieces' bytes, gathered into the bounce ring.
+    PieceCursor pieces(source);
+    while (done < length) {
+      const size_t n = std::min<size_t>(length - done, remotes_[node].max_message);
+      Request request(IBV_WR_RDMA_WRITE, offset + done, nullptr, uint32_t(n));
+      attach(pe, node, request, pieces, deadline);
+      done += n;
+      if (set_signal && done == length) {
+        chain[chained++] = request;
+      } else {
+        post(pe, node, request, deadline);
+        posted = done;
       }
     }
     if (set_signal) {
@@ -539,7 +542,9 @@ void VerbsTransport::put_gather(int src_pe, int node, uint64_t offset,
       Request& request = chain[chained++];
       request = Request(wake ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, signal->offset,
                         nullptr, 8);
-      attach(pe, node, request, &signal->value, deadline);
+      const PutPiece value{&signal->value, sizeof signal->value};
+      PieceCursor value_cursor(std::span(&value, 1));
+      attach(pe, node, request, value_cursor, deadline);
       post(pe, node, std::span<Request>(chain.data(), chained), deadline);
     } else if (signal) {
       post_fetch_add(pe, node, signal->offset, signal->value, false, deadline);

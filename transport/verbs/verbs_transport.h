@@ -47,6 +47,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "transport/piece_cursor.h"
 #include "transport/rdma.h"
 #include "transport/transport.h"
 #include "transport/verbs/address.h"
@@ -183,8 +184,9 @@ class VerbsTransport final : public RdmaTransport {
     PeState& pe_;
     const int exceptions_ = std::uncaught_exceptions();
   };
-  // Points `request` at its `length` bytes of `data`: inlined when they fit, else staged.
-  void attach(PeState& pe, int node, Request& request, const void* data,
+  // Points `request` at the next `length` bytes of `data`: inlined when they fit and lie in one
+  // piece, else copied into the bounce ring.
+  void attach(PeState& pe, int node, Request& request, PieceCursor& data,
               OperationDeadline& deadline);
   // "op_timeout N ms", for the errors of a wait that reached its deadline.
   std::string timeout_text() const;
