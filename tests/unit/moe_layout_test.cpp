@@ -10,18 +10,10 @@
 #include "common/errors.h"
 #include "ops/moe/reference.h"
 #include "ops/npy.h"
+#include "tests/support/moe_shape.h"
 
 namespace symmesh {
 namespace {
-
-MoeOptions options(int64_t tokens, int64_t hidden, int topk, int experts) {
-  MoeOptions o;
-  o.tokens = tokens;
-  o.hidden = hidden;
-  o.topk = topk;
-  o.experts = experts;
-  return o;
-}
 
 std::string error_of(const MoeOptions& o, int nodes, int ranks) {
   try {
@@ -33,13 +25,13 @@ std::string error_of(const MoeOptions& o, int nodes, int ranks) {
 }
 
 TEST(MoeOptions, BadFieldsAreNamedWithTheirRange) {
-  EXPECT_EQ(error_of(options(0, 8, 1, 4), 2, 2), "");  // an empty PE is fine
-  EXPECT_NE(error_of(options(4, 12, 1, 4), 1, 1).find("hidden = 12 must be a multiple of 8"),
+  EXPECT_EQ(error_of(moe_shape(0, 8, 1, 4), 2, 2), "");  // an empty PE is fine
+  EXPECT_NE(error_of(moe_shape(4, 12, 1, 4), 1, 1).find("hidden = 12 must be a multiple of 8"),
             std::string::npos);
-  EXPECT_NE(error_of(options(4, 8, 1, 10), 2, 2).find("multiple of 4"), std::string::npos);
-  EXPECT_NE(error_of(options(4, 8, 9, 8), 2, 2).find("topk = 9 is out of range: allowed 1 to 8"),
+  EXPECT_NE(error_of(moe_shape(4, 8, 1, 10), 2, 2).find("multiple of 4"), std::string::npos);
+  EXPECT_NE(error_of(moe_shape(4, 8, 9, 8), 2, 2).find("topk = 9 is out of range: allowed 1 to 8"),
             std::string::npos);
-  MoeOptions o = options(4, 8, 2, 8);
+  MoeOptions o = moe_shape(4, 8, 2, 8);
   o.rdma_ring_tokens = 16;
   o.chunk_tokens = 9;
   EXPECT_NE(error_of(o, 2, 2).find("larger than half of rdma_ring_tokens = 16: allowed up to 8"),
@@ -52,7 +44,7 @@ TEST(MoeOptions, BadFieldsAreNamedWithTheirRange) {
 }
 
 TEST(MoeRouting, UniformIsDistinctNormalisedAndSeeded) {
-  const MoeOptions o = options(300, 8, 8, 64);
+  const MoeOptions o = moe_shape(300, 8, 8, 64);
   const Routing a = make_routing(o, 0, parse_routing("uniform", 7));
   EXPECT_EQ(a.experts, make_routing(o, 0, parse_routing("uniform", 7)).experts);
   EXPECT_NE(a.experts, make_routing(o, 1, parse_routing("uniform", 7)).experts);
@@ -75,7 +67,7 @@ double top4_share(const Routing& r, const MoeOptions& o) {
 }
 
 TEST(MoeRouting, SkewedSendsMostTokensToAFewExperts) {
-  const MoeOptions o = options(2000, 8, 2, 64);
+  const MoeOptions o = moe_shape(2000, 8, 2, 64);
   EXPECT_GT(top4_share(make_routing(o, 0, parse_routing("skewed", 1)), o), 0.5);
   EXPECT_LT(top4_share(make_routing(o, 0, parse_routing("uniform", 1)), o), 0.15);
 }
@@ -84,7 +76,7 @@ TEST(MoeRouting, FileRoutingRoundTripsAndBadFilesAreNamed) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("symmesh-routing-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const MoeOptions o = options(3, 8, 2, 4);
+  const MoeOptions o = moe_shape(3, 8, 2, 4);
   std::vector<int64_t> ids{0, 3, -1, 2, 1, 0};
   std::vector<float> weights{0.5f, 0.5f, 1.0f, 0.0f, 0.25f, 0.75f};
   auto write = [&] {
@@ -115,7 +107,7 @@ TEST(MoeRouting, FileRoutingRoundTripsAndBadFilesAreNamed) {
 
 TEST(MoeLayout, CountsMatchABruteForceAndChannelsCoverEveryToken) {
   const ClusterShape shape{3, 2};
-  const MoeOptions o = options(257, 8, 5, 12);
+  const MoeOptions o = moe_shape(257, 8, 5, 12);
   const Routing r = make_routing(o, 4, parse_routing("skewed", 3));
   const DispatchLayout l = dispatch_layout(r, o, shape);
   for (int pe = 0; pe < shape.n_pes(); ++pe) {
@@ -144,7 +136,7 @@ TEST(MoeLayout, CountsMatchABruteForceAndChannelsCoverEveryToken) {
 
 TEST(MoeLayout, HierarchicalMovesAtMostHalfOfFlatsInterNodeBytesAtTopk8) {
   const ClusterShape shape{2, 2};
-  const MoeOptions o = options(1024, 7168, 8, 64);
+  const MoeOptions o = moe_shape(1024, 7168, 8, 64);
   const Routing r = make_routing(o, 0, parse_routing("uniform", 1));
   const DispatchLayout l = dispatch_layout(r, o, shape);
   const int64_t hier = hier_inter_node_bytes(l, 0, o.hidden, 2);
@@ -155,7 +147,7 @@ TEST(MoeLayout, HierarchicalMovesAtMostHalfOfFlatsInterNodeBytesAtTopk8) {
 
 TEST(MoeReference, PartialsOfEveryPeSumToTheCombine) {
   const ClusterShape shape{2, 2};
-  MoeOptions o = options(17, 16, 3, 8);
+  MoeOptions o = moe_shape(17, 16, 3, 8);
   for (MoeWeighting weighting : {MoeWeighting::kNone, MoeWeighting::kTopk}) {
     o.weighting = weighting;
     const Routing r = make_routing(o, 2, parse_routing("uniform", 5));

@@ -15,6 +15,7 @@
 #include "ops/moe/reference.h"
 #include "runtime/barrier.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/moe_shape.h"
 
 namespace symmesh {
 namespace {
@@ -45,11 +46,7 @@ struct Batch {
 };
 
 Batch make_batch(int pe, uint64_t seed) {
-  MoeOptions o;
-  o.tokens = pe == 1 ? kMaxTokens - 4 : kMaxTokens;
-  o.hidden = kHidden;
-  o.topk = kTopk;
-  o.experts = kExperts;
+  const MoeOptions o = moe_shape(pe == 1 ? kMaxTokens - 4 : kMaxTokens, kHidden, kTopk, kExperts);
   return {make_routing(o, pe, parse_routing("uniform", seed)),
           moe_tokens(o, pe, InputSpec{seed, ""})};
 }
@@ -229,11 +226,7 @@ TEST(LowLatency, RowsPastTheCacheShareArriveBitForBit) {
   LocalClusterOptions options = cluster_options(1, 2);
   options.heap_size = 2 * (size_t(tokens) * (row + 64) * 4 + (16 << 20));
   LocalCluster cluster(options);
-  MoeOptions o;
-  o.tokens = tokens;
-  o.hidden = kWide;
-  o.topk = kWideTopk;
-  o.experts = kWideExperts;
+  const MoeOptions o = moe_shape(tokens, kWide, kWideTopk, kWideExperts);
   std::vector<Routing> routings;
   std::vector<std::vector<uint16_t>> xs;
   for (int pe = 0; pe < 2; ++pe) {
@@ -284,11 +277,7 @@ TEST(LowLatency, WideRowsAcrossNodesArriveBitForBit) {
   options.tcp.stripe_threshold = 256 << 10;
   options.tcp.send_buffer_bytes = 16 << 10;
   LocalCluster cluster(options);
-  MoeOptions o;
-  o.tokens = kTokens;
-  o.hidden = kWide;
-  o.topk = kWideTopk;
-  o.experts = kWideExperts;
+  const MoeOptions o = moe_shape(kTokens, kWide, kWideTopk, kWideExperts);
   std::vector<Routing> routings[2];
   std::vector<std::vector<uint16_t>> xs[2];
   for (int batch = 0; batch < 2; ++batch) {
