@@ -5,9 +5,9 @@
 # other build; the order of the builds flips each round. Only one cluster is up at a time: with
 # two up at once the same binary ran the 64 MiB ring all-reduce about 9% slower on the cluster
 # started second, which is what an A/B must not measure. For each job it prints the median over
-# ROUNDS (default 5) of the job's own median, for both builds, and after/before (for a time,
-# above 1 is slower; for a bandwidth, below 1 is). ONLY (an extended regex over the job names)
-# runs a subset.
+# ROUNDS (default 5) of the job's own median, for both builds, after/before (for a time, above 1
+# is slower; for a bandwidth, below 1 is), and in how many rounds the after build's figure was
+# the lower. ONLY (an extended regex over the job names) runs a subset.
 #   bench/regression.sh BEFORE_BIN_DIR AFTER_BIN_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,13 +101,15 @@ rows = {}
 for line in open(sys.argv[1]):
     name, build, value = line.rstrip("\n").split("|")
     rows.setdefault(name, {}).setdefault(build, []).append(value)
-print(f"| {'job':<44} | {'before':>12} | {'after':>12} | {'after/before':>12} |")
-print(f"|{'-' * 46}|{'-' * 14}|{'-' * 14}|{'-' * 14}|")
+print(f"| {'job':<44} | {'before':>12} | {'after':>12} | {'after/before':>12} | {'after lower':>11} |")
+print(f"|{'-' * 46}|{'-' * 14}|{'-' * 14}|{'-' * 14}|{'-' * 13}|")
 for name, builds in rows.items():
     try:
-        b = statistics.median(float(v) for v in builds["before"])
-        a = statistics.median(float(v) for v in builds["after"])
-        print(f"| {name:<44} | {b:>12.6g} | {a:>12.6g} | {a / b:>12.3f} |")
+        before = [float(v) for v in builds["before"]]
+        after = [float(v) for v in builds["after"]]
+        b, a = statistics.median(before), statistics.median(after)
+        lower = f"{sum(x < y for x, y in zip(after, before))} of {len(after)}"
+        print(f"| {name:<44} | {b:>12.6g} | {a:>12.6g} | {a / b:>12.3f} | {lower:>11} |")
     except ValueError:
-        print(f"| {name:<44} | {builds['before'][0]:>12} | {builds['after'][0]:>12} | {'-':>12} |")
+        print(f"| {name:<44} | {builds['before'][0]:>12} | {builds['after'][0]:>12} | {'-':>12} | {'-':>11} |")
 PY
