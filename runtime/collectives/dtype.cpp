@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "common/errors.h"
+#include "runtime/collectives/bf16_weighted_sum.h"
 
 namespace symmesh {
 
@@ -248,6 +249,8 @@ SYMMESH_VECTOR_CLONES void reduce_rows(void* dst, DType dtype, const TypedRow* r
 SYMMESH_VECTOR_CLONES void weighted_group_sum(void* dst, DType dtype, const WeightedRow* rows,
                                               const size_t* group_ends, size_t groups,
                                               size_t count) {
+  if (dtype == DType::kBF16 && bf16_weighted_group_sum(dst, rows, group_ends, groups, count))
+    return;
   float acc[kRowBlock], group[kRowBlock];
   for (size_t begin = 0; begin < count; begin += kRowBlock) {
     const size_t n = std::min(kRowBlock, count - begin);

@@ -59,7 +59,11 @@ struct WeightedRow {
 // in f32, in group order, rounded once to `dtype` (an empty group adds nothing; zero with no
 // rows). One pass a block at a time, with no f32 row in memory: each row is read once and dst
 // written once. The same bits as each group's weighted sum stored as an f32 row, then
-// reduce_rows over those rows.
+// reduce_rows over those rows. bf16 rows into bf16 on a CPU with AVX-512 take a kernel of
+// their own (bf16_weighted_sum.h), with the same bits. Where two NaNs meet, which one the sum
+// keeps (its sign and payload) depends on the compiler's operand order, so a NaN result's bits
+// are not specified beyond its being a quiet NaN. dst may be one of the rows; it must not
+// otherwise overlap them.
 void weighted_group_sum(void* dst, DType dtype, const WeightedRow* rows, const size_t* group_ends,
                         size_t groups, size_t count);
 
