@@ -1,7 +1,10 @@
 #include "daemon/status/status_server.h"
 
 #include <httplib.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
+
+#include <chrono>
 
 #include "common/errors.h"
 #include "common/thread_name.h"
@@ -77,7 +80,25 @@ StatusServer::StatusServer(const HostPort& address, Handlers handlers)
   thread_ = std::thread([this] {
     set_thread_name("status http");
     server_->listen_after_bind();
+    ended_.store(true);
   });
+  // cpp-httplib's stop() does nothing until the accept loop has set its running flag: a daemon
+  // that failed right after starting stopped a loop that had not begun, then waited for ever
+  // for it to end. So the server is running before anyone can stop it (the loop sets the flag
+  // first thing; a loop that ended at once has ended).
+  constexpr auto kStartLimit = std::chrono::seconds(10);
+  constexpr auto kCheck = std::chrono::microseconds(100);
+  const auto deadline = std::chrono::steady_clock::now() + kStartLimit;
+  for (int checks = 0; checks < int(kStartLimit / kCheck); ++checks) {
+    if (server_->is_running() || ended_.load() || std::chrono::steady_clock::now() > deadline) {
+      break;
+    }
+    std::this_thread::sleep_for(kCheck);
+  }
+  if (!server_->is_running() && !ended_.load()) {
+    spdlog::warn("the status endpoint's accept loop had not started after {} s",
+                 kStartLimit.count());
+  }
 }
 
 StatusServer::~StatusServer() {

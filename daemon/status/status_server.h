@@ -10,6 +10,7 @@
 // handlers only see the status and the metrics.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -50,6 +51,7 @@ class StatusServer {
   std::unique_ptr<httplib::Server> server_;
   HostPort bound_;
   std::thread thread_;
+  std::atomic<bool> ended_{false};  // the accept loop has returned
 };
 
 }  // namespace symmesh

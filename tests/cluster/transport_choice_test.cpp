@@ -50,8 +50,8 @@ TEST(TransportChoice, VerbsWithoutADeviceIsRefusedAtStartup) {
   while (cluster.daemon(0).running() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling an exit, bounded
   }
-  ASSERT_FALSE(cluster.daemon(0).running());
   const std::string log = cluster.daemon(0).log();
+  ASSERT_FALSE(cluster.daemon(0).running()) << "still running after 30 s; its log:\n" << log;
   EXPECT_NE(log.find(std::string("--transport verbs: ") + why_no_verbs()), std::string::npos)
       << log;
   EXPECT_NE(log.find("use --transport auto or tcp"), std::string::npos) << log;
