@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "common/thread_name.h"
 #include "daemon/status/dashboard_page.h"
+#include "transport/wait.h"
 
 namespace symmesh {
 namespace {
@@ -79,29 +80,30 @@ StatusServer::StatusServer(const HostPort& address, Handlers handlers)
   // Bound is listening: connections wait in the backlog until the accept loop starts.
   thread_ = std::thread([this] {
     set_thread_name("status http");
-    server_->listen_after_bind();
+    // A stop returns true; false is the accept loop failing (its socket is then closed).
+    if (!server_->listen_after_bind()) {
+      spdlog::error(
+          "the status endpoint at {} stopped accepting: /health, /status and /metrics "
+          "are down",
+          bound_.str());
+    }
     ended_.store(true);
   });
-  // cpp-httplib's stop() does nothing until the accept loop has set its running flag: a daemon
-  // that failed right after starting stopped a loop that had not begun, then waited for ever
-  // for it to end. So the server is running before anyone can stop it (the loop sets the flag
-  // first thing; a loop that ended at once has ended).
-  constexpr auto kStartLimit = std::chrono::seconds(10);
-  constexpr auto kCheck = std::chrono::microseconds(100);
-  const auto deadline = std::chrono::steady_clock::now() + kStartLimit;
-  for (int checks = 0; checks < int(kStartLimit / kCheck); ++checks) {
-    if (server_->is_running() || ended_.load() || std::chrono::steady_clock::now() > deadline) {
-      break;
-    }
-    std::this_thread::sleep_for(kCheck);
-  }
-  if (!server_->is_running() && !ended_.load()) {
-    spdlog::warn("the status endpoint's accept loop had not started after {} s",
-                 kStartLimit.count());
-  }
 }
 
 StatusServer::~StatusServer() {
+  // cpp-httplib 0.11's stop() acts only once listen_internal() has set is_running_: a daemon
+  // that failed right after starting stopped a loop that had not begun, which then accepted
+  // for ever. So wait (bounded) for the loop to run, or to have ended, before stopping it.
+  const Deadline deadline = deadline_after(std::chrono::seconds(10));
+  while (!server_->is_running() && !ended_.load() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // polling the loop's start
+  }
+  if (!server_->is_running() && !ended_.load()) {
+    spdlog::warn(
+        "the status endpoint's accept loop had not started after 10 s: stopping it may "
+        "hang");
+  }
   server_->stop();
   if (thread_.joinable()) thread_.join();
 }

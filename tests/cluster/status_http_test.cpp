@@ -1,19 +1,48 @@
 // The HTTP status endpoint of real daemons: the dashboard page (self-contained), /status JSON
 // with its schema and jobs, /metrics through a strict Prometheus text reader (itself shown to
 // reject malformed text), /health turning 503 when a peer stops, 404 and no secrets anywhere,
-// --status-addr off and a port in use.
+// --status-addr off and a port in use; a status server stopped right after it started still ends.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "daemon/status/status_server.h"
 #include "tests/cluster/http_get.h"
 #include "tests/cluster/prometheus_text.h"
 #include "tests/cluster/test_cluster.h"
 
 namespace symmesh::testing {
 namespace {
+
+// A daemon that fails right after starting destroys its status server before the server's
+// accept loop may have begun: the destruction must still end (it once waited in accept() for
+// ever). Run in a thread of its own so that a hang fails the test instead of holding it.
+TEST(StatusHttp, AServerStoppedRightAfterItStartedEnds) {
+  constexpr int kServers = 300;
+  // Shared, not on this frame: a churn left stuck outlives the test.
+  auto ended = std::make_shared<std::atomic<int>>(0);
+  std::thread churn([ended] {
+    for (int i = 0; i < kServers; ++i) {
+      StatusServer server(HostPort{"127.0.0.1", 0}, StatusServer::Handlers{});
+      ended->fetch_add(1);
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (ended->load() < kServers && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling the churn, bounded
+  }
+  if (ended->load() < kServers) {
+    churn.detach();  // stuck in a destructor: left to the process's exit
+    FAIL() << "server " << ended->load() + 1 << " of " << kServers
+           << " did not end within 60 s of the first's start";
+  }
+  churn.join();
+}
 
 TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
   TestCluster cluster(shape(2, 2));
