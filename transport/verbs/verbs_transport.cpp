@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "common/errors.h"
@@ -139,6 +140,10 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
       Remote{reinterpret_cast<uint64_t>(segment.base), segment_mr_->rkey, segment.size,
              std::min<uint64_t>(device_->max_msg_sz(), options_.bounce_bytes / 4), true};
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) {
+    throw Error(std::string("verbs: creating the notifier's stop descriptor (eventfd) failed: ") +
+                std::strerror(errno));
+  }
   notifier_ = std::thread([this] {
     set_thread_name("verbs notify");
     notifier_loop();
