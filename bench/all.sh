@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every benchmark at a size that finishes within 15 minutes on the 2-core machine (about 4),
-# one after the other in one invocation, each printing its own table; then one JSON file of
-# every figure the run recorded, and of each figure's ratio to the baselines measured in the
-# same run.
+# Every benchmark at a size that finishes within 15 minutes on the 2-core machine (about 6),
+# one after the other in one invocation, each printing its own table, every figure a median of
+# 5 runs; then one JSON file of every figure the run recorded, and of each figure's ratio to
+# the baselines measured in the same run.
 # Compare two runs with `bench/compare.py OLD.json NEW.json`.
 # Usage: bench/all.sh [OUT.json]  (default bench-results/<UTC time>-<commit>.json)
 # VERBS=1 adds bench/transport.sh (the soft-RoCE guest where the host has no RDMA device,
@@ -29,11 +29,11 @@ RUNS=5 SIZES="64KiB 1MiB 64MiB" bench/collectives.sh
 section bench/tcp.sh
 RUNS=5 bench/tcp.sh
 section bench/fused.sh
-RUNS=3 ITERS=3 SHAPES="4096x4096x1024" bench/fused.sh
+RUNS=5 ITERS=5 SHAPES="4096x4096x1024" bench/fused.sh
 section bench/moe.sh
-RUNS=3 ITERS=3 TOKENS=1024 bench/moe.sh
+RUNS=5 ITERS=5 TOKENS=1024 bench/moe.sh
 section bench/attach.sh
-ROUNDS=3 ITERS=5 PARTS=2,3 bench/attach.sh build-bench
+ROUNDS=5 ITERS=5 PARTS=2,3 bench/attach.sh build-bench
 if [[ "${VERBS:-0}" == 1 ]]; then
   section bench/transport.sh
   RUNS=3 bench/transport.sh
