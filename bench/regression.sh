@@ -34,6 +34,8 @@ trap 'rm -f "$results" "$job_json"; stop' EXIT
 # name | figure (a key of the --json result) | submit arguments
 jobs=(
   "barrier dissemination|p50_us|barrier --algo dissemination --iters 2000"
+  "allreduce 4 KiB hier|median_s|collective --op allreduce --bytes 4KiB --algo hier --iters 500"
+  "allreduce 64 KiB hier|median_s|collective --op allreduce --bytes 64KiB --algo hier --iters 200"
   "allreduce 64 KiB ring|median_s|collective --op allreduce --bytes 64KiB --algo ring --iters 50"
   "allreduce 1 MiB hier|median_s|collective --op allreduce --bytes 1MiB --algo hier --iters 50"
   "allreduce 16 MiB hier|median_s|collective --op allreduce --bytes 16MiB --algo hier --iters 10"

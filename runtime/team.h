@@ -39,6 +39,10 @@ class Team {
   uint64_t next_collective() { return ++collective_seq_; }
   uint64_t& ring_sent() { return ring_sent_; }
   uint64_t& ring_received() { return ring_received_; }
+  // The number of the last collective that was a one-shot all-reduce; 0 while there was none,
+  // or once a ring has used the scratch since (collective numbers start at 1).
+  uint64_t last_one_shot() const { return last_one_shot_; }
+  void set_last_one_shot(uint64_t sequence) { last_one_shot_ = sequence; }
   // The largest value this team's counters have reached.
   uint64_t high_water() const;
 
@@ -60,6 +64,7 @@ class Team {
   uint64_t collective_seq_ = 0;
   uint64_t ring_sent_ = 0;      // chunks this PE put into its ring successor's scratch
   uint64_t ring_received_ = 0;  // chunks this PE consumed from its own scratch
+  uint64_t last_one_shot_ = 0;
 };
 
 // The members of the strided split of `parent`: parent indices start, start + stride, ...

@@ -5,8 +5,17 @@
 // computes the same sum in the same order, so the result is bitwise the same everywhere and
 // from run to run.
 //
-// Split in two so the entry announcement (the others may now write into this member's
-// scratch) travels while the caller prepares its vector: enter first, exchange later.
+// The vectors land in one of two halves of the team scratch, by the call's parity. A one-shot
+// whose team's previous collective was a one-shot, with no ring (which may fill the whole
+// scratch) since, needs no entry announcement: a member that finished call s-1 holds every
+// other member's vector of s-1, which each sent only after it had read everything of call s-2
+// and of any call before (the last use of the half that call s writes); and call s-1's half,
+// which a slower member may still be reading, is not touched. This relies on a PE's puts to
+// one node arriving in order (a later signal seen means the earlier data is there), as every
+// transport delivers them below the tcp stripe threshold. Otherwise (the first one-shot, or
+// one after a ring) each member announces that it entered (the others may now write into its
+// scratch) and the writers wait for it. The split in two lets the announcement travel while
+// the caller prepares its vector: enter first, exchange later.
 #pragma once
 
 #include "runtime/collectives/dtype.h"
@@ -14,11 +23,12 @@
 
 namespace symmesh {
 
-// True when a one-shot of `count` f32 values among `members` fits the team scratch and is
+// True when a one-shot of `count` f32 values among `members` fits half the team scratch and is
 // below the size where the ring's split of the bytes wins.
 bool one_shot_suits(size_t count, int members);
 
-// Takes the team's next collective number and tells every other member this one entered it.
+// Takes the team's next collective number and, unless the team's last collective was a
+// one-shot with no ring since, tells every other member this one entered it.
 uint64_t one_shot_enter(Pe& pe, Team& team);
 
 // `acc` holds this member's f32 contribution to `count` elements; writes the reduction over

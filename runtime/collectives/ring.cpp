@@ -23,7 +23,11 @@ RingChannel::RingChannel(Pe& pe, Team& team)
     : pe_(pe),
       team_(team),
       next_(team.pe((team.my_index() + 1) % team.size())),
-      prev_(team.pe((team.my_index() + team.size() - 1) % team.size())) {}
+      prev_(team.pe((team.my_index() + team.size() - 1) % team.size())) {
+  // Ring chunks may fill any part of the scratch: the team's next one-shot announces itself
+  // (one_shot.h). Every member builds the channel in the same calls, so they agree.
+  team.set_last_one_shot(0);
+}
 
 bool RingChannel::can_send() {
   const uint64_t sequence = team_.ring_sent() + 1;

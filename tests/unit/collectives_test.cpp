@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "common/streaming_copy.h"
 #include "runtime/barrier.h"
+#include "runtime/collectives/ring.h"
 #include "tests/support/local_cluster.h"
 
 namespace symmesh {
@@ -287,6 +288,46 @@ TEST_P(Collectives, OneShotAndRingBackToBackOnOneTeam) {
       for (size_t i = begin; i < end; ++i) {
         ASSERT_EQ(dsts[c][i - begin], reduced(pe.n_pes(), i, ReduceOp::kSum))
             << "call " << c << " of " << counts[c] << " i=" << i;
+      }
+    }
+  });
+}
+
+// A one-shot right after another skips the entry announcement and writes into the other half
+// of the scratch: many back to back, with new inputs each call and no barrier between calls,
+// so a member that runs ahead writes while a slower one still reads. Between them a
+// reduce-scatter of several ring chunks per block (a ring that takes no collective number,
+// after which the next one-shot must announce again) and a ring all-reduce. Each call's result
+// is checked before the next call overwrites it.
+TEST_P(Collectives, ManyOneShotsBackToBackEachGetTheirOwnInputs) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const size_t kReduceScatter = 0;
+    const size_t counts[] = {20'000, 7, kReduceScatter, 1001, 20'000, 100'003, 3, 20'000};
+    const size_t block = 4 * RingChannel::kChunkBytes / sizeof(float);  // per PE
+    const size_t scattered = block * size_t(pe.n_pes());
+    auto* src = pe.malloc_array<float>(scattered);
+    auto* dst = pe.malloc_array<float>(100'003);
+    barrier_all(pe);
+    for (size_t call = 0; call < 120; ++call) {
+      const size_t first = call * 5;  // each call's inputs differ from the last call's
+      const size_t count = counts[call % std::size(counts)];
+      if (count == kReduceScatter) {
+        fill(src, pe.my_pe(), scattered, DType::kF32, first);
+        reduce_scatter(pe, pe.team_world(), dst, src, scattered, DType::kF32, ReduceOp::kSum,
+                       CollAlgo::kHier);
+        const size_t mine = block * size_t(pe.my_pe());
+        for (size_t i = 0; i < block; ++i) {
+          ASSERT_EQ(dst[i], reduced(pe.n_pes(), first + mine + i, ReduceOp::kSum))
+              << "call " << call << " (reduce-scatter) i=" << i;
+        }
+        continue;
+      }
+      fill(src, pe.my_pe(), count, DType::kF32, first);
+      allreduce(pe, pe.team_world(), dst, src, count, DType::kF32, ReduceOp::kSum, CollAlgo::kHier);
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(dst[i], reduced(pe.n_pes(), first + i, ReduceOp::kSum))
+            << "call " << call << " of " << count << " i=" << i;
       }
     }
   });
