@@ -146,5 +146,44 @@ TEST(TcpTransport, ANodeWhosePesStoppedWaitingStillServesAGet) {
   });
 }
 
+// A striped put whose length fills fewer stripes than there are connections leaves the
+// others free to still carry an earlier put's stripe; its signal, applied after its own last
+// stripe, must not land before that earlier put's. Four connections, striping from 16 KiB: a
+// 20 KiB put fills three stripes, after a 4 MiB put on all four.
+TEST(TcpTransport, AStripedPutOverFewerConnectionsStaysBehindAnEarlierOne) {
+  LocalClusterOptions o = two_nodes();
+  o.tcp.connections_per_peer = 4;
+  o.tcp.stripe_threshold = 16 << 10;
+  o.tcp.io_threads = 1;
+  LocalCluster cluster(o);
+  constexpr size_t kLarge = 4 << 20, kSmall = 20 << 10;
+  constexpr uint64_t kRounds = 100;
+  cluster.run([&](Pe& pe) {
+    auto* inbox = static_cast<std::byte*>(pe.malloc(kLarge + kSmall));
+    auto* signal = pe.malloc_array<uint64_t>(1);
+    auto* applied = pe.malloc_array<uint64_t>(1);  // node 1: node 0's puts of the round are in
+    auto* checked = pe.malloc_array<uint64_t>(1);  // node 0: node 1 read the round's signal
+    *signal = *applied = *checked = 0;
+    barrier_all(pe);
+    const int other = 1 - pe.my_pe();
+    std::vector<std::byte> data(kLarge);
+    for (uint64_t round = 1; round <= kRounds; ++round) {
+      if (pe.my_pe() == 0) {
+        pe.put_signal(inbox, data.data(), kLarge, signal, 2 * round - 1, SignalOp::kSet, other);
+        pe.put_signal(inbox + kLarge, data.data(), kSmall, signal, 2 * round, SignalOp::kSet,
+                      other);
+        pe.quiet();  // every frame of both puts applied
+        pe.signal_set(applied, round, other);
+        pe.signal_wait_until(checked, Cmp::kEq, round);
+      } else {
+        pe.signal_wait_until(applied, Cmp::kEq, round);
+        EXPECT_EQ(pe.signal_fetch(signal), 2 * round) << "the older put's signal landed last";
+        pe.signal_set(checked, round, other);
+      }
+    }
+    barrier_all(pe);
+  });
+}
+
 }  // namespace
 }  // namespace symmesh

@@ -211,17 +211,20 @@ void TcpTransport::put_gather(int src_pe, int node, uint64_t offset,
   }
   const auto connections = static_cast<uint32_t>(options_.connections_per_peer);
   const bool striped = length >= options_.stripe_threshold && connections > 1;
-  // A put on the home connection alone could overtake the last stripe of an earlier striped
-  // one, and its signal then land first: a SET would be undone by the older one (seen as
-  // an all-to-all-v that waited forever). So it waits for those stripes first.
-  if (!striped) fence(src_pe);
-  const uint32_t stripes = striped ? connections : 1;
   size_t stripe_length = length;
+  uint32_t stripes = 1;
   if (striped) {
-    stripe_length = (length / stripes + kStripeAlignment - 1) / kStripeAlignment * kStripeAlignment;
-    header.set_stripe_count(static_cast<uint32_t>((length + stripe_length - 1) / stripe_length));
+    stripe_length =
+        (length / connections + kStripeAlignment - 1) / kStripeAlignment * kStripeAlignment;
+    stripes = static_cast<uint32_t>((length + stripe_length - 1) / stripe_length);
+    header.set_stripe_count(stripes);
     header.set_signal_id(state.next_signal_id++);
   }
+  // A put that leaves a connection out could overtake the last stripe of an earlier striped
+  // one there, and its signal then land first: a SET would be undone by the older one (seen
+  // as an all-to-all-v that waited forever). So it waits for those stripes first. A put on
+  // every connection queues behind each of them.
+  if (stripes < connections) fence(src_pe);
 
   // Frames whose payload is the caller's memory: the put returns only once the kernel has it
   // (or its connection failed them), whatever happens.

@@ -10,8 +10,9 @@
 // put_signal split so carries its signal on every stripe, applied once after the last one.
 // quiet() is a FLUSH round trip on each connection the PE used: TCP keeps order, so the reply
 // means everything before it was applied. fence() is a quiet when the PE striped since, and
-// every operation that uses the home connection alone fences first, so a PE's operations
-// to a node are applied in order even across striping.
+// every operation that leaves a connection out (the home connection alone, or a put too
+// short to fill a stripe on each) fences first, so a PE's operations to a node are applied
+// in order even across striping.
 // Receiving: the io threads read what epoll reports, and a PE that waits polls every
 // connection between its checks (WaitProgress, through the node's WaitPolicy), so on a busy
 // host the frame it waits for does not wait for an io thread to be scheduled; while PEs
