@@ -210,21 +210,29 @@ void TcpTransport::put_gather(int src_pe, int node, uint64_t offset,
     header.set_signal_kind(signal->op == SignalOp::kSet ? wire::SIGNAL_SET : wire::SIGNAL_ADD);
   }
   const auto connections = static_cast<uint32_t>(options_.connections_per_peer);
-  const bool striped = length >= options_.stripe_threshold && connections > 1;
+  const bool striped = length > 0 && length >= options_.stripe_threshold && connections > 1;
   size_t stripe_length = length;
   uint32_t stripes = 1;
   if (striped) {
-    stripe_length =
-        (length / connections + kStripeAlignment - 1) / kStripeAlignment * kStripeAlignment;
+    const size_t share = (length + connections - 1) / connections;
+    stripe_length = (share + kStripeAlignment - 1) / kStripeAlignment * kStripeAlignment;
     stripes = static_cast<uint32_t>((length + stripe_length - 1) / stripe_length);
     header.set_stripe_count(stripes);
     header.set_signal_id(state.next_signal_id++);
   }
-  // A put that leaves a connection out could overtake the last stripe of an earlier striped
-  // one there, and its signal then land first: a SET would be undone by the older one (seen
-  // as an all-to-all-v that waited forever). So it waits for those stripes first. A put on
-  // every connection queues behind each of them.
-  if (stripes < connections) fence(src_pe);
+  // A put's first (or only) frame goes on the PE's home connection, behind its earlier
+  // operations there, so its signal, applied after its last frame, follows theirs. A put that
+  // leaves a connection out could overtake the last stripe of an earlier striped one there,
+  // and its signal then land first: a SET would be undone by the older one (seen as an
+  // all-to-all-v that waited forever). So it waits for those stripes first; a put on every
+  // connection queues behind each of them. After fence(), a striped put waits for everything
+  // before it, so that its stripes on other connections cannot write before earlier data
+  // either.
+  if (stripes > 1 && state.fence_requested) {
+    quiet(src_pe);
+  } else if (stripes < connections) {
+    wait_for_stripes(src_pe);
+  }
 
   // Frames whose payload is the caller's memory: the put returns only once the kernel has it
   // (or its connection failed them), whatever happens.
@@ -245,7 +253,7 @@ void TcpTransport::put_gather(int src_pe, int node, uint64_t offset,
   };
   PieceCursor pieces(source);
   size_t done = 0;
-  uint32_t index = striped ? 0 : home_connection(src_pe);
+  uint32_t index = home_connection(src_pe);
   try {
     do {
       const size_t part = std::min(stripe_length, length - done);
@@ -274,7 +282,7 @@ void TcpTransport::put_gather(int src_pe, int node, uint64_t offset,
     release_borrowed("put failed");
     throw;
   }
-  if (striped) state.striped_since_fence = true;
+  if (stripes > 1) state.striped_since_fence = true;
 
   if (borrowed.empty()) return;
   WaitPolicy policy = wait_policy();
@@ -326,8 +334,8 @@ std::shared_ptr<TcpTransport::Pending> TcpTransport::round_trip(int src_pe, int 
 }
 
 void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t length) {
-  traffic_.sent(node, 0);  // the data comes back as a received GET_REPLY
-  fence(src_pe);           // after earlier stripes, as put does
+  traffic_.sent(node, 0);    // the data comes back as a received GET_REPLY
+  wait_for_stripes(src_pe);  // after earlier stripes, as put does
   wire::DataHeader header;
   header.set_kind(wire::GET_REQUEST);
   header.set_offset(offset);
@@ -340,7 +348,7 @@ void TcpTransport::get(int src_pe, int node, uint64_t offset, void* out, size_t 
 
 void TcpTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   traffic_.sent(node, 8);
-  fence(src_pe);  // after earlier stripes, as put does
+  wait_for_stripes(src_pe);  // after earlier stripes, as put does
   wire::DataHeader header;
   header.set_kind(wire::ATOMIC_ADD);
   header.set_src_pe(static_cast<uint32_t>(src_pe));
@@ -353,7 +361,7 @@ void TcpTransport::atomic_add(int src_pe, int node, uint64_t offset, uint64_t va
 
 uint64_t TcpTransport::atomic_fetch_add(int src_pe, int node, uint64_t offset, uint64_t value) {
   traffic_.sent(node, 8);
-  fence(src_pe);  // after earlier stripes, as put does
+  wait_for_stripes(src_pe);  // after earlier stripes, as put does
   wire::DataHeader header;
   header.set_kind(wire::FETCH_ADD);
   header.set_offset(offset);
@@ -398,10 +406,22 @@ void TcpTransport::quiet(int src_pe) {
   send_flushes(targets, src_pe, Clock::now() + options_.op_timeout);
   for (auto& row : state.dirty) row.assign(row.size(), false);
   state.striped_since_fence = false;
+  state.fence_requested = false;
 }
 
-void TcpTransport::fence(int src_pe) {
+void TcpTransport::wait_for_stripes(int src_pe) {
   if (pe_state(src_pe).striped_since_fence) quiet(src_pe);
+}
+
+// Operations on the home connection stay in order by themselves; only a later striped put
+// could pass an earlier operation, so the quiet is put off until one comes, if one does.
+void TcpTransport::fence(int src_pe) {
+  PeState& state = pe_state(src_pe);
+  if (state.striped_since_fence) {
+    quiet(src_pe);
+  } else {
+    state.fence_requested = true;
+  }
 }
 
 void TcpTransport::flush_all(Deadline deadline) {

@@ -6,13 +6,15 @@
 //
 // Connections: `connections_per_peer` per node pair, the lower node rank dials. A PE sends
 // on its home connection (local rank modulo the count), so its operations to one node stay
-// in order; puts of at least `stripe_threshold` bytes are split over all connections, and a
-// put_signal split so carries its signal on every stripe, applied once after the last one.
-// quiet() is a FLUSH round trip on each connection the PE used: TCP keeps order, so the reply
-// means everything before it was applied. fence() is a quiet when the PE striped since, and
-// every operation that leaves a connection out (the home connection alone, or a put too
-// short to fill a stripe on each) fences first, so a PE's operations to a node are applied
-// in order even across striping.
+// in order; puts of at least `stripe_threshold` bytes are split over the connections, the
+// first stripe on the home connection, and a put_signal split so carries its signal on every
+// stripe, applied once after the last one. quiet() is a FLUSH round trip on each connection
+// the PE used: TCP keeps order, so the reply means everything before it was applied. An
+// operation that leaves a connection out (one on the home connection, or a put too short to
+// fill a stripe on each) first waits for the PE's earlier stripes, so a signal seen means
+// every earlier operation of its PE to that node was applied. A striped put's data may still
+// land before an earlier operation's on the home connection; fence() orders that (OpenSHMEM's
+// fence): the next striped put after it quiets first.
 // Receiving: the io threads read what epoll reports, and a PE that waits polls every
 // connection between its checks (WaitProgress, through the node's WaitPolicy), so on a busy
 // host the frame it waits for does not wait for an io thread to be scheduled; while PEs
@@ -98,6 +100,7 @@ class TcpTransport final : public NetworkTransport, public WaitProgress, private
   struct PeState {
     std::vector<std::vector<bool>> dirty;  // [node][connection] used since the last quiet
     bool striped_since_fence = false;
+    bool fence_requested = false;  // fence() called since the last quiet
     uint64_t next_signal_id = 0;
   };
 
@@ -118,6 +121,9 @@ class TcpTransport final : public NetworkTransport, public WaitProgress, private
     return policy;
   }
   std::shared_ptr<TcpPair> connection(int node, uint32_t index) const;
+  // A quiet when the PE striped a put since its last one: an operation that leaves a
+  // connection out then cannot overtake that put's last stripe.
+  void wait_for_stripes(int src_pe);
   uint32_t home_connection(int src_pe) const;
   PeState& pe_state(int src_pe);
   // Registers a reply-carrying request; the caller sends it and waits.
