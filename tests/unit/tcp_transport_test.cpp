@@ -203,8 +203,8 @@ TEST(TcpTransport, AShortStripedPutStaysBehindAnEarlierPutOnTheHomeConnection) {
   older_signal_never_lands_last(o, 1, 3, 1 << 10, 4 << 10, 1000);
 }
 
-// Striping from 1 byte over 3 connections: puts shorter than the connection count, and a
-// signal with no data at all, still land (the stripe length once came out as zero there).
+// Striping from 1 byte over 3 connections: a put shorter than the connection count (its
+// stripe length once came out as zero) still lands, and so does a signal with no data after it.
 TEST(TcpTransport, PutsShorterThanTheConnectionCountLandUnderAOneByteStripeThreshold) {
   LocalClusterOptions o = two_nodes();
   o.tcp.connections_per_peer = 3;

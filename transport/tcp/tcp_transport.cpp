@@ -402,7 +402,10 @@ void TcpTransport::quiet(int src_pe) {
       if (state.dirty[node][i]) targets.emplace_back(node, static_cast<uint32_t>(i));
     }
   }
-  if (targets.empty()) return;
+  if (targets.empty()) {  // nothing sent since the last quiet: nothing for a fence to order
+    state.fence_requested = false;
+    return;
+  }
   send_flushes(targets, src_pe, Clock::now() + options_.op_timeout);
   for (auto& row : state.dirty) row.assign(row.size(), false);
   state.striped_since_fence = false;
@@ -415,12 +418,19 @@ void TcpTransport::wait_for_stripes(int src_pe) {
 
 // Operations on the home connection stay in order by themselves; only a later striped put
 // could pass an earlier operation, so the quiet is put off until one comes, if one does.
+// (Pe::fence calls this once per remote node: after the first call has quieted, the others
+// find nothing sent and ask for nothing.)
 void TcpTransport::fence(int src_pe) {
   PeState& state = pe_state(src_pe);
   if (state.striped_since_fence) {
     quiet(src_pe);
-  } else {
-    state.fence_requested = true;
+    return;
+  }
+  for (const std::vector<bool>& connections : state.dirty) {
+    if (std::find(connections.begin(), connections.end(), true) != connections.end()) {
+      state.fence_requested = true;
+      return;
+    }
   }
 }
 

@@ -13,8 +13,8 @@
 // operation that leaves a connection out (one on the home connection, or a put too short to
 // fill a stripe on each) first waits for the PE's earlier stripes, so a signal seen means
 // every earlier operation of its PE to that node was applied. A striped put's data may still
-// land before an earlier operation's on the home connection; fence() orders that (OpenSHMEM's
-// fence): the next striped put after it quiets first.
+// land before an earlier operation's; fence() orders that (OpenSHMEM's fence): the next
+// striped put after it quiets first.
 // Receiving: the io threads read what epoll reports, and a PE that waits polls every
 // connection between its checks (WaitProgress, through the node's WaitPolicy), so on a busy
 // host the frame it waits for does not wait for an io thread to be scheduled; while PEs
