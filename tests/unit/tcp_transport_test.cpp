@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <future>
 
 #include "runtime/barrier.h"
@@ -147,35 +148,61 @@ TEST(TcpTransport, ANodeWhosePesStoppedWaitingStillServesAGet) {
   });
 }
 
-// Two puts of PE `from` to PE `to` on the other node, `first` then `second` bytes, the first
-// setting a signal to 2r - 1 and the second to 2r; after a quiet, the signal must read 2r:
-// the newer put's signal may not land before the older one's, however each was cut into
-// stripes. The other PEs only meet in the barriers.
+// Two nodes of one PE striping puts of `threshold` bytes or more over `connections`
+// connections, read by one io thread.
+LocalClusterOptions striping(int connections, size_t threshold) {
+  LocalClusterOptions o = two_nodes();
+  o.tcp.connections_per_peer = connections;
+  o.tcp.stripe_threshold = threshold;
+  o.tcp.io_threads = 1;
+  return o;
+}
+
+// `rounds` rounds from PE `from` to PE `to` on the other node: `from` runs send(r) and a
+// quiet, then `to` runs check(r), with everything sent applied; the next round starts once
+// `to` has checked. The other PEs only meet in the barriers.
+void rounds_checked_at_target(Pe& pe, int from, int to, uint64_t rounds,
+                              const std::function<void(uint64_t)>& send,
+                              const std::function<void(uint64_t)>& check) {
+  auto* applied = pe.malloc_array<uint64_t>(1);  // at `to`: the round's puts are in
+  auto* checked = pe.malloc_array<uint64_t>(1);  // at `from`: `to` checked the round
+  *applied = *checked = 0;
+  barrier_all(pe);
+  for (uint64_t round = 1; round <= rounds; ++round) {
+    if (pe.my_pe() == from) {
+      send(round);
+      pe.quiet();
+      pe.signal_set(applied, round, to);
+      pe.signal_wait_until(checked, Cmp::kEq, round);
+    } else if (pe.my_pe() == to) {
+      pe.signal_wait_until(applied, Cmp::kEq, round);
+      check(round);
+      pe.signal_set(checked, round, from);
+    }
+  }
+  barrier_all(pe);
+}
+
+// Two puts from `from` to `to` a round, `first` then `second` bytes, the first setting a
+// signal to 2r - 1 and the second to 2r: the signal must read 2r, however each put was cut
+// into stripes.
 void older_signal_never_lands_last(const LocalClusterOptions& options, int from, int to,
                                    size_t first, size_t second, uint64_t rounds) {
   LocalCluster cluster(options);
   cluster.run([&](Pe& pe) {
     auto* inbox = static_cast<std::byte*>(pe.malloc(first + second));
     auto* signal = pe.malloc_array<uint64_t>(1);
-    auto* applied = pe.malloc_array<uint64_t>(1);  // at `to`: the round's puts are in
-    auto* checked = pe.malloc_array<uint64_t>(1);  // at `from`: `to` read the round's signal
-    *signal = *applied = *checked = 0;
-    barrier_all(pe);
+    *signal = 0;
     std::vector<std::byte> data(std::max(first, second));
-    for (uint64_t round = 1; round <= rounds; ++round) {
-      if (pe.my_pe() == from) {
-        pe.put_signal(inbox, data.data(), first, signal, 2 * round - 1, SignalOp::kSet, to);
-        pe.put_signal(inbox + first, data.data(), second, signal, 2 * round, SignalOp::kSet, to);
-        pe.quiet();  // every frame of both puts applied
-        pe.signal_set(applied, round, to);
-        pe.signal_wait_until(checked, Cmp::kEq, round);
-      } else if (pe.my_pe() == to) {
-        pe.signal_wait_until(applied, Cmp::kEq, round);
-        EXPECT_EQ(pe.signal_fetch(signal), 2 * round) << "the older put's signal landed last";
-        pe.signal_set(checked, round, from);
-      }
-    }
-    barrier_all(pe);
+    rounds_checked_at_target(
+        pe, from, to, rounds,
+        [&](uint64_t round) {
+          pe.put_signal(inbox, data.data(), first, signal, 2 * round - 1, SignalOp::kSet, to);
+          pe.put_signal(inbox + first, data.data(), second, signal, 2 * round, SignalOp::kSet, to);
+        },
+        [&](uint64_t round) {
+          EXPECT_EQ(pe.signal_fetch(signal), 2 * round) << "the older put's signal landed last";
+        });
   });
 }
 
@@ -183,33 +210,23 @@ void older_signal_never_lands_last(const LocalClusterOptions& options, int from,
 // others free to still carry an earlier put's stripe. Four connections, striping from 16 KiB:
 // a 20 KiB put fills three stripes, after a 4 MiB put on all four.
 TEST(TcpTransport, AStripedPutOverFewerConnectionsStaysBehindAnEarlierOne) {
-  LocalClusterOptions o = two_nodes();
-  o.tcp.connections_per_peer = 4;
-  o.tcp.stripe_threshold = 16 << 10;
-  o.tcp.io_threads = 1;
-  older_signal_never_lands_last(o, 0, 1, 4 << 20, 20 << 10, 100);
+  older_signal_never_lands_last(striping(4, 16 << 10), 0, 1, 4 << 20, 20 << 10, 100);
 }
 
 // A short striped put must also stay behind an earlier operation on its PE's home connection
 // (local rank 1: connection 1 of 2). Striping from 4 KiB, a 4 KiB put is one stripe, which
 // must go on that connection too.
 TEST(TcpTransport, AShortStripedPutStaysBehindAnEarlierPutOnTheHomeConnection) {
-  LocalClusterOptions o = two_nodes();
+  LocalClusterOptions o = striping(2, 4 << 10);
   o.ranks_per_node = 2;
   o.heap_size = 32 << 20;
-  o.tcp.connections_per_peer = 2;
-  o.tcp.stripe_threshold = 4 << 10;
-  o.tcp.io_threads = 1;
   older_signal_never_lands_last(o, 1, 3, 1 << 10, 4 << 10, 1000);
 }
 
 // Striping from 1 byte over 3 connections: a put shorter than the connection count (its
 // stripe length once came out as zero) still lands, and so does a signal with no data after it.
 TEST(TcpTransport, PutsShorterThanTheConnectionCountLandUnderAOneByteStripeThreshold) {
-  LocalClusterOptions o = two_nodes();
-  o.tcp.connections_per_peer = 3;
-  o.tcp.stripe_threshold = 1;
-  LocalCluster cluster(o);
+  LocalCluster cluster(striping(3, 1));
   cluster.run([](Pe& pe) {
     auto* inbox = pe.malloc_array<uint8_t>(8);
     auto* signal = pe.malloc_array<uint64_t>(1);
@@ -230,41 +247,28 @@ TEST(TcpTransport, PutsShorterThanTheConnectionCountLandUnderAOneByteStripeThres
 // OpenSHMEM's fence: a put, fence, then a striped put over the same bytes leaves the striped
 // put's data there, though its stripe on the other connection could land first without it.
 TEST(TcpTransport, FenceOrdersAnEarlierPutsDataBeforeAStripedPutsOverTheSameBytes) {
-  LocalClusterOptions o = two_nodes();
-  o.tcp.connections_per_peer = 2;
-  o.tcp.stripe_threshold = 1 << 20;
-  o.tcp.io_threads = 1;
-  LocalCluster cluster(o);
+  LocalCluster cluster(striping(2, 1 << 20));
   // Words: the striped put's halves are 1 MiB; the plain put covers all of the second but
   // its last page, and stays under the stripe threshold.
   constexpr size_t kStriped = (2 << 20) / 4, kHalf = kStriped / 2, kPlain = kHalf - 1024;
-  constexpr uint32_t kRounds = 300;
+  constexpr uint64_t kRounds = 300;
   cluster.run([&](Pe& pe) {
     auto* inbox = pe.malloc_array<uint32_t>(kStriped);
-    auto* applied = pe.malloc_array<uint64_t>(1);
-    auto* checked = pe.malloc_array<uint64_t>(1);
-    *applied = *checked = 0;
-    barrier_all(pe);
-    const int other = 1 - pe.my_pe();
     std::vector<uint32_t> older(kPlain), newer(kStriped);
-    for (uint32_t round = 1; round <= kRounds; ++round) {
-      if (pe.my_pe() == 0) {
-        std::fill(older.begin(), older.end(), 2 * round - 1);
-        std::fill(newer.begin(), newer.end(), 2 * round);
-        pe.put(inbox + kHalf, older.data(), kPlain * 4, other);  // the home connection
-        pe.fence();
-        pe.put(inbox, newer.data(), kStriped * 4, other);  // its second half on the other one
-        pe.quiet();
-        pe.signal_set(applied, round, other);
-        pe.signal_wait_until(checked, Cmp::kEq, round);
-      } else {
-        pe.signal_wait_until(applied, Cmp::kEq, round);
-        const auto stale = std::count(inbox + kHalf, inbox + kHalf + kPlain, 2 * round - 1);
-        EXPECT_EQ(stale, 0) << "round " << round << ": the older put's words landed last";
-        pe.signal_set(checked, round, other);
-      }
-    }
-    barrier_all(pe);
+    rounds_checked_at_target(
+        pe, 0, 1, kRounds,
+        [&](uint64_t round) {
+          std::fill(older.begin(), older.end(), uint32_t(2 * round - 1));
+          std::fill(newer.begin(), newer.end(), uint32_t(2 * round));
+          pe.put(inbox + kHalf, older.data(), kPlain * 4, 1);  // the home connection
+          pe.fence();
+          pe.put(inbox, newer.data(), kStriped * 4, 1);  // its second half on the other one
+        },
+        [&](uint64_t round) {
+          const auto stale =
+              std::count(inbox + kHalf, inbox + kHalf + kPlain, uint32_t(2 * round - 1));
+          EXPECT_EQ(stale, 0) << "round " << round << ": the older put's words landed last";
+        });
   });
 }
 
