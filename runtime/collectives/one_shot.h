@@ -10,9 +10,9 @@
 // scratch) since, needs no entry announcement: a member that finished call s-1 holds every
 // other member's vector of s-1, which each sent only after it had read everything of call s-2
 // and of any call before (the last use of the half that call s writes); and call s-1's half,
-// which a slower member may still be reading, is not touched. This relies on a PE's puts to
-// one node arriving in order (a later signal seen means the earlier data is there), as every
-// transport delivers them below the tcp stripe threshold. Otherwise (the first one-shot, or
+// which a slower member may still be reading, is not touched. This relies on a PE's signals
+// to one node landing in order (a later signal seen means the earlier data is there), which
+// every transport keeps, tcp across striping too. Otherwise (the first one-shot, or
 // one after a ring) each member announces that it entered (the others may now write into its
 // scratch) and the writers wait for it. The split in two lets the announcement travel while
 // the caller prepares its vector: enter first, exchange later.
