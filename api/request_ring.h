@@ -22,7 +22,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 7;  // 7: Request::stage_at
+inline constexpr uint32_t kAttachProtocolVersion = 8;  // 8: kGet, kPutSignal
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -64,8 +64,17 @@ enum class Op : uint32_t {
   // MoE low-latency combine of the dispatch args[0]; count: the received tokens; dtype: the
   // dispatch's. The rows and the combined tokens may lie on the heap, as for kCombine.
   kLowLatencyCombine = 18,
+  // One-sided, between this PE's heap and PE args[0]'s (symmetric offsets), for messages
+  // between processes: neither waits for the other PE's process, only for the wire.
+  // kGet: `count` bytes from `src` on PE args[0] into `dst` here; then, when args[1] is not 0,
+  // the 8-byte word at args[1] on PE args[0] is set to args[2] (the sender learns its bytes
+  // were taken).
+  kGet = 19,
+  // kPutSignal: `count` bytes from `src` here to `dst` on PE args[0], then the 8-byte word at
+  // args[1] there is set to args[2], never before the bytes land.
+  kPutSignal = 20,
 };
-inline constexpr uint32_t kLastOp = 18;
+inline constexpr uint32_t kLastOp = 20;
 
 // Where a MoE call's large input (a dispatch's x, a combine's expert rows) or output (a
 // dispatch's recv_x, a combine's tokens) lies: in the staging area where api/staging_layout.h

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "api/fused_call_mode.h"
 #include "api/op_limits.h"
@@ -267,6 +269,76 @@ void Session::barrier() {
 
 void Session::ping() {
   call(attach::Request{.op = attach::Op::kEmpty});
+}
+
+attach::Request Session::one_sided(attach::Op op, const char* call, void* dst, const void* src,
+                                   size_t bytes, int pe, const uint64_t* signal,
+                                   uint64_t value) const {
+  if (pe < 0 || pe >= place_.world_size) {
+    throw InvalidArgument(std::string(call) + ": PE " + std::to_string(pe) + " is outside 0.." +
+                          std::to_string(place_.world_size - 1));
+  }
+  const std::string name(call);
+  attach::Request request{.op = op,
+                          .src = offset_of(src, bytes, (name + "'s source").c_str()),
+                          .dst = offset_of(dst, bytes, (name + "'s destination").c_str()),
+                          .count = bytes};
+  if (signal) {
+    request.args[1] =
+        offset_of(signal, sizeof(uint64_t), (name + "'s signal word").c_str(), sizeof(uint64_t));
+    request.args[2] = value;
+  }
+  request.args[0] = uint64_t(pe);
+  if (pe == place_.rank && bytes && request.src < request.dst + bytes &&
+      request.dst < request.src + bytes) {
+    throw InvalidArgument(name + " to this PE itself: the source overlaps the destination");
+  }
+  return request;
+}
+
+void Session::get(void* dst, const void* src, size_t bytes, int pe, const uint64_t* done,
+                  uint64_t done_value) {
+  call(one_sided(attach::Op::kGet, "get", dst, src, bytes, pe, done, done_value));
+}
+
+void Session::put_signal(void* dst, const void* src, size_t bytes, const uint64_t* signal,
+                         uint64_t value, int pe) {
+  if (!signal) throw InvalidArgument("put_signal: the signal word is null");
+  call(one_sided(attach::Op::kPutSignal, "put_signal", dst, src, bytes, pe, signal, value));
+}
+
+int Session::wait_for_word_change(std::span<const uint64_t* const> words,
+                                  std::span<const uint64_t> seen,
+                                  std::chrono::microseconds timeout) const {
+  if (words.size() != seen.size()) {
+    throw InvalidArgument("wait_for_word_change: " + std::to_string(words.size()) + " words and " +
+                          std::to_string(seen.size()) + " values seen");
+  }
+  for (const uint64_t* word : words) {
+    offset_of(word, sizeof(uint64_t), "a watched word", sizeof(uint64_t));
+  }
+  const Deadline deadline = Clock::now() + timeout;
+  const auto spin_until = Clock::now() + std::chrono::microseconds(50);
+  auto nap = std::chrono::microseconds(10);
+  for (;;) {
+    for (size_t i = 0; i < words.size(); ++i) {
+      // Written by the daemon's transport or by another process: read as the atomic it is.
+      const uint64_t now =
+          std::atomic_ref(*const_cast<uint64_t*>(words[i])).load(std::memory_order_acquire);
+      if (now != seen[i]) return int(i);
+    }
+    if (ring_->closed.load(std::memory_order_acquire)) {
+      throw PeerError("the session ended: " + closed_reason());
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) return -1;
+    if (now < spin_until) {
+      cpu_relax();
+      continue;
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(nap, deadline - now));
+    nap = std::min(nap * 2, std::chrono::microseconds(200));
+  }
 }
 
 void Session::all_reduce(void* data, size_t count, wire::DataType dtype, wire::Reduction op) {

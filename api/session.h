@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,23 @@ class Session {
   void all_to_all(void* dst, const void* src, size_t count, wire::DataType dtype);
   // A call that does nothing: the round trip through the daemon.
   void ping();
+
+  // One-sided, between this PE's heap and PE `pe`'s at the same (symmetric) addresses, for
+  // messages between processes: neither waits for `pe`'s process, only for the wire.
+  // dst[0, bytes) here = src[0, bytes) on `pe`; then, when `done` is given, the word `done` on
+  // `pe` becomes `done_value` (its process learns the bytes were taken).
+  void get(void* dst, const void* src, size_t bytes, int pe, const uint64_t* done = nullptr,
+           uint64_t done_value = 0);
+  // dst[0, bytes) on `pe` = src[0, bytes) here; then the word `signal` on `pe` becomes `value`,
+  // never before the bytes land.
+  void put_signal(void* dst, const void* src, size_t bytes, const uint64_t* signal, uint64_t value,
+                  int pe);
+  // Waits until one of `words` (on this PE's heap, where other PEs' puts land) holds another
+  // value than `seen` (as many); returns its index, or -1 once `timeout` passed. It polls (a
+  // short spin, then sleeps of up to 200 us), with no call to the daemon; throws PeerError once
+  // the session ended.
+  int wait_for_word_change(std::span<const uint64_t* const> words, std::span<const uint64_t> seen,
+                           std::chrono::microseconds timeout) const;
 
   // MoE dispatch (DeepEP's semantics): PE r holds experts [r*E/W, (r+1)*E/W). Each of this PE's
   // `tokens` tokens (x [tokens][hidden]) goes, once, to every PE holding one of its experts
@@ -278,6 +296,9 @@ class Session {
   std::shared_ptr<StagingLoan> low_latency_combine_into(const DispatchHandle& handle,
                                                         const void* rows, void* out);
   std::string closed_reason() const;
+  // The request of a get or put_signal, checked (`call` names it in errors).
+  attach::Request one_sided(attach::Op op, const char* call, void* dst, const void* src,
+                            size_t bytes, int pe, const uint64_t* signal, uint64_t value) const;
 
   SessionPlace place_;
   std::unique_ptr<BlockingChannel> connection_;

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include "api/session.h"
+#include "client/session_seat.h"
 #include "common/errors.h"
 #include "wire/enum_text.h"
 
@@ -47,6 +48,28 @@ PYBIND11_MODULE(_symmesh, m) {
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
   py::register_exception<TimeoutError>(m, "DeadlineExceeded", PyExc_TimeoutError);
   py::register_exception<InvalidArgument>(m, "InvalidArgument", PyExc_ValueError);
+
+  // Joining a session from a process `symmesh launch` did not start (client/session_seat.h).
+  m.def(
+      "find_seat",
+      [](const std::string& daemon, const std::string& secret_file, int rank, int world_size,
+         double timeout_s) {
+        const SessionSeat seat =
+            find_seat(parse_host_port(daemon, "SYMMESH_DAEMON"), secret_file, rank, world_size,
+                      deadline_after(std::chrono::milliseconds(int64_t(timeout_s * 1000))));
+        return py::make_tuple(seat.attach_socket, seat.local_rank, seat.node_rank, seat.nodes,
+                              seat.ranks_per_node);
+      },
+      Unlocked());
+  m.def(
+      "start_session",
+      [](const std::string& daemon, const std::string& secret_file, uint32_t attach_timeout_s,
+         double timeout_s) {
+        return start_session(parse_host_port(daemon, "SYMMESH_DAEMON"), secret_file,
+                             attach_timeout_s,
+                             deadline_after(std::chrono::milliseconds(int64_t(timeout_s * 1000))));
+      },
+      Unlocked());
 
   py::class_<DispatchHandle, std::shared_ptr<DispatchHandle>>(m, "DispatchHandle")
       .def_readonly("tokens", &DispatchHandle::tokens)
@@ -101,6 +124,35 @@ PYBIND11_MODULE(_symmesh, m) {
              return py::memoryview::from_memory(at(address), ssize_t(bytes));
            })
       .def("ping", &Session::ping, Unlocked())
+      .def(
+          "get",
+          [](Session& s, Address dst, Address src, size_t bytes, int pe, Address done,
+             uint64_t done_value) {
+            s.get(at(dst), at(src), bytes, pe, static_cast<const uint64_t*>(at(done)), done_value);
+          },
+          Unlocked())
+      .def(
+          "put_signal",
+          [](Session& s, Address dst, Address src, size_t bytes, Address signal, uint64_t value,
+             int pe) {
+            s.put_signal(at(dst), at(src), bytes, static_cast<const uint64_t*>(at(signal)), value,
+                         pe);
+          },
+          Unlocked())
+      // The index of the first word that no longer holds its value in `seen`, or -1 at the
+      // timeout.
+      .def(
+          "wait_for_word_change",
+          [](const Session& s, const std::vector<Address>& words, const std::vector<uint64_t>& seen,
+             double timeout_s) {
+            std::vector<const uint64_t*> pointers;
+            for (const Address word : words) {
+              pointers.push_back(static_cast<const uint64_t*>(at(word)));
+            }
+            return s.wait_for_word_change(pointers, seen,
+                                          std::chrono::microseconds(int64_t(timeout_s * 1e6)));
+          },
+          Unlocked())
       .def("barrier", &Session::barrier, Unlocked())
       .def(
           "all_reduce",

@@ -1,8 +1,9 @@
 // The session job: the cluster's PEs handed to processes attached to their daemons. Each PE's
 // thread waits for the process attached to its local rank, then serves that process's request
 // ring in order, making each call on its behalf (a barrier, a collective on tensors in the
-// shared heap, a symmetric allocation, a MoE dispatch or combine, normal or low-latency, or a
-// fused op on tensors in its staging area), until the process detaches.
+// shared heap, a symmetric allocation, a MoE dispatch or combine, normal or low-latency, a
+// fused op on tensors in its staging area, or a one-sided get or put to another PE's heap),
+// until the process detaches.
 //
 // A process that dies ends the session on every PE, naming it, and so does a call that fails:
 // a collective one PE gave up on leaves its peers nowhere to go (a communicator error is
@@ -18,6 +19,7 @@
 #include "daemon/jobs/job.h"
 #include "daemon/jobs/session_fused.h"
 #include "daemon/jobs/session_moe.h"
+#include "daemon/jobs/session_one_sided.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 
@@ -177,6 +179,10 @@ class SessionServer {
       case attach::Op::kMatmulReduceScatter:
       case attach::Op::kAllGatherMatmul:
         return run_session_fused(pe_, request, staging);
+      case attach::Op::kGet:
+      case attach::Op::kPutSignal:
+        run_session_one_sided(pe_, request);
+        return 0;
       default:
         throw InvalidArgument("request op " + std::to_string(uint32_t(request.op)) +
                               " is none of the ops 1.." + std::to_string(attach::kLastOp));
