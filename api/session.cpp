@@ -113,15 +113,20 @@ std::unique_ptr<Session> Session::attach_from_environment(std::chrono::milliseco
 }
 
 Session::~Session() {
+  detach();
+  if (ring_) munmap(ring_, attach::kRingBytes);
+  if (segment_) munmap(segment_, segment_bytes_);
+}
+
+void Session::detach() {
   if (ring_ && !detached_) {
     try {
       call(attach::Request{.op = attach::Op::kDetach});
     } catch (const std::exception&) {
       // The daemon is gone or the session ended: closing the connection says the rest.
     }
+    detached_ = true;
   }
-  if (ring_) munmap(ring_, attach::kRingBytes);
-  if (segment_) munmap(segment_, segment_bytes_);
 }
 
 bool Session::on_heap(const void* address, size_t bytes) const {

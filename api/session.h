@@ -113,6 +113,9 @@ class Session {
   static std::unique_ptr<Session> attach_from_environment(
       std::chrono::milliseconds timeout = std::chrono::seconds(30));
   ~Session();  // detaches
+  // Detaches now, handing the PE back for another process (the destructor does it otherwise).
+  // The heap stays mapped until the Session goes; any later call is refused.
+  void detach();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

@@ -57,8 +57,9 @@ PYBIND11_MODULE(_symmesh, m) {
         const SessionSeat seat =
             find_seat(parse_host_port(daemon, "SYMMESH_DAEMON"), secret_file, rank, world_size,
                       deadline_after(std::chrono::milliseconds(int64_t(timeout_s * 1000))));
-        return py::make_tuple(seat.attach_socket, seat.local_rank, seat.node_rank, seat.nodes,
-                              seat.ranks_per_node);
+        // A std::tuple: made into Python's once the GIL is held again.
+        return std::make_tuple(seat.attach_socket, seat.local_rank, seat.node_rank, seat.nodes,
+                               seat.ranks_per_node);
       },
       Unlocked());
   m.def(
@@ -124,6 +125,7 @@ PYBIND11_MODULE(_symmesh, m) {
              return py::memoryview::from_memory(at(address), ssize_t(bytes));
            })
       .def("ping", &Session::ping, Unlocked())
+      .def("detach", &Session::detach, Unlocked())
       .def(
           "get",
           [](Session& s, Address dst, Address src, size_t bytes, int pe, Address done,

@@ -1,7 +1,9 @@
 // The Python module on a local cluster (2 nodes x 2 PEs, tcp between them), one process per PE
 // under symmesh launch: every call of its API (tests/python/api_test.py), and the MoE layer
 // example trained for a few steps, whose output and gradients must match the same layer run
-// in one process (examples/moe_layer.py).
+// in one process (examples/moe_layer.py). And torch.distributed on the symmesh backend from
+// processes torch.multiprocessing.spawn started (tests/python/distributed_test.py), on 2 x 2 and
+// on one node of 4.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -42,6 +44,33 @@ TEST(Python, TheMoeLayerTrainsLikeTheSingleProcessLayerForwardAndBackward) {
   expect_every_rank_says(launch_python(cluster, "examples/moe_layer.py --steps 3"),
                          "moe_layer: rank RANK of 4: 3 steps forward and backward (float32) "
                          "match the single-process layer");
+}
+
+// `python3 SCRIPT ARGS` as a program started by hand on this host: it finds the cluster through
+// SYMMESH_DAEMON and SYMMESH_SECRET_FILE.
+CliRun run_python(TestCluster& cluster, const std::string& script) {
+  return shell("env PYTHONPATH=" + std::string(SYMMESH_PYTHON_DIR) + " SYMMESH_DAEMON=" +
+               cluster.control(0).str() + " SYMMESH_SECRET_FILE=" + cluster.secret_file() +
+               " /usr/bin/python3 " + SYMMESH_SOURCE_DIR + "/" + script);
+}
+
+void expect_every_spawned_rank_passed(const CliRun& run, int world) {
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string line = "distributed_test: rank " + std::to_string(rank) + " of " +
+                             std::to_string(world) + ": every check passed";
+    EXPECT_NE(run.out.find(line), std::string::npos) << line << " in:\n" << run.out;
+  }
+}
+
+TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceAcrossNodes) {
+  TestCluster cluster(shape(2, 2));
+  expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"), 4);
+}
+
+TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceOnOneNode) {
+  TestCluster cluster(shape(1, 4));
+  expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"), 4);
 }
 
 }  // namespace

@@ -52,7 +52,11 @@ std::string bin_dir() {
 }
 
 CliRun cli(const std::string& args) {
-  const std::string command = bin_dir() + "/symmesh " + args + " 2>&1";
+  return shell(bin_dir() + "/symmesh " + args);
+}
+
+CliRun shell(const std::string& line) {
+  const std::string command = line + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   char buffer[4096];

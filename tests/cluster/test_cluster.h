@@ -95,6 +95,8 @@ struct CliRun {
   std::string out;
 };
 CliRun cli(const std::string& args);
+// A shell command's exit code and everything it printed (stdout and stderr).
+CliRun shell(const std::string& command);
 // Writes `secret` (and a newline) to `path` with mode 0600, as symmeshd and the CLI demand.
 void write_secret_file(const std::string& path, const std::string& secret);
 // "--daemon HOST:PORT --secret-file F" for `node` of `cluster`.
