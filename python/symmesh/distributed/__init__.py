@@ -69,8 +69,21 @@ def destroy_process_group(group=None):
             _detach()
 
 
+_monitored_barrier = _c10d.monitored_barrier
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch's monitored_barrier, which torch gives to gloo alone, on symmesh's groups too."""
+    pg = _c10d._get_default_group() if group is None or group is _c10d.GroupMember.WORLD \
+        else group
+    if isinstance(pg, ProcessGroupSymmesh):
+        return pg.monitored_barrier(timeout, wait_all_ranks)
+    return _monitored_barrier(group, timeout, wait_all_ranks)
+
+
 if "SYMMESH" not in dist.Backend._plugins:
     dist.Backend.register_backend("symmesh", _create, extended_api=True)
-    _c10d.destroy_process_group = destroy_process_group
-    dist.destroy_process_group = destroy_process_group
+    for module in (_c10d, dist):
+        module.destroy_process_group = destroy_process_group
+        module.monitored_barrier = monitored_barrier
     atexit.register(_detach)

@@ -60,13 +60,10 @@ class Attached:
         return address
 
     def close(self):
-        """Waits (up to the timeout) for this PE's messages to be taken, then detaches."""
+        """Detaches. Messages this PE sent and nobody took yet stay takeable: its heap lives as
+        long as the session, which lasts while any PE is attached."""
         if self.native is None:
             return
-        deadline = time.monotonic() + self.timeout_s
-        while not self.mailbox.idle() and time.monotonic() < deadline:
-            words, seen = self.mailbox._watched()
-            self.native.wait_for_word_change(words, seen, 0.1)
         native, self.native = self.native, None
         native.detach()  # the PE is free for the next process at once
 

@@ -1,7 +1,7 @@
 """The collectives of one group, on symmesh.
 
 The world group (every PE, in rank order) runs all_reduce (float32, bfloat16, float16 with SUM,
-MIN, MAX, AVG), all_gather, reduce_scatter, equal-split all_to_all and barrier as symmesh's own
+MIN, MAX, AVG), all_gather, reduce_scatter and equal-split all_to_all as symmesh's own
 collectives, through heap buffers every PE holds alike (PE.bounce). The rest, and every
 collective of a subgroup, are messages between the members (the point-to-point mailbox), on the
 group's collective channel with the call's number as the tag:
@@ -12,7 +12,8 @@ group's collective channel with the call's number as the tag:
     reduces what it received in rank order;
   all_reduce of the gathered kinds (_reductions.py): all_gather, then each member reduces in rank
     order (the same bits on every member);
-  barrier: an all_gather of nothing.
+  barrier: an all_gather of nothing;
+  monitored_barrier: gloo's, on a channel of its own.
 """
 
 import time
@@ -33,8 +34,10 @@ class Group:
         self.timeout_s = timeout_s
         self.world = self.ranks == list(range(pe.world_size))
         digest = zlib.crc32(f"{name}|{','.join(map(str, self.ranks))}".encode())
-        self.p2p_channel = 2 * digest  # the users' send and recv
-        self.channel = 2 * digest + 1  # the collectives' messages
+        self.p2p_channel = 4 * digest  # the users' send and recv
+        self.channel = 4 * digest + 1  # the collectives' messages
+        self.monitor_channel = 4 * digest + 2  # monitored_barrier's, apart: a rank may miss one
+        self._monitored = 0
         if pe.channels.get(self.channel, name) != name:
             raise RuntimeError(f"group {name!r}'s message channel is group "
                                f"{pe.channels[self.channel]!r}'s: give it another name")
@@ -51,11 +54,9 @@ class Group:
         self._calls += 1
         return self._calls
 
-    def _deadline(self):
-        return time.monotonic() + self.timeout_s
-
-    def _wait(self, ops, what):
-        self.pe.mailbox.wait(ops, self._deadline(),
+    def _wait(self, ops, what, timeout_s=None):
+        seconds = timeout_s if timeout_s is not None else self.timeout_s
+        self.pe.mailbox.wait(ops, time.monotonic() + seconds,
                              lambda: f"{what} on group {self.name!r} (rank {self.me} of "
                                      f"{self.size})")
 
@@ -74,22 +75,64 @@ class Group:
 
     # -- the collectives ----------------------------------------------------------------------
 
-    def barrier(self):
-        if self.world:
-            self.pe.native.barrier()
-            return
-        self.all_gather_list(torch.empty(0, dtype=torch.uint8), "barrier")
+    def barrier(self, timeout_s=None):
+        """Messages between the members (not symmesh's barrier, which waits the daemon's
+        --wait-timeout and ends the session when it passes): the group's timeout applies, and
+        a rank that times out leaves the others' session as it was, as gloo's barrier does."""
+        empty = torch.empty(0, dtype=torch.uint8)
+        self.all_gather_list(empty, "barrier", timeout_s, messages_only=True)
 
-    def all_gather_list(self, data, what="all_gather"):
-        """Every member's `data` (contiguous, the same shape everywhere), in rank order."""
-        if self.world and data.numel():
+    def monitored_barrier(self, timeout_s, wait_all_ranks):
+        """gloo's monitored barrier: every member tells member 0 it arrived, and member 0, once
+        it heard from all (in rank order, within timeout_s), tells them to go on; member 0
+        names the first rank that did not come (every one with wait_all_ranks)."""
+        self._monitored += 1
+        tag, empty = self._monitored, torch.empty(0, dtype=torch.uint8)
+        ms = int(timeout_s * 1000)
+        mailbox, deadline = self.pe.mailbox, time.monotonic() + timeout_s
+        if self.me != 0:
+            mailbox.send([self.ranks[0]], self.monitor_channel, tag, empty.data_ptr(), 0)
+            go = mailbox.recv(self.ranks[0], self.monitor_channel, tag, empty.data_ptr(), 0)
+            try:
+                mailbox.wait([go], deadline, lambda: "monitored_barrier")
+            except TimeoutError as e:
+                raise RuntimeError(
+                    f"Rank {self.me} successfully reached monitoredBarrier, but received errors "
+                    f"while waiting for send/recv from rank 0. Please check rank 0 logs for "
+                    f"faulty rank. ({e})") from None
+            return
+        failed = []
+        for m in self._others():
+            if time.monotonic() >= deadline and not failed:
+                raise RuntimeError(f"Rank 0 timed out in monitoredBarrier after {ms} ms")
+            came = mailbox.recv(self.ranks[m], self.monitor_channel, tag, empty.data_ptr(), 0)
+            try:
+                mailbox.wait([came], deadline, lambda: "monitored_barrier")
+            except TimeoutError:
+                if not wait_all_ranks:
+                    raise RuntimeError(f"Rank {m} failed to pass monitoredBarrier in {ms} ms") \
+                        from None
+                failed.append(m)
+        if failed:
+            raise RuntimeError(f"Ranks {', '.join(map(str, failed))} failed to pass "
+                               f"monitoredBarrier in {ms} ms")
+        for m in self._others():
+            mailbox.send([self.ranks[m]], self.monitor_channel, tag, empty.data_ptr(), 0)
+
+    def all_gather_list(self, data, what="all_gather", timeout_s=None, messages_only=False,
+                        shapes=None):
+        """Every member's `data` (contiguous, the same shape everywhere unless `shapes` gives
+        each member's), in rank order."""
+        if self.world and data.numel() and not messages_only and shapes is None:
             return self._native_all_gather(data)
         tag = self._tag()
-        out = [data if m == self.me else torch.empty_like(data) for m in range(self.size)]
+        out = [data if m == self.me else
+               torch.empty(shapes[m] if shapes else data.shape, dtype=data.dtype)
+               for m in range(self.size)]
         ops = [self._recv(m, tag, out[m], what) for m in self._others()]
         if self.size > 1:
             ops.append(self._send(self._others(), tag, data, what))
-        self._wait(ops, what)
+        self._wait(ops, what, timeout_s)
         return out
 
     def _native_all_gather(self, data):

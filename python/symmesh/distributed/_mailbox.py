@@ -82,6 +82,11 @@ class Send:
         self.chunks = []  # (arena extent or None, [(target, seq)]) not yet known taken
         self.error = None
 
+    def waiting_for(self):
+        tags = f"tag {self.tag}"
+        return f"rank{'s' if len(self.targets) > 1 else ''} " + ", ".join(
+            map(str, self.targets)) + f" to take a message ({tags})"
+
     @property
     def done(self):
         if self.error is not None:
@@ -102,6 +107,10 @@ class Recv:
         self.matched = None  # (source, message) once its first chunk arrived
         self.received = 0
         self.error = None
+
+    def waiting_for(self):
+        source = "any rank" if self.source is None else f"rank {self.source}"
+        return f"a message from {source} (tag {self.tag})"
 
     @property
     def done(self):
@@ -305,7 +314,9 @@ class Mailbox:
 
     def wait(self, ops, deadline, describe):
         """Moves everything on until every op in `ops` is done, or raises TimeoutError at
-        `deadline` (time.monotonic()) naming describe()."""
+        `deadline` (time.monotonic()) naming describe() and what it still waited for (those of
+        them not yet under way are cancelled)."""
+        seconds = deadline - time.monotonic()
         while True:
             self.progress()
             for op in ops:
@@ -315,14 +326,20 @@ class Mailbox:
                 return
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"{describe()}: not done within the timeout")
+                pending = [op for op in ops if not op.done]
+                self.cancel(pending)
+                raise TimeoutError(f"{describe()}: Timed out after {seconds:.3g} s waiting for "
+                                   + "; ".join(op.waiting_for() for op in pending))
             words, seen = self._watched()
             self._s.wait_for_word_change(words, seen, min(left, 0.5))
 
-    def idle(self):
-        """True when nothing of this PE's is still to be taken by, or posted to, another PE."""
-        self.progress()
-        return not self._sends and not self._posted
-
-    def pending_recvs(self):
-        return len(self._recvs)
+    def cancel(self, ops):
+        """Drops receives no message matched yet and sends no chunk of which left yet: a later
+        message is not taken by a receive nobody waits for."""
+        for op in ops:
+            if isinstance(op, Recv) and op.matched is None and op in self._recvs:
+                self._recvs.remove(op)
+                op.error = TimeoutError(f"{op.what}: cancelled at its timeout")
+            elif isinstance(op, Send) and op.message is None and op in self._sends:
+                self._sends.remove(op)
+                op.error = TimeoutError(f"{op.what}: cancelled at its timeout")

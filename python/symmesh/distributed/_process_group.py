@@ -40,12 +40,32 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
     # -- collectives --------------------------------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
-        tensor = _one(tensors, "all_reduce")
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        if len(tensors) == 1 and getattr(tensors[0], "is_sparse", False):
+            return self._sparse_allreduce(tensors[0], op)
+        tensor = _one(tensors, "all_reduce")
         data = _tensors.dense(tensor)
         self._group.all_reduce(data, op)
         _tensors.write_back(tensor, data)
         return self._done(tensors)
+
+    def _sparse_allreduce(self, tensor, op):
+        """gloo's sparse all_reduce (SUM): every member's coalesced indices and values, summed
+        into one coalesced tensor (the same on every member)."""
+        if op != dist.ReduceOp.SUM:
+            raise ValueError("all_reduce of a sparse tensor: allowed the SUM op (gloo's too)")
+        mine = tensor.coalesce()
+        indices, values = mine.indices().contiguous(), mine.values().contiguous()
+        counts = self._group.all_gather_list(torch.tensor([indices.shape[1]]), "sparse all_reduce")
+        nnz = [int(c.item()) for c in counts]
+        all_indices = self._group.all_gather_list(
+            indices, "sparse all_reduce", shapes=[(indices.shape[0], n) for n in nnz])
+        all_values = self._group.all_gather_list(
+            values, "sparse all_reduce", shapes=[(n,) + tuple(values.shape[1:]) for n in nnz])
+        total = torch.sparse_coo_tensor(torch.cat(all_indices, 1), torch.cat(all_values),
+                                        tensor.shape).coalesce()
+        tensor.copy_(total)
+        return self._done([tensor])
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
@@ -188,8 +208,17 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         return self._done(output_tensors)
 
     def barrier(self, opts=None):
-        self._group.barrier()
+        timeout = getattr(opts, "timeout", _NO_TIMEOUT)
+        seconds = timeout.total_seconds() if timeout > datetime.timedelta(0) else None
+        self._group.barrier(seconds)
         return self._done([])
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        if timeout is None:
+            seconds = self._timeout_s
+        else:  # a timedelta, or seconds as gloo's binding takes them
+            seconds = getattr(timeout, "total_seconds", lambda: float(timeout))()
+        self._group.monitored_barrier(seconds, wait_all_ranks)
 
     # -- point to point -----------------------------------------------------------------------
 
