@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from . import _tensors
 from ._collectives import Group
-from ._work import Work
+from ._work import Work, done
 
 _NO_TIMEOUT = datetime.timedelta(milliseconds=-1)  # torch's "use the group's timeout"
 
@@ -35,7 +35,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         return "symmesh"
 
     def _done(self, result):
-        return Work(result)
+        return done(result)
 
     # -- collectives --------------------------------------------------------------------------
 

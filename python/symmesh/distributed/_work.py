@@ -1,9 +1,12 @@
 """torch.distributed's Work for symmesh's calls.
 
 A collective runs in the caller's thread, so its Work is done when it is returned (with
-async_op=True as without). A point-to-point receive, and a send whose chunks did not all fit
-yet, move on whenever this process waits for one of them: wait(), is_completed() and
-get_future() drive every pending message of the process, not just their own.
+async_op=True as without): done() makes it a Work of torch's own over a completed future, which
+torch's C++ (DDP's reducer, its parameter checks) can wait on too. A point-to-point receive, and
+a send whose chunks did not all fit yet, are this module's Work: they move on whenever this
+process waits for one of them (wait(), is_completed() and get_future() drive every pending
+message of the process, not just their own). Only Python calls those (torch's C++ makes no
+point-to-point calls).
 """
 
 import datetime
@@ -12,6 +15,13 @@ import time
 import torch
 import torch.distributed as dist
 from torch.futures import Future
+
+
+def done(result):
+    """The Work of a call that is over: `result` is what its future carries."""
+    future = Future()
+    future.set_result(result)
+    return torch._C._distributed_c10d._create_work_from_future(future)
 
 
 class Work(dist._Work if hasattr(dist, "_Work") else torch._C._distributed_c10d.Work):
