@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: installs what it needs, builds, and runs the whole suite (ctest),
-# the soft-RoCE suite (tests/softroce/run.sh: verbs on a real or QEMU-guest rxe device), the
-# fuzz targets, then the unit tests again under AddressSanitizer+UndefinedBehaviorSanitizer and
-# ThreadSanitizer.
+# torch's distributed test suite on the symmesh backend (tests/torch_suite), the soft-RoCE suite
+# (tests/softroce/run.sh: verbs on a real or QEMU-guest rxe device), the fuzz targets, then the
+# unit tests again under AddressSanitizer+UndefinedBehaviorSanitizer and ThreadSanitizer.
 # SYMMESH_SKIP_SANITIZERS=1 skips the sanitizer builds (for quick local runs);
 # SYMMESH_SKIP_SOFTROCE=1 skips the soft-RoCE suite, and says so; SYMMESH_SKIP_FUZZ=1 skips
 # the libFuzzer targets (tests/fuzz/run.sh).
@@ -15,6 +15,8 @@ jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+# torch's own distributed test suite on the symmesh backend: every test gloo passes must pass.
+tests/torch_suite/run.sh build
 tests/softroce/run.sh build
 
 # libFuzzer targets (clang, AddressSanitizer + UBSan): each on its seed corpus and 5 s more.

@@ -3,7 +3,7 @@
 // example trained for a few steps, whose output and gradients must match the same layer run
 // in one process (examples/moe_layer.py). And torch.distributed on the symmesh backend from
 // processes torch.multiprocessing.spawn started (tests/python/distributed_test.py), on 2 x 2 and
-// on one node of 4.
+// on one node of 4, and a DDP training loop that ends where gloo's does (examples/ddp_train.py).
 #include <gtest/gtest.h>
 
 #include <future>
@@ -71,6 +71,15 @@ TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceAcrossNodes) 
 TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceOnOneNode) {
   TestCluster cluster(shape(1, 4));
   expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"), 4);
+}
+
+TEST(Python, DdpTrainsToTheSameParametersOnSymmeshAsOnGloo) {
+  TestCluster cluster(shape(2, 2));
+  const CliRun run = run_python(cluster, "examples/ddp_train.py --compare --steps 50");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("parameters of gloo and symmesh differ by at most"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("agree within 1e-5"), std::string::npos) << run.out;
 }
 
 }  // namespace

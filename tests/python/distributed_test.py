@@ -1,7 +1,8 @@
 """torch.distributed programs on the symmesh backend, as a program written for gloo uses it:
 processes started by torch.multiprocessing.spawn (not symmesh launch), attached through
 SYMMESH_DAEMON and SYMMESH_SECRET_FILE. Checks every collective against a reference computed
-here, every dtype with every reduction torch takes for it, async work, point-to-point messages
+here, every dtype with every reduction torch takes for it (and a sparse sum), async work,
+point-to-point messages
 (tags, any source, batches, messages larger than the mailbox's arena), subgroups, the object
 collectives, wrong calls raising ValueError naming what was wrong, a receive that times out
 naming what it waited for, and a second init after destroy. Prints one line per rank and exits
@@ -84,6 +85,12 @@ def reductions(rank, world):
     dist.all_reduce(m)
     want = sum(torch.arange(12.0).reshape(3, 4).t() + r for r in range(world))
     check("all_reduce of a non-contiguous tensor", torch.equal(m, want), m)
+    sparse = torch.sparse_coo_tensor([[rank, world]], [1.0, float(rank)], (world + 1,))
+    dist.all_reduce(sparse)
+    want = torch.ones(world + 1)
+    want[world] = sum(range(world))
+    check("sparse all_reduce", torch.equal(sparse.to_dense(), want) and sparse.is_coalesced(),
+          sparse)
     expect_error("BAND on float32", lambda: dist.all_reduce(torch.ones(2), op=R.BAND),
                  ValueError, "reduce op BAND on float32 tensors: allowed")
 
@@ -275,8 +282,8 @@ def objects(rank, world):
 
 
 def bad_calls(rank, world):
-    expect_error("a sparse tensor", lambda: dist.all_reduce(torch.eye(2).to_sparse()),
-                 ValueError, "sparse")
+    expect_error("a sparse tensor with MAX", lambda: dist.all_reduce(
+        torch.eye(2).to_sparse(), op=R.MAX), ValueError, "allowed the SUM op")
     if rank == 0:  # refused before anything is sent: the others need not take part
         expect_error("scatter's list of the wrong length", lambda: dist.scatter(
             torch.zeros(1), [torch.zeros(1)], src=0), ValueError,
