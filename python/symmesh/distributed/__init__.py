@@ -22,7 +22,7 @@ from torch.distributed import distributed_c10d as _c10d
 from ._attached import Attached, attach
 from ._process_group import ProcessGroupSymmesh
 
-__all__ = ["ProcessGroupSymmesh"]
+__all__ = ["ProcessGroupSymmesh", "session"]
 
 _state = {"pe": None, "generation": 0}
 
@@ -48,6 +48,16 @@ def _create(options, pg_options=None):
                            "it: init_process_group('symmesh', ...)")
     return ProcessGroupSymmesh(pe, options.group_rank, options.group_size, ranks,
                                options.group_id or "default", timeout)
+
+
+def session():
+    """This process's PE as a symmesh.Session (the one init_process_group attached), for
+    symmesh's own calls beside torch.distributed's: MoE dispatch and combine, the fused ops,
+    tensors on the symmetric heap. Every rank makes the same calls in the same order."""
+    pe = _state["pe"]
+    if pe is None or pe.native is None:
+        raise RuntimeError("no symmesh process group: init_process_group('symmesh', ...) first")
+    return pe.session()
 
 
 def _detach():

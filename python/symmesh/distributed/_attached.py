@@ -15,8 +15,8 @@ from .. import _symmesh
 from . import _mailbox
 
 # The point-to-point region's parts (env SYMMESH_P2P_ARENA_BYTES, SYMMESH_P2P_LANDING_BYTES).
-_ARENA_BYTES = 16 << 20
-_LANDING_BYTES = 4 << 20
+_ARENA_BYTES = 8 << 20
+_LANDING_BYTES = 2 << 20
 _ATTACH_RETRY_S = 0.05  # a slot whose last process just detached is freed within moments
 
 
@@ -45,7 +45,16 @@ class Attached:
         self.mailbox.clear()
         self._bounce = {}  # role -> (address, bytes): heap buffers of the world's collectives
         self.channels = {}  # channel -> group name: the groups' message channels in use
+        self._session = None
         native.barrier()  # every PE's tables are clear before any message
+
+    def session(self):
+        """symmesh.Session over this PE (made once): its close() leaves the PE attached."""
+        if self._session is None:
+            from .. import Session
+
+            self._session = Session(self.native)
+        return self._session
 
     def bounce(self, role, nbytes):
         """A heap buffer of at least `nbytes` for `role` ("in", "out"), the same on every PE:
@@ -64,6 +73,8 @@ class Attached:
         long as the session, which lasts while any PE is attached."""
         if self.native is None:
             return
+        if self._session is not None:
+            self._session.close()
         native, self.native = self.native, None
         native.detach()  # the PE is free for the next process at once
 

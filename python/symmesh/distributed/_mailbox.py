@@ -298,18 +298,27 @@ class Mailbox:
     # -- waiting -----------------------------------------------------------------------------
 
     def _watched(self):
-        """(addresses, values) of every word whose change may let something move."""
+        """(addresses, values) of every word whose change may let something move: the next
+        descriptor's slot from each PE and the done word of each chunk not known taken. None
+        when one of them changed already (since the last progress): no wait then."""
         words, seen = [], []
         for source in range(self._w):
-            slot = (self._next_in[source] - 1) % SLOTS
+            expected = self._next_in[source]
+            slot = (expected - 1) % SLOTS
+            value = int(self._inbox[source, slot, _SEQ])
+            if value == expected:
+                return None
             words.append(self._inbox_at + (source * SLOTS + slot) * WORDS * 8)
-            seen.append(int(self._inbox[source, slot, _SEQ]))
+            seen.append(value)
         for op in self._sends + self._posted:
             for _, sent in op.chunks:
                 for t, seq in sent:
                     slot = (seq - 1) % SLOTS
+                    value = int(self._done[t, slot])
+                    if value >= seq:
+                        return None
                     words.append(self._done_at + (t * SLOTS + slot) * 8)
-                    seen.append(int(self._done[t, slot]))
+                    seen.append(value)
         return words, seen
 
     def wait(self, ops, deadline, describe):
@@ -330,8 +339,9 @@ class Mailbox:
                 self.cancel(pending)
                 raise TimeoutError(f"{describe()}: Timed out after {seconds:.3g} s waiting for "
                                    + "; ".join(op.waiting_for() for op in pending))
-            words, seen = self._watched()
-            self._s.wait_for_word_change(words, seen, min(left, 0.5))
+            watched = self._watched()
+            if watched is not None:
+                self._s.wait_for_word_change(*watched, min(left, 0.5))
 
     def cancel(self, ops):
         """Drops receives no message matched yet and sends no chunk of which left yet: a later
