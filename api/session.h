@@ -127,6 +127,8 @@ class Session {
   // Whether [address, address + bytes) lies in the part of this PE's slice that calls may name
   // (past the daemon's own state at its start).
   bool on_heap(const void* address, size_t bytes) const;
+  // The bytes of this PE's slice that calls may name (malloc's, less what it already gave).
+  size_t heap_bytes() const { return slice_bytes_ - heap_start_; }
 
   void barrier();
   // In place: data[0, count) becomes the reduction over every PE, with no scratch and no

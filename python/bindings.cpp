@@ -111,6 +111,7 @@ PYBIND11_MODULE(_symmesh, m) {
       .def_property_readonly("local_rank", [](const Session& s) { return s.place().local_rank; })
       .def_property_readonly("local_size", [](const Session& s) { return s.place().local_size; })
       .def_property_readonly("node_rank", [](const Session& s) { return s.place().node_rank; })
+      .def_property_readonly("heap_bytes", &Session::heap_bytes)
       .def(
           "malloc", [](Session& s, size_t bytes) { return Address(s.malloc(bytes)); }, Unlocked())
       .def(

@@ -3,7 +3,8 @@
 // example trained for a few steps, whose output and gradients must match the same layer run
 // in one process (examples/moe_layer.py). And torch.distributed on the symmesh backend from
 // processes torch.multiprocessing.spawn started (tests/python/distributed_test.py), on 2 x 2 and
-// on one node of 4, and a DDP training loop that ends where gloo's does (examples/ddp_train.py).
+// on one node of 4, a DDP training loop that ends where gloo's does (examples/ddp_train.py), and
+// DeepEP's API with DeepEP's own checks (tests/python/deep_ep_test.py).
 #include <gtest/gtest.h>
 
 #include <future>
@@ -71,6 +72,25 @@ TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceAcrossNodes) 
 TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceOnOneNode) {
   TestCluster cluster(shape(1, 4));
   expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"), 4);
+}
+
+void expect_every_deep_ep_rank_passed(const CliRun& run, int world) {
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string line = "deep_ep_test: rank " + std::to_string(rank) + " of " +
+                             std::to_string(world) + ": every check passed";
+    EXPECT_NE(run.out.find(line), std::string::npos) << line << " in:\n" << run.out;
+  }
+}
+
+TEST(Python, DeepEpsApiPassesDeepEpsOwnChecksAcrossNodes) {
+  TestCluster cluster(shape(2, 2));
+  expect_every_deep_ep_rank_passed(run_python(cluster, "tests/python/deep_ep_test.py 4 2"), 4);
+}
+
+TEST(Python, DeepEpsApiPassesDeepEpsOwnChecksOnOneNode) {
+  TestCluster cluster(shape(1, 4));
+  expect_every_deep_ep_rank_passed(run_python(cluster, "tests/python/deep_ep_test.py 4 4"), 4);
 }
 
 TEST(Python, DdpTrainsToTheSameParametersOnSymmeshAsOnGloo) {

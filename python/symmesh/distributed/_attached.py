@@ -9,12 +9,15 @@ through torch's store that it did (or why it could not).
 """
 
 import os
+import threading
 import time
+from concurrent.futures import Future
 
 from .. import _symmesh
 from . import _mailbox
 
-# The point-to-point region's parts (env SYMMESH_P2P_ARENA_BYTES, SYMMESH_P2P_LANDING_BYTES).
+# The point-to-point region's parts (env SYMMESH_P2P_ARENA_BYTES, SYMMESH_P2P_LANDING_BYTES):
+# at most these, and at most an eighth and a thirty-second of the PE's heap.
 _ARENA_BYTES = 8 << 20
 _LANDING_BYTES = 2 << 20
 _ATTACH_RETRY_S = 0.05  # a slot whose last process just detached is freed within moments
@@ -38,14 +41,18 @@ class Attached:
         self.native = native
         self.rank, self.world_size = rank, world_size
         self.timeout_s = timeout_s
-        arena = _bytes_from_env("SYMMESH_P2P_ARENA_BYTES", _ARENA_BYTES)
-        landing = _bytes_from_env("SYMMESH_P2P_LANDING_BYTES", _LANDING_BYTES)
+        heap = native.heap_bytes
+        arena = _bytes_from_env("SYMMESH_P2P_ARENA_BYTES",
+                                max(min(_ARENA_BYTES, heap // 8), 1 << 16))
+        landing = _bytes_from_env("SYMMESH_P2P_LANDING_BYTES",
+                                  max(min(_LANDING_BYTES, heap // 32), 1 << 16))
         region = native.malloc(_mailbox.region_bytes(world_size, arena, landing))
         self.mailbox = _mailbox.Mailbox(native, region, world_size, rank, arena, landing)
         self.mailbox.clear()
         self._bounce = {}  # role -> (address, bytes): heap buffers of the world's collectives
         self.channels = {}  # channel -> group name: the groups' message channels in use
         self._session = None
+        self._running = None  # the Future of a call running in the background (async_finish)
         native.barrier()  # every PE's tables are clear before any message
 
     def session(self):
@@ -55,6 +62,28 @@ class Attached:
 
             self._session = Session(self.native)
         return self._session
+
+    def drain(self):
+        """Waits for the call running in the background, if any (raising what it raised): every
+        call reaches the daemon in the order the program made it, the same order on every rank."""
+        running, self._running = self._running, None
+        if running is not None:
+            running.result()
+
+    def in_background(self, call):
+        """Runs call() on a thread of its own, after the calls before it; returns its Future."""
+        self.drain()
+        future = Future()
+
+        def run():
+            try:
+                future.set_result(call())
+            except BaseException as e:  # noqa: BLE001: the Future carries it to the waiter
+                future.set_exception(e)
+
+        threading.Thread(target=run, name="symmesh-async", daemon=True).start()
+        self._running = future
+        return future
 
     def bounce(self, role, nbytes):
         """A heap buffer of at least `nbytes` for `role` ("in", "out"), the same on every PE:
@@ -73,6 +102,10 @@ class Attached:
         long as the session, which lasts while any PE is attached."""
         if self.native is None:
             return
+        try:
+            self.drain()
+        except Exception:  # noqa: BLE001: its own event reported it, or nobody waited for it
+            pass
         if self._session is not None:
             self._session.close()
         native, self.native = self.native, None

@@ -18,6 +18,18 @@ from ._work import Work, done
 _NO_TIMEOUT = datetime.timedelta(milliseconds=-1)  # torch's "use the group's timeout"
 
 
+def _in_order(method):
+    """A call that first waits for the process's background call (a DeepEP async_finish one),
+    so the daemon sees every rank's calls in one order."""
+
+    def ordered(self, *args, **kwargs):
+        self._group.pe.drain()
+        return method(self, *args, **kwargs)
+
+    ordered.__name__, ordered.__doc__ = method.__name__, method.__doc__
+    return ordered
+
+
 def _one(tensors, what):
     if len(tensors) != 1:
         raise ValueError(f"{what}: {len(tensors)} tensors: the symmesh backend takes one tensor "
@@ -39,6 +51,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
 
     # -- collectives --------------------------------------------------------------------------
 
+    @_in_order
     def allreduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         if len(tensors) == 1 and getattr(tensors[0], "is_sparse", False):
@@ -67,6 +80,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         tensor.copy_(total)
         return self._done([tensor])
 
+    @_in_order
     def allreduce_coalesced(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         for tensor in tensors:
@@ -82,6 +96,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
                 at += t.numel()
         return self._done(tensors)
 
+    @_in_order
     def broadcast(self, tensors, opts=None):
         tensor = _one(tensors, "broadcast")
         root = opts.rootRank if opts is not None else 0
@@ -91,6 +106,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         _tensors.write_back(tensor, data)
         return self._done(tensors)
 
+    @_in_order
     def reduce(self, tensors, opts=None):
         tensor = _one(tensors, "reduce")
         root = opts.rootRank if opts is not None else 0
@@ -100,6 +116,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         _tensors.write_back(tensor, data)
         return self._done(tensors)
 
+    @_in_order
     def allgather(self, output_tensors, input_tensors, opts=None):
         data = _tensors.dense(_one(input_tensors, "all_gather"))
         outputs = _one_list(output_tensors, self._group.size, "all_gather's outputs")
@@ -109,6 +126,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
             out.copy_(got.view_as(out))
         return self._done(output_tensors)
 
+    @_in_order
     def _allgather_base(self, output, input, opts=None):  # noqa: A002: torch's name
         data = _tensors.dense(_tensors.check(input, "all_gather_into_tensor's input"))
         _tensors.check(output, "all_gather_into_tensor's output")
@@ -120,6 +138,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         output.copy_(gathered.view_as(output))
         return self._done([output])
 
+    @_in_order
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         for outputs, got in zip(output_lists, _transpose(
                 [self._group.all_gather_list(_tensors.dense(t)) for t in input_list])):
@@ -127,6 +146,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
                 out.copy_(piece.view_as(out))
         return self._done(output_lists)
 
+    @_in_order
     def gather(self, output_tensors, input_tensors, opts=None):
         data = _tensors.dense(_one(input_tensors, "gather"))
         root = opts.rootRank if opts is not None else 0
@@ -143,6 +163,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
                 out.copy_(got.view_as(out))
         return self._done(output_tensors)
 
+    @_in_order
     def scatter(self, output_tensors, input_tensors, opts=None):
         tensor = _one(output_tensors, "scatter")
         root = opts.rootRank if opts is not None else 0
@@ -159,6 +180,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         _tensors.write_back(tensor, data)
         return self._done(output_tensors)
 
+    @_in_order
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         tensor = _one(output_tensors, "reduce_scatter")
         parts = _one_list(input_tensors, self._group.size, "reduce_scatter's inputs")
@@ -168,6 +190,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         _tensors.write_back(tensor, data)
         return self._done(output_tensors)
 
+    @_in_order
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002: torch's name
         _tensors.check(output, "reduce_scatter_tensor's output")
         _tensors.check(input, "reduce_scatter_tensor's input")
@@ -184,6 +207,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         _tensors.write_back(output, data)
         return self._done([output])
 
+    @_in_order
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
         _tensors.check(output, "all_to_all_single's output")
         _tensors.check(input, "all_to_all_single's input")
@@ -197,6 +221,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
             _tensors.write_back(o, d)
         return self._done([output])
 
+    @_in_order
     def alltoall(self, output_tensors, input_tensors, opts=None):
         n = self._group.size
         outs = _one_list([output_tensors], n, "all_to_all's outputs")
@@ -207,12 +232,14 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
             _tensors.write_back(o, d)
         return self._done(output_tensors)
 
+    @_in_order
     def barrier(self, opts=None):
         timeout = getattr(opts, "timeout", _NO_TIMEOUT)
         seconds = timeout.total_seconds() if timeout > datetime.timedelta(0) else None
         self._group.barrier(seconds)
         return self._done([])
 
+    @_in_order
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
         if timeout is None:
             seconds = self._timeout_s
@@ -226,6 +253,7 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         return Work(result, self._group.pe.mailbox, [op], self._timeout_s, lambda: what,
                     source)
 
+    @_in_order
     def send(self, tensors, dst, tag):
         tensor = _one(tensors, "send")
         target = self._group.global_rank(dst, "send's destination")
@@ -237,10 +265,12 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
         work._keep = data  # the bytes must live until they are copied out
         return work
 
+    @_in_order
     def recv(self, tensors, src, tag):
         source = self._group.global_rank(src, "recv's source")
         return self._receive(tensors, source, tag, f"recv from rank {src}")
 
+    @_in_order
     def recv_anysource(self, tensors, tag):
         return self._receive(tensors, None, tag, "recv from any rank")
 
