@@ -74,6 +74,18 @@ TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceOnOneNode) {
   expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"), 4);
 }
 
+TEST(Python, TheMoeLayerTrainsThroughDeepEpsApiLikeTheSingleProcessLayer) {
+  TestCluster cluster(shape(2, 2));
+  // torch's rendezvous for init_process_group, at a port nothing else here holds.
+  const std::string store = "env MASTER_PORT=" + std::to_string(free_port()) + " ";
+  const auto runs = launch_on_every_node(
+      cluster, store + "env PYTHONPATH=" + SYMMESH_PYTHON_DIR + " /usr/bin/python3 " +
+                   SYMMESH_SOURCE_DIR + "/examples/moe_layer.py --steps 3 --api deep_ep");
+  expect_every_rank_says(runs,
+                         "moe_layer: rank RANK of 4: 3 steps forward and backward (float32) "
+                         "match the single-process layer");
+}
+
 void expect_every_deep_ep_rank_passed(const CliRun& run, int world) {
   EXPECT_EQ(run.exit_code, 0) << run.out;
   for (int rank = 0; rank < world; ++rank) {
