@@ -13,7 +13,8 @@ What DeepEP does on GPUs and what it does here:
     received count per local expert come from them.
   FP8: x = (codes, scales): e4m3fn codes as uint8 [tokens, hidden] (torch 1.13 has no float8
     type) and float32 scales [tokens, hidden / 128]; each token's codes and scales travel as
-    one row (hidden + hidden / 32 bytes, padded to 16: 0.56x a bf16 row).
+    one row (hidden + hidden / 32 bytes, padded to 16: 0.56x a bf16 row). A pair made by
+    per_token_cast_to_fp8 is already those rows; any other is copied into them.
   low_latency_dispatch / low_latency_combine: DeepEP's layout (recv_x [local experts,
     max tokens x ranks, hidden], recv_count) over the same dispatch and combine. DeepEP's
     low-latency dispatch takes no gate weights and its combine does, so the combine first
@@ -84,12 +85,6 @@ class LowLatencyHandle(tuple):
         return handle
 
 
-def _fp8_row_bytes(hidden):
-    """A token's codes and scales, padded to 16 bytes (eight 2-byte elements, the multiple
-    symmesh's MoE rows take)."""
-    return (hidden + hidden // 32 + 15) // 16 * 16
-
-
 def _pack(x, what):
     """x (a tensor, or DeepEP's FP8 pair) as the rows a dispatch moves, and how to unpack them."""
     if isinstance(x, tuple):
@@ -102,9 +97,11 @@ def _pack(x, what):
         tokens, hidden = codes.shape
         if scales.dtype != torch.float32 or tuple(scales.shape) != (tokens, hidden // 128):
             raise ValueError(f"{what}: FP8 scales must be float32 [{tokens}, {hidden // 128}]")
-        rows = torch.zeros(tokens, _fp8_row_bytes(hidden), dtype=torch.uint8)
-        rows[:, :hidden] = codes
-        rows[:, hidden:hidden + hidden // 32] = scales.contiguous().view(torch.uint8)
+        rows = _fp8.packed_rows(codes, scales)
+        if rows is None:  # codes and scales of their own: one copy into the rows
+            padding = torch.zeros(tokens, _fp8.row_bytes(hidden) - hidden - hidden // 32,
+                                  dtype=torch.uint8)
+            rows = torch.cat([codes, scales.contiguous().view(torch.uint8), padding], dim=1)
         return rows.view(torch.float16), ("fp8", hidden)
     if not isinstance(x, torch.Tensor) or x.dim() != 2:
         raise ValueError(f"{what}: x must be a [tokens, hidden] tensor or an FP8 pair")
@@ -134,7 +131,7 @@ def _unpack(rows, kind):
 def _rows_like(kind, received, dtype):
     form, hidden = kind
     if form == "fp8":
-        return torch.empty(received, _fp8_row_bytes(hidden) // 2, dtype=torch.float16)
+        return torch.empty(received, _fp8.row_bytes(hidden) // 2, dtype=torch.float16)
     return torch.empty(received, hidden, dtype=dtype)
 
 

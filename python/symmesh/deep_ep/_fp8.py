@@ -39,17 +39,42 @@ def from_e4m3(codes):
     return _DECODE[codes.long()]
 
 
+def row_bytes(hidden):
+    """A token's codes and scales side by side, padded to 16 bytes (eight 2-byte elements, the
+    multiple symmesh's MoE rows take): the row an FP8 dispatch moves."""
+    return (hidden + hidden // 32 + 15) // 16 * 16
+
+
 def per_token_cast_to_fp8(x):
     """DeepEP's cast: x [tokens, hidden] (hidden a multiple of 128) -> (codes uint8 [tokens,
     hidden], scales float32 [tokens, hidden / 128]), each 128 channels scaled so their largest
-    magnitude maps to 448."""
+    magnitude maps to 448. Both are views of one [tokens, row_bytes(hidden)] uint8 tensor, the
+    rows a dispatch moves, so dispatching them copies nothing more."""
     tokens, hidden = x.shape
     if hidden % 128:
         raise ValueError(f"FP8 casting: hidden {hidden} is not a multiple of 128")
     blocks = x.float().view(tokens, hidden // 128, 128)
     scales = blocks.abs().amax(dim=2).clamp(min=1e-4) / 448.0
-    codes = to_e4m3(blocks / scales.unsqueeze(2)).view(tokens, hidden)
-    return codes, scales
+    rows = torch.zeros(tokens, row_bytes(hidden), dtype=torch.uint8)
+    rows[:, :hidden] = to_e4m3(blocks / scales.unsqueeze(2)).view(tokens, hidden)
+    packed_scales = rows[:, hidden:hidden + hidden // 32].view(torch.float32)
+    packed_scales.copy_(scales)
+    return rows[:, :hidden], packed_scales
+
+
+def packed_rows(codes, scales):
+    """The [tokens, row_bytes(hidden)] uint8 rows codes and scales lie in, side by side, when
+    per_token_cast_to_fp8 made them (or they lie alike in one allocation); else None."""
+    tokens, hidden = codes.shape
+    width = row_bytes(hidden)
+    if codes.dtype != torch.uint8 or codes.stride() != (width, 1) or codes.storage_offset():
+        return None
+    if scales.stride() != (width // 4, 1) or scales.data_ptr() != codes.data_ptr() + hidden:
+        return None
+    storage = codes.storage()
+    if scales.storage().data_ptr() != storage.data_ptr() or storage.nbytes() < tokens * width:
+        return None
+    return codes.as_strided((tokens, width), (width, 1))
 
 
 def per_token_cast_back(codes, scales):
