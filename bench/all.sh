@@ -34,6 +34,10 @@ section bench/moe.sh
 RUNS=5 ITERS=5 TOKENS=1024 bench/moe.sh
 section bench/attach.sh
 ROUNDS=5 ITERS=5 PARTS=2,3 bench/attach.sh build-bench
+section bench/torch_dist.sh
+ROUNDS=5 ITERS=10 bench/torch_dist.sh build-bench
+section bench/deep_ep.sh
+ROUNDS=5 ITERS=5 bench/deep_ep.sh build-bench
 if [[ "${VERBS:-0}" == 1 ]]; then
   section bench/transport.sh
   RUNS=3 bench/transport.sh

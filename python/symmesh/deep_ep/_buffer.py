@@ -300,10 +300,19 @@ class Buffer:
         self._wait(previous_event)
         rows = x.contiguous()
         one_bias = self._bias(bias, handle.tokens, rows)
+        weights_in = None if topk_weights is None else _padded(topk_weights.float())
+        if not async_finish:  # the results lent where the daemon wrote them: nothing copied
+            self._pe.drain()
+            combined = self._session.combine(rows, handle.native, bias=one_bias)
+            combined_w = None
+            if weights_in is not None:
+                combined_w = self._session.combine(weights_in, handle.native)
+                combined_w = combined_w[:, :topk_weights.shape[1]]
+            return combined, combined_w, EventOverlap()
+        # In the background: into outputs made now, handed out at once.
         combined = torch.empty(handle.tokens, rows.shape[1], dtype=rows.dtype)
-        weights_in = weights_out = None
-        if topk_weights is not None:
-            weights_in = _padded(topk_weights.float())
+        weights_out = None
+        if weights_in is not None:
             weights_out = torch.empty(handle.tokens, weights_in.shape[1], dtype=torch.float32)
 
         def run():
@@ -311,7 +320,7 @@ class Buffer:
             if weights_in is not None:
                 self._session.combine(weights_in, handle.native, out=weights_out)
 
-        event = self._run(run, async_finish, (rows, combined))
+        event = self._run(run, True, (rows, combined))
         combined_w = None if weights_out is None else weights_out[:, :topk_weights.shape[1]]
         return combined, combined_w, event
 
