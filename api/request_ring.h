@@ -22,7 +22,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 8;  // 8: kGet, kPutSignal
+inline constexpr uint32_t kAttachProtocolVersion = 9;  // 9: kBroadcast
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -73,8 +73,10 @@ enum class Op : uint32_t {
   // kPutSignal: `count` bytes from `src` here to `dst` on PE args[0], then the 8-byte word at
   // args[1] there is set to args[2], never before the bytes land.
   kPutSignal = 20,
+  // Collective: `count` bytes at `src` on PE args[0] land at `dst` on every PE (dst may be src).
+  kBroadcast = 21,
 };
-inline constexpr uint32_t kLastOp = 20;
+inline constexpr uint32_t kLastOp = 21;
 
 // Where a MoE call's large input (a dispatch's x, a combine's expert rows) or output (a
 // dispatch's recv_x, a combine's tokens) lies: in the staging area where api/staging_layout.h

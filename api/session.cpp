@@ -383,6 +383,25 @@ void Session::all_gather(void* dst, const void* src, size_t count, wire::DataTyp
       .count = count});
 }
 
+void Session::broadcast(void* dst, const void* src, size_t bytes, int root) {
+  if (root < 0 || root >= place_.world_size) {
+    throw InvalidArgument("broadcast: root " + std::to_string(root) + " is outside 0.." +
+                          std::to_string(place_.world_size - 1));
+  }
+  const uint64_t from = offset_of(src, bytes, "broadcast's input");
+  const uint64_t to = offset_of(dst, bytes, "broadcast's output");
+  if (from != to && from < to + bytes && to < from + bytes) {
+    throw InvalidArgument(
+        "broadcast: the input and output overlap (allowed: the same bytes, "
+        "or apart)");
+  }
+  call(attach::Request{.op = attach::Op::kBroadcast,
+                       .src = from,
+                       .dst = to,
+                       .count = bytes,
+                       .args = {uint64_t(root)}});
+}
+
 void Session::all_to_all(void* dst, const void* src, size_t count, wire::DataType dtype) {
   const size_t e = element_bytes(dtype), bytes = count * place_.world_size * e;
   call(attach::Request{.op = attach::Op::kAllToAll,

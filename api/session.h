@@ -144,6 +144,8 @@ class Session {
                       wire::Reduction op = wire::REDUCTION_SUM);
   // dst[i*count, (i+1)*count) = PE i's src.
   void all_gather(void* dst, const void* src, size_t count, wire::DataType dtype);
+  // dst[0, bytes) = PE root's src[0, bytes) on every PE (dst may be src).
+  void broadcast(void* dst, const void* src, size_t bytes, int root);
   // src holds world_size blocks of `count` elements, block j for PE j; dst block i is PE i's.
   void all_to_all(void* dst, const void* src, size_t count, wire::DataType dtype);
   // A call that does nothing: the round trip through the daemon.

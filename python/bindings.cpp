@@ -178,6 +178,12 @@ PYBIND11_MODULE(_symmesh, m) {
           },
           Unlocked())
       .def(
+          "broadcast",
+          [](Session& s, Address dst, Address src, size_t bytes, int root) {
+            s.broadcast(at(dst), at(src), bytes, root);
+          },
+          Unlocked())
+      .def(
           "all_to_all",
           [](Session& s, Address dst, Address src, size_t count, const std::string& dtype) {
             s.all_to_all(at(dst), at(src), count, dtype_named(dtype));

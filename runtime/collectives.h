@@ -34,6 +34,11 @@ void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count
 void allgather(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
                CollAlgo algo = CollAlgo::kRing);
 
+// dst[0, bytes) = member root's src[0, bytes) on every member (root's dst may be its src).
+// Hierarchical: the root's bytes cross to each other node once, then shared memory. Needs
+// the same count of members on every node, contiguous in team order.
+void broadcast(Pe& pe, Team& team, void* dst, const void* src, size_t bytes, int root);
+
 // src holds n blocks of `count` elements, block j for member j; dst[i*count, ...) receives
 // member i's block for this member. One algorithm: direct puts (n-1 per member).
 void alltoall(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype);

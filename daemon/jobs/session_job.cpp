@@ -1,7 +1,8 @@
 // The session job: the cluster's PEs handed to processes attached to their daemons. Each PE's
 // thread waits for the process attached to its local rank, then serves that process's request
 // ring in order, making each call on its behalf (a barrier, a collective on tensors in the
-// shared heap, a symmetric allocation, a MoE dispatch or combine, normal or low-latency, a
+// shared heap (broadcast among them), a symmetric allocation, a MoE dispatch or combine, normal or
+// low-latency, a
 // fused op on tensors in its staging area, or a one-sided get or put to another PE's heap),
 // until the process detaches.
 //
@@ -97,6 +98,7 @@ class SessionServer {
       case attach::Op::kGemmAllReduce:
       case attach::Op::kMatmulReduceScatter:
       case attach::Op::kAllGatherMatmul:
+      case attach::Op::kBroadcast:
         return r;
       // Each PE's tokens, the rows it received, and where its tensors lie are its own.
       case attach::Op::kDispatch:
@@ -183,6 +185,9 @@ class SessionServer {
       case attach::Op::kPutSignal:
         run_session_one_sided(pe_, request);
         return 0;
+      case attach::Op::kBroadcast:
+        broadcast_bytes(request);
+        return 0;
       default:
         throw InvalidArgument("request op " + std::to_string(uint32_t(request.op)) +
                               " is none of the ops 1.." + std::to_string(attach::kLastOp));
@@ -245,6 +250,21 @@ class SessionServer {
         alltoall(pe_, world, dst, src, r.count, dtype);
         break;
     }
+  }
+
+  void broadcast_bytes(const attach::Request& r) {
+    if (r.args[0] >= uint64_t(pe_.n_pes())) {
+      throw InvalidArgument("broadcast: root " + std::to_string(r.args[0]) + " is outside 0.." +
+                            std::to_string(pe_.n_pes() - 1));
+    }
+    std::byte* src = pe_.heap_range(r.src, r.count);
+    std::byte* dst = pe_.heap_range(r.dst, r.count);
+    if (src != dst && src < dst + r.count && dst < src + r.count) {
+      throw InvalidArgument(
+          "broadcast: the input and output overlap (allowed: the same bytes, "
+          "or apart)");
+    }
+    broadcast(pe_, pe_.team_world(), dst, src, r.count, int(r.args[0]));
   }
 
   Pe& pe_;

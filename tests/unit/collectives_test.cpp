@@ -144,6 +144,68 @@ TEST_P(Collectives, AllgatherPutsEveryContributionInPlace) {
   });
 }
 
+TEST_P(Collectives, BroadcastFromEveryRootLandsOnEveryMemberInPlaceAndNot) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    for (const size_t bytes : {size_t{1}, size_t{4099}, size_t{3} << 20}) {
+      auto* src = static_cast<std::byte*>(pe.malloc(bytes));
+      auto* dst = static_cast<std::byte*>(pe.malloc(bytes));
+      for (int root = 0; root < n; ++root) {
+        for (const bool in_place : {false, true}) {
+          SCOPED_TRACE("bytes=" + std::to_string(bytes) + " root=" + std::to_string(root) +
+                       (in_place ? " in place" : ""));
+          for (size_t i = 0; i < bytes; ++i) {
+            src[i] = std::byte((i * 31 + size_t(pe.my_pe()) * 7) & 0xff);
+            dst[i] = std::byte(0xee);
+          }
+          void* into = in_place ? src : dst;
+          broadcast(pe, pe.team_world(), into, src, bytes, root);
+          const auto* got = static_cast<const std::byte*>(into);
+          for (size_t i = 0; i < bytes; ++i) {
+            ASSERT_EQ(got[i], std::byte((i * 31 + size_t(pe.team_world().pe(root)) * 7) & 0xff))
+                << "byte " << i;
+          }
+          barrier_all(pe);  // every member read its output before the next call writes it
+        }
+      }
+      pe.free(dst);
+      pe.free(src);
+    }
+  });
+}
+
+// No barrier between the calls: a root's put into a node must wait until that node copied the
+// call before (each member checks its output before it enters the next call).
+TEST_P(Collectives, BroadcastsBackToBackEachDeliverTheirOwnBytes) {
+  LocalCluster cluster(options(GetParam()));
+  cluster.run([](Pe& pe) {
+    const int n = pe.n_pes();
+    const size_t bytes = 64 << 10;
+    auto* src = static_cast<std::byte*>(pe.malloc(bytes));
+    auto* dst = static_cast<std::byte*>(pe.malloc(bytes));
+    for (int call = 0; call < 200; ++call) {
+      const int root = call % n;
+      for (size_t i = 0; i < bytes; i += 512) src[i] = std::byte((call + i) & 0xff);
+      broadcast(pe, pe.team_world(), dst, src, bytes, root);
+      for (size_t i = 0; i < bytes; i += 512) {
+        ASSERT_EQ(dst[i], std::byte((call + i) & 0xff)) << "call " << call << " byte " << i;
+      }
+    }
+    pe.free(dst);
+    pe.free(src);
+  });
+}
+
+TEST(CollectivesErrors, ABroadcastFromARootOutsideTheTeamIsRefused) {
+  LocalCluster cluster(options(Shape{1, 2}));
+  cluster.run([](Pe& pe) {
+    void* buffer = pe.malloc(64);
+    EXPECT_THROW(broadcast(pe, pe.team_world(), buffer, buffer, 64, 2), InvalidArgument);
+    pe.free(buffer);
+  });
+}
+
 TEST_P(Collectives, AlltoallAndAlltoallv) {
   LocalCluster cluster(options(GetParam()));
   cluster.run([](Pe& pe) {

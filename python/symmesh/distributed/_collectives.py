@@ -1,11 +1,12 @@
 """The collectives of one group, on symmesh.
 
 The world group (every PE, in rank order) runs all_reduce (float32, bfloat16, float16 with SUM,
-MIN, MAX, AVG), all_gather, reduce_scatter and equal-split all_to_all as symmesh's own
-collectives, through heap buffers every PE holds alike (PE.bounce). The rest, and every
+MIN, MAX, AVG), broadcast, all_gather, reduce_scatter and equal-split all_to_all as symmesh's
+own collectives, through heap buffers every PE holds alike (PE.bounce). The rest, and every
 collective of a subgroup, are messages between the members (the point-to-point mailbox), on the
 group's collective channel with the call's number as the tag:
-  broadcast, scatter: the root sends each member its part (a multicast for broadcast);
+  broadcast (of a subgroup), scatter: the root sends each member its part (a multicast for
+    broadcast);
   gather, reduce: every member sends the root its tensor; the root reduces in rank order;
   all_gather: every member multicasts its tensor to the others;
   all_to_all, reduce_scatter: member i sends member j its j-th part; a reduce_scatter's member
@@ -168,6 +169,15 @@ class Group:
         data.copy_(result)
 
     def broadcast(self, data, root, what="broadcast"):
+        if self.world and data.numel():
+            pe, size = self.pe, _tensors.nbytes(data)
+            buffer = pe.bounce("in", size)
+            if self.me == root:
+                _tensors.copy_in(buffer, data)
+            pe.native.broadcast(buffer, buffer, size, root)
+            if self.me != root:
+                _tensors.copy_out(data, buffer)
+            return
         tag = self._tag()
         if self.me == root:
             if self.size > 1:
