@@ -8,17 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
-if [[ $# -gt 0 ]]; then build=$1; else bench_setup; build=build-bench; fi
-export SYMMESH_BIN=$PWD/$build/bin
+spawned_bench_cluster "$@"
 rounds=${ROUNDS:-5}
 iters=${ITERS:-5}
 tokens=${TOKENS:-1024}
-work=$(mktemp -d)
-cluster=""
-trap '[[ -z "$cluster" ]] || deploy/local-cluster.sh down --dir "$cluster" >/dev/null; rm -rf "$work"' EXIT
-eval "$(deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 --heap-size 2GiB \
-  --base-port "${SYMMESH_BENCH_PORT:-7350}")"
-cluster=$SYMMESH_CLUSTER_DIR
 for round in $(seq "$rounds"); do
   if ! PYTHONPATH=$PWD/$build/python /usr/bin/python3 bench/deep_ep_bench.py 4 "$tokens" 7168 8 \
     64 "$iters" >>"$work/figures" 2>"$work/run.err"; then

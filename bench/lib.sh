@@ -68,3 +68,18 @@ record_figure() {
   printf '{"name": "%s", "value": %s, "unit": "%s", "better": "%s", "baseline": "%s", "peer": %s}\n' \
     "$2" "$3" "$4" "$5" "${6:-}" "$1" >>"$BENCH_RECORD"
 }
+
+# spawned_bench_cluster [BUILD_DIR]: for the benchmarks whose programs start their own processes
+# (torch.multiprocessing.spawn): sets `build` (BUILD_DIR, or build-bench built by bench_setup),
+# SYMMESH_BIN and `work` (a temporary folder), and brings up a cluster of 2 nodes x 2 PEs with
+# 2 GiB heaps, which the programs find through SYMMESH_DAEMON; both go at exit.
+spawned_bench_cluster() {
+  if [[ $# -gt 0 ]]; then build=$1; else bench_setup; build=build-bench; fi
+  export SYMMESH_BIN=$PWD/$build/bin
+  work=$(mktemp -d)
+  cluster=""
+  trap '[[ -z "$cluster" ]] || deploy/local-cluster.sh down --dir "$cluster" >/dev/null; rm -rf "$work"' EXIT
+  eval "$(deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 --heap-size 2GiB \
+    --base-port "${SYMMESH_BENCH_PORT:-7350}")"
+  cluster=$SYMMESH_CLUSTER_DIR
+}

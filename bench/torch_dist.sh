@@ -10,16 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
-if [[ $# -gt 0 ]]; then build=$1; else bench_setup; build=build-bench; fi
-export SYMMESH_BIN=$PWD/$build/bin
+spawned_bench_cluster "$@"
 rounds=${ROUNDS:-5}
 iters=${ITERS:-10}
-work=$(mktemp -d)
-cluster=""
-trap '[[ -z "$cluster" ]] || deploy/local-cluster.sh down --dir "$cluster" >/dev/null; rm -rf "$work"' EXIT
-eval "$(deploy/local-cluster.sh up --nodes 2 --ranks-per-node 2 --heap-size 2GiB \
-  --base-port "${SYMMESH_BENCH_PORT:-7350}")"
-cluster=$SYMMESH_CLUSTER_DIR
 for round in $(seq "$rounds"); do
   for backend in gloo symmesh; do
     if ! PYTHONPATH=$PWD/$build/python /usr/bin/python3 bench/torch_dist_bench.py "$backend" 4 \

@@ -55,10 +55,11 @@ CliRun run_python(TestCluster& cluster, const std::string& script) {
                " /usr/bin/python3 " + SYMMESH_SOURCE_DIR + "/" + script);
 }
 
-void expect_every_spawned_rank_passed(const CliRun& run, int world) {
+// A spawned test program (`program`: its name) passed on every one of its `world` ranks.
+void expect_every_spawned_rank_passed(const CliRun& run, const std::string& program, int world) {
   EXPECT_EQ(run.exit_code, 0) << run.out;
   for (int rank = 0; rank < world; ++rank) {
-    const std::string line = "distributed_test: rank " + std::to_string(rank) + " of " +
+    const std::string line = program + ": rank " + std::to_string(rank) + " of " +
                              std::to_string(world) + ": every check passed";
     EXPECT_NE(run.out.find(line), std::string::npos) << line << " in:\n" << run.out;
   }
@@ -66,12 +67,14 @@ void expect_every_spawned_rank_passed(const CliRun& run, int world) {
 
 TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceAcrossNodes) {
   TestCluster cluster(shape(2, 2));
-  expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"), 4);
+  expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"),
+                                   "distributed_test", 4);
 }
 
 TEST(Python, TorchDistributedOnTheSymmeshBackendMatchesItsReferenceOnOneNode) {
   TestCluster cluster(shape(1, 4));
-  expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"), 4);
+  expect_every_spawned_rank_passed(run_python(cluster, "tests/python/distributed_test.py 4"),
+                                   "distributed_test", 4);
 }
 
 TEST(Python, TheMoeLayerTrainsThroughDeepEpsApiLikeTheSingleProcessLayer) {
@@ -86,23 +89,16 @@ TEST(Python, TheMoeLayerTrainsThroughDeepEpsApiLikeTheSingleProcessLayer) {
                          "match the single-process layer");
 }
 
-void expect_every_deep_ep_rank_passed(const CliRun& run, int world) {
-  EXPECT_EQ(run.exit_code, 0) << run.out;
-  for (int rank = 0; rank < world; ++rank) {
-    const std::string line = "deep_ep_test: rank " + std::to_string(rank) + " of " +
-                             std::to_string(world) + ": every check passed";
-    EXPECT_NE(run.out.find(line), std::string::npos) << line << " in:\n" << run.out;
-  }
-}
-
 TEST(Python, DeepEpsApiPassesDeepEpsOwnChecksAcrossNodes) {
   TestCluster cluster(shape(2, 2));
-  expect_every_deep_ep_rank_passed(run_python(cluster, "tests/python/deep_ep_test.py 4 2"), 4);
+  expect_every_spawned_rank_passed(run_python(cluster, "tests/python/deep_ep_test.py 4 2"),
+                                   "deep_ep_test", 4);
 }
 
 TEST(Python, DeepEpsApiPassesDeepEpsOwnChecksOnOneNode) {
   TestCluster cluster(shape(1, 4));
-  expect_every_deep_ep_rank_passed(run_python(cluster, "tests/python/deep_ep_test.py 4 4"), 4);
+  expect_every_spawned_rank_passed(run_python(cluster, "tests/python/deep_ep_test.py 4 4"),
+                                   "deep_ep_test", 4);
 }
 
 TEST(Python, DdpTrainsToTheSameParametersOnSymmeshAsOnGloo) {

@@ -12,25 +12,15 @@ per rank and exits non-zero on the first failure.
 
 import datetime
 import sys
-import tempfile
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawned_checks import check, report, spawn
 
 import symmesh.deep_ep as deep_ep
 import symmesh.distributed  # noqa: F401: registers the backend
 
 TOKENS, HIDDEN, TOPK = 96, 256, 4
-
-
-class Failed(Exception):
-    pass
-
-
-def check(name, ok, detail=""):
-    if not ok:
-        raise Failed(f"{name} FAILED {detail}")
 
 
 def calc_diff(x, y):
@@ -239,7 +229,7 @@ def bad_calls(buffer, rank, ranks):
 
 
 def run(rank, ranks, ranks_per_node, init):
-    try:
+    def body():
         dist.init_process_group("symmesh", init_method=init, rank=rank, world_size=ranks,
                                 timeout=datetime.timedelta(seconds=120))
         buffer = deep_ep.Buffer(dist.group.WORLD, int(1e9), 0)
@@ -248,17 +238,9 @@ def run(rank, ranks, ranks_per_node, init):
         bad_calls(buffer, rank, ranks)
         dist.barrier()
         dist.destroy_process_group()
-    except Failed as e:
-        print(f"deep_ep_test: rank {rank}: {e}", file=sys.stderr, flush=True)
-        sys.exit(1)
-    print(f"deep_ep_test: rank {rank} of {ranks}: every check passed", flush=True)
 
-
-def main():
-    ranks, ranks_per_node = int(sys.argv[1]), int(sys.argv[2])
-    with tempfile.TemporaryDirectory() as init_dir:
-        mp.spawn(run, args=(ranks, ranks_per_node, f"file://{init_dir}/init"), nprocs=ranks)
+    report("deep_ep_test", rank, ranks, body)
 
 
 if __name__ == "__main__":
-    main()
+    spawn(run, int(sys.argv[1]), int(sys.argv[2]))

@@ -14,11 +14,10 @@ non-zero on the first failure.
 import datetime
 import os
 import sys
-import tempfile
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawned_checks import check, expect_error, report, spawn
 
 import symmesh.distributed  # noqa: F401: registers the backend
 
@@ -30,24 +29,6 @@ OPS = {  # what torch's gloo takes, by dtype family
     "int": [R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR],
     "bool": [R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR],
 }
-
-
-class Failed(Exception):
-    pass
-
-
-def check(name, ok, detail=""):
-    if not ok:
-        raise Failed(f"{name} FAILED {detail}")
-
-
-def expect_error(name, call, kind, words):
-    try:
-        call()
-    except kind as e:
-        check(name, words in str(e), f"message: {e}")
-        return
-    check(name, False, f"no {kind.__name__}")
 
 
 def input_of(rank, dtype, n=33):
@@ -291,12 +272,11 @@ def bad_calls(rank, world):
     dist.barrier()  # the session goes on
 
 
-def run(rank, world, init_dir):
-    try:
+def run(rank, world, init):
+    def body():
         for cycle in range(2):
-            dist.init_process_group("symmesh", init_method=f"file://{init_dir}/init{cycle}",
-                                    rank=rank, world_size=world,
-                                    timeout=datetime.timedelta(seconds=60))
+            dist.init_process_group("symmesh", init_method=f"{init}{cycle}", rank=rank,
+                                    world_size=world, timeout=datetime.timedelta(seconds=60))
             check("backend", dist.get_backend() == "symmesh", dist.get_backend())
             if cycle == 0:
                 for part in (reductions, rooted, gathers, all_to_alls, asyncs, point_to_point,
@@ -307,19 +287,11 @@ def run(rank, world, init_dir):
                 dist.all_reduce(t)
                 check("all_reduce after a second init", bool((t == world).all()), t)
             dist.destroy_process_group()
-    except Failed as e:
-        print(f"distributed_test: rank {rank}: {e}", file=sys.stderr, flush=True)
-        sys.exit(1)
-    print(f"distributed_test: rank {rank} of {world}: every check passed", flush=True)
 
-
-def main():
-    world = int(sys.argv[1])
-    os.environ.setdefault("SYMMESH_P2P_ARENA_BYTES", str(256 << 10))  # chunks and waits
-    os.environ.setdefault("SYMMESH_P2P_LANDING_BYTES", str(64 << 10))
-    with tempfile.TemporaryDirectory() as init_dir:
-        mp.spawn(run, args=(world, init_dir), nprocs=world)
+    report("distributed_test", rank, world, body)
 
 
 if __name__ == "__main__":
-    main()
+    os.environ.setdefault("SYMMESH_P2P_ARENA_BYTES", str(256 << 10))  # chunks and waits
+    os.environ.setdefault("SYMMESH_P2P_LANDING_BYTES", str(64 << 10))
+    spawn(run, int(sys.argv[1]))

@@ -96,25 +96,25 @@ class ProcessGroupSymmesh(dist.ProcessGroup):
                 at += t.numel()
         return self._done(tensors)
 
-    @_in_order
-    def broadcast(self, tensors, opts=None):
-        tensor = _one(tensors, "broadcast")
+    def _rooted(self, tensors, opts, what, call):
+        """A call on one tensor with a root: call(data, root) on a contiguous stand-in."""
+        tensor = _one(tensors, what)
         root = opts.rootRank if opts is not None else 0
-        self._group.global_rank(root, "broadcast's root")
+        self._group.global_rank(root, f"{what}'s root")
         data = _tensors.dense(tensor)
-        self._group.broadcast(data, root)
+        call(data, root)
         _tensors.write_back(tensor, data)
         return self._done(tensors)
 
     @_in_order
+    def broadcast(self, tensors, opts=None):
+        return self._rooted(tensors, opts, "broadcast", self._group.broadcast)
+
+    @_in_order
     def reduce(self, tensors, opts=None):
-        tensor = _one(tensors, "reduce")
-        root = opts.rootRank if opts is not None else 0
-        self._group.global_rank(root, "reduce's root")
-        data = _tensors.dense(tensor)
-        self._group.reduce(data, opts.reduceOp if opts is not None else dist.ReduceOp.SUM, root)
-        _tensors.write_back(tensor, data)
-        return self._done(tensors)
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._rooted(tensors, opts, "reduce",
+                            lambda data, root: self._group.reduce(data, op, root))
 
     @_in_order
     def allgather(self, output_tensors, input_tensors, opts=None):
