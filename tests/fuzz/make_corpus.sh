@@ -115,4 +115,12 @@ seed("disagree", [req(3, count=4096), req(5, F32, SUM, src=HEAP, dst=HEAP, count
                   req(3, count=4096), req(5, F32, SUM, src=HEAP, dst=HEAP, count=32)],
      each_its_own=True)
 seed("left-waiting", [req(2), req(2), req(1), req(9)], each_its_own=True)
+# One-sided: a put_signal to the other PE, a get back that sets its done word, one at a
+# misaligned word, then a broadcast from PE 1.
+seed("one-sided", [req(3, count=8192), req(20, src=HEAP, dst=HEAP + 4096, count=256,
+                                            args=(1, HEAP + 8000, 7)),
+                   req(19, src=HEAP + 4096, dst=HEAP + 2048, count=256, args=(1, HEAP + 8008, 9)),
+                   req(20, src=HEAP, dst=HEAP, count=8, args=(1, HEAP + 3, 1))])
+seed("broadcast", [req(3, count=8192), req(21, src=HEAP, dst=HEAP + 4096, count=4096, args=(1,)),
+                   req(21, src=HEAP, dst=HEAP + 100, count=4096, args=(0,))])
 PY
