@@ -446,7 +446,7 @@ class Buffer:
 
     def _run(self, call, in_background, keep):
         if in_background:
-            return EventOverlap(self._pe.in_background(call), keep)
+            return EventOverlap(self._pe.submit(call), keep)
         self._pe.drain()
         call()
         return EventOverlap()

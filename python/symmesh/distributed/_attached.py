@@ -8,10 +8,11 @@ node r // R (node-major, as torchrun). Rank 0 starts the session job and tells t
 through torch's store that it did (or why it could not).
 """
 
+import concurrent.futures
 import os
+import queue
 import threading
 import time
-from concurrent.futures import Future
 
 from .. import _symmesh
 from . import _mailbox
@@ -52,7 +53,7 @@ class Attached:
         self._bounce = {}  # role -> (address, bytes): heap buffers of the world's collectives
         self.channels = {}  # channel -> group name: the groups' message channels in use
         self._session = None
-        self._running = None  # the Future of a call running in the background (async_finish)
+        self._worker = _Worker()
         native.barrier()  # every PE's tables are clear before any message
 
     def session(self):
@@ -63,27 +64,15 @@ class Attached:
             self._session = Session(self.native)
         return self._session
 
+    def submit(self, call):
+        """Runs call() on the process's worker thread after every call handed to it before;
+        returns its concurrent Future. The daemon matches every rank's calls in order, so every
+        call of this PE goes through here or waits for what is here first (drain)."""
+        return self._worker.submit(call)
+
     def drain(self):
-        """Waits for the call running in the background, if any (raising what it raised): every
-        call reaches the daemon in the order the program made it, the same order on every rank."""
-        running, self._running = self._running, None
-        if running is not None:
-            running.result()
-
-    def in_background(self, call):
-        """Runs call() on a thread of its own, after the calls before it; returns its Future."""
-        self.drain()
-        future = Future()
-
-        def run():
-            try:
-                future.set_result(call())
-            except BaseException as e:  # noqa: BLE001: the Future carries it to the waiter
-                future.set_exception(e)
-
-        threading.Thread(target=run, name="symmesh-async", daemon=True).start()
-        self._running = future
-        return future
+        """Waits until every call handed to the worker has run (each reports its own error)."""
+        self._worker.drain()
 
     def bounce(self, role, nbytes):
         """A heap buffer of at least `nbytes` for `role` ("in", "out"), the same on every PE:
@@ -102,14 +91,57 @@ class Attached:
         long as the session, which lasts while any PE is attached."""
         if self.native is None:
             return
-        try:
-            self.drain()
-        except Exception:  # noqa: BLE001: its own event reported it, or nobody waited for it
-            pass
+        self.drain()
+        self._worker.stop()
         if self._session is not None:
             self._session.close()
         native, self.native = self.native, None
         native.detach()  # the PE is free for the next process at once
+
+
+class _Worker:
+    """One thread that runs the calls handed to it in order: a collective returns at once (its
+    Work waits), so the caller computes while the daemon moves the data."""
+
+    def __init__(self):
+        self._calls = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread = None
+        self._last = None
+
+    def submit(self, call):
+        future = concurrent.futures.Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="symmesh-calls",
+                                                daemon=True)
+                self._thread.start()
+            self._calls.put((call, future))
+            self._last = future
+        return future
+
+    def drain(self):
+        last = self._last
+        if last is not None:
+            concurrent.futures.wait([last])
+
+    def stop(self):
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is not None:
+                self._calls.put((None, None))
+        if thread is not None:
+            thread.join()
+
+    def _run(self):
+        while True:
+            call, future = self._calls.get()
+            if call is None:
+                return
+            try:
+                future.set_result(call())
+            except BaseException as e:  # noqa: BLE001: the Future carries it to the waiter
+                future.set_exception(e)
 
 
 def _attach_seat(socket, local_rank, timeout_s):
