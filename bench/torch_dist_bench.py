@@ -7,6 +7,7 @@ Spawns WORLD_SIZE processes (on symmesh they attach through SYMMESH_DAEMON); ran
 line per figure, "NAME SECONDS" (a call's time over ITERS calls back to back, after a barrier):
   all_reduce_<bytes>        float32 SUM on a private tensor, 64 KiB to 64 MiB
   session_all_reduce_<bytes>  symmesh only: the same through symmesh.Session.all_reduce
+  heap_all_reduce_<bytes>   symmesh only: dist.all_reduce of a tensor on the symmetric heap
   all_to_all_single_<bytes> equal splits, the tensor's bytes per rank
   broadcast_<bytes>         from rank 0
   ddp_step                  one DDP training step of a 12.6M-parameter MLP (batch 32)
@@ -68,6 +69,11 @@ def run(rank, world, backend, iters, init):
         if backend == "symmesh":
             s = symmesh.distributed.session()
             figures.append((f"session_all_reduce_{size}", timed(lambda: s.all_reduce(t), iters)))
+            on_heap = s.empty(size // 4, dtype="float32", like="torch")
+            on_heap.fill_(1.0)
+            figures.append((f"heap_all_reduce_{size}",
+                            timed(lambda: dist.all_reduce(on_heap), iters)))
+            s.free(on_heap)
     for size in ALL_TO_ALL_SIZES:
         src, dst = torch.ones(size // 4), torch.empty(size // 4)
         figures.append((f"all_to_all_single_{size}",

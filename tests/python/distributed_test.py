@@ -4,7 +4,7 @@ SYMMESH_DAEMON and SYMMESH_SECRET_FILE. Checks every collective against a refere
 here, every dtype with every reduction torch takes for it (and a sparse sum), async work,
 point-to-point messages
 (tags, any source, batches, messages larger than the mailbox's arena), subgroups, the object
-collectives, wrong calls raising ValueError naming what was wrong, a receive that times out
+collectives, tensors on the symmetric heap, wrong calls raising ValueError naming what was wrong, a receive that times out
 naming what it waited for, and a second init after destroy. Prints one line per rank and exits
 non-zero on the first failure.
 
@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 from spawned_checks import check, expect_error, report, spawn
 
-import symmesh.distributed  # noqa: F401: registers the backend
+import symmesh.distributed  # registers the backend; session() gives heap tensors
 
 R = dist.ReduceOp
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -262,6 +262,21 @@ def objects(rank, world):
     check("scatter_object_list", got == [f"for {rank}"], got)
 
 
+def heap_tensors(rank, world):
+    """Tensors made on the symmetric heap are reduced and broadcast where they lie."""
+    s = symmesh.distributed.session()
+    t = s.empty((64, 3), dtype="float32", like="torch")
+    t.fill_(rank + 1)
+    dist.all_reduce(t)
+    check("all_reduce of a heap tensor", bool((t == world * (world + 1) / 2).all()), t)
+    b = s.empty(1000, dtype="bfloat16", like="torch")
+    b.fill_(rank)
+    dist.broadcast(b, world - 1)
+    check("broadcast of a heap tensor", bool((b == world - 1).all()), b)
+    s.free(b)
+    s.free(t)
+
+
 def bad_calls(rank, world):
     expect_error("a sparse tensor with MAX", lambda: dist.all_reduce(
         torch.eye(2).to_sparse(), op=R.MAX), ValueError, "allowed the SUM op")
@@ -280,7 +295,7 @@ def run(rank, world, init):
             check("backend", dist.get_backend() == "symmesh", dist.get_backend())
             if cycle == 0:
                 for part in (reductions, rooted, gathers, all_to_alls, asyncs, point_to_point,
-                             subgroups, objects, bad_calls):
+                             subgroups, objects, heap_tensors, bad_calls):
                     part(rank, world)
             else:
                 t = torch.full((8,), 1.0)

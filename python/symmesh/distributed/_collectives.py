@@ -2,7 +2,8 @@
 
 The world group (every PE, in rank order) runs all_reduce (float32, bfloat16, float16 with SUM,
 MIN, MAX, AVG), broadcast, all_gather, reduce_scatter and equal-split all_to_all as symmesh's
-own collectives, through heap buffers every PE holds alike (PE.bounce). The rest, and every
+own collectives, through heap buffers every PE holds alike (PE.bounce); all_reduce and
+broadcast use a tensor on the heap where it lies. The rest, and every
 collective of a subgroup, are messages between the members (the point-to-point mailbox), on the
 group's collective channel with the call's number as the tag:
   broadcast (of a subgroup), scatter: the root sends each member its part (a multicast for
@@ -70,6 +71,12 @@ class Group:
     def _recv(self, member, tag, tensor, what):
         return self.pe.mailbox.recv(self.ranks[member], self.channel, tag, tensor.data_ptr(),
                                     _tensors.nbytes(tensor), what=what)
+
+    def _on_heap(self, data):
+        """Whether data lies on this PE's symmetric heap (symmesh.distributed.session().empty
+        made it): the world's collectives then use it where it lies, copying nothing. Every
+        rank passes such a tensor, or none does (the daemon refuses calls that differ)."""
+        return self.pe.native.on_heap(data.data_ptr(), _tensors.nbytes(data))
 
     def _others(self):
         return [m for m in range(self.size) if m != self.me]
@@ -157,11 +164,14 @@ class Group:
             return
         if self.world and word is not None:
             pe, size = self.pe, _tensors.nbytes(data)
-            buffer = pe.bounce("in", size)
-            _tensors.copy_in(buffer, data)
+            on_heap = self._on_heap(data)
+            buffer = data.data_ptr() if on_heap else pe.bounce("in", size)
+            if not on_heap:
+                _tensors.copy_in(buffer, data)
             pe.native.all_reduce(buffer, buffer, data.numel(),
                                  _reductions.NATIVE_DTYPES[data.dtype], word)
-            _tensors.copy_out(data, buffer)
+            if not on_heap:
+                _tensors.copy_out(data, buffer)
             if _reductions.is_average(op):
                 data.div_(self.size)
             return
@@ -171,11 +181,12 @@ class Group:
     def broadcast(self, data, root, what="broadcast"):
         if self.world and data.numel():
             pe, size = self.pe, _tensors.nbytes(data)
-            buffer = pe.bounce("in", size)
-            if self.me == root:
+            on_heap = self._on_heap(data)
+            buffer = data.data_ptr() if on_heap else pe.bounce("in", size)
+            if self.me == root and not on_heap:
                 _tensors.copy_in(buffer, data)
             pe.native.broadcast(buffer, buffer, size, root)
-            if self.me != root:
+            if self.me != root and not on_heap:
                 _tensors.copy_out(data, buffer)
             return
         tag = self._tag()
