@@ -119,13 +119,17 @@ Session::~Session() {
 }
 
 void Session::detach() {
-  if (ring_ && !detached_) {
-    try {
-      call(attach::Request{.op = attach::Op::kDetach});
-    } catch (const std::exception&) {
-      // The daemon is gone or the session ended: closing the connection says the rest.
-    }
+  if (!ring_ || detached_) return;
+  try {
+    call(attach::Request{.op = attach::Op::kDetach});  // refused under the lock once detached
+  } catch (const InvalidArgument&) {
+    // Another thread detached first.
+  } catch (const std::exception&) {
+    // The daemon is gone, the session ended, or an earlier call timed out: the closed
+    // connection tells the daemon this process is done with its PE.
+    const std::lock_guard lock(call_mutex_);
     detached_ = true;
+    connection_->close();
   }
 }
 
@@ -319,6 +323,7 @@ int Session::wait_for_word_change(std::span<const uint64_t* const> words,
     throw InvalidArgument("wait_for_word_change: " + std::to_string(words.size()) + " words and " +
                           std::to_string(seen.size()) + " values seen");
   }
+  if (detached_) throw InvalidArgument("the session is detached");
   for (const uint64_t* word : words) {
     offset_of(word, sizeof(uint64_t), "a watched word", sizeof(uint64_t));
   }

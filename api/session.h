@@ -20,6 +20,7 @@
 // TimeoutError) for one the cluster could not carry out, with the daemon's message.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -127,7 +128,7 @@ class Session {
   // Whether [address, address + bytes) lies in the part of this PE's slice that calls may name
   // (past the daemon's own state at its start).
   bool on_heap(const void* address, size_t bytes) const;
-  // The bytes of this PE's slice that calls may name (malloc's, less what it already gave).
+  // The bytes of this PE's slice that calls may name: the heap malloc hands out from.
   size_t heap_bytes() const { return slice_bytes_ - heap_start_; }
 
   void barrier();
@@ -328,7 +329,7 @@ class Session {
   LowLatencyHalves low_latency_halves_;  // which dispatch holds each half of the daemon's buffer
   bool timed_out_ = false;
   std::chrono::milliseconds call_timeout_{std::chrono::minutes(10)};
-  bool detached_ = false;
+  std::atomic<bool> detached_ = false;  // set under call_mutex_; read by waits without it
 };
 
 }  // namespace symmesh

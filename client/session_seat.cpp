@@ -24,7 +24,7 @@ std::unique_ptr<Client> connect(const HostPort& at, const std::string& secret_fi
 SessionSeat find_seat(const HostPort& daemon, const std::string& secret_file, int rank,
                       int world_size, Deadline deadline) {
   const wire::StatusReply any = connect(daemon, secret_file, deadline)->status(deadline);
-  const int nodes = int(any.nodes()), per_node = int(any.ranks_per_node());
+  const int64_t nodes = any.nodes(), per_node = any.ranks_per_node();
   if (world_size != nodes * per_node) {
     throw InvalidArgument("world size " + std::to_string(world_size) + " is not the cluster's " +
                           std::to_string(nodes) + " nodes x " + std::to_string(per_node) +
@@ -36,10 +36,10 @@ SessionSeat find_seat(const HostPort& daemon, const std::string& secret_file, in
                           std::to_string(world_size - 1));
   }
   SessionSeat seat{.attach_socket = "",
-                   .local_rank = rank % per_node,
-                   .node_rank = rank / per_node,
-                   .nodes = nodes,
-                   .ranks_per_node = per_node};
+                   .local_rank = int(rank % per_node),
+                   .node_rank = int(rank / per_node),
+                   .nodes = int(nodes),
+                   .ranks_per_node = int(per_node)};
   wire::StatusReply home = any;
   if (int(any.node_rank()) != seat.node_rank) {
     std::string endpoint;
@@ -52,6 +52,13 @@ SessionSeat find_seat(const HostPort& daemon, const std::string& secret_file, in
     }
     home = connect(parse_host_port(endpoint, "a node's control endpoint"), secret_file, deadline)
                ->status(deadline);
+  }
+  if (int(home.node_rank()) != seat.node_rank || home.nodes() != any.nodes() ||
+      home.ranks_per_node() != any.ranks_per_node()) {
+    throw PeerError("the daemon named as node " + std::to_string(seat.node_rank) +
+                    " answers as node " + std::to_string(home.node_rank()) + " of " +
+                    std::to_string(home.nodes()) + " x " + std::to_string(home.ranks_per_node()) +
+                    ": the cluster is re-forming, or its daemons disagree");
   }
   seat.attach_socket = home.attach_socket();
   if (seat.attach_socket.empty()) {
@@ -75,9 +82,12 @@ uint64_t start_session(const HostPort& daemon, const std::string& secret_file,
   auto client = connect(daemon, secret_file, deadline);
   wire::StatusReply status = client->status(deadline);
   if (status.node_rank() != 0) {
-    if (status.node_size() == 0) throw PeerError("the daemon does not know the root yet");
-    client = connect(parse_host_port(status.node(0).control_endpoint(), "the root's endpoint"),
-                     secret_file, deadline);
+    std::string root;
+    for (const auto& node : status.node()) {
+      if (node.node_rank() == 0) root = node.control_endpoint();
+    }
+    if (root.empty()) throw PeerError("the daemon does not know the root yet");
+    client = connect(parse_host_port(root, "the root's endpoint"), secret_file, deadline);
   }
   wire::JobSpec spec;
   spec.mutable_session()->set_attach_timeout_s(attach_timeout_s);

@@ -3,6 +3,9 @@
 // arrays and torch tensors into those and back. Errors: a wrong call raises ValueError, one
 // the cluster could not carry out RuntimeError (TimeoutError for a deadline), with the
 // library's message.
+#include <algorithm>
+#include <cmath>
+
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -35,6 +38,18 @@ wire::MatmulMode mode_named(const std::string& name) {
   return wire::parse_enum<wire::MatmulMode>(name, "mode");
 }
 
+// Seconds from Python as a duration: NaN or under 0 is 0, over a day is a day (a longer wait
+// would overflow the deadline it is added to).
+std::chrono::microseconds duration_of(double seconds) {
+  constexpr double kDay = 86400.0;
+  const double bounded = std::isnan(seconds) ? 0.0 : std::clamp(seconds, 0.0, kDay);
+  return std::chrono::microseconds(int64_t(bounded * 1e6));
+}
+
+Deadline deadline_in(double seconds) {
+  return Clock::now() + duration_of(seconds);
+}
+
 // Releases the GIL for a blocking call.
 using Unlocked = py::call_guard<py::gil_scoped_release>;
 
@@ -54,9 +69,8 @@ PYBIND11_MODULE(_symmesh, m) {
       "find_seat",
       [](const std::string& daemon, const std::string& secret_file, int rank, int world_size,
          double timeout_s) {
-        const SessionSeat seat =
-            find_seat(parse_host_port(daemon, "SYMMESH_DAEMON"), secret_file, rank, world_size,
-                      deadline_after(std::chrono::milliseconds(int64_t(timeout_s * 1000))));
+        const SessionSeat seat = find_seat(parse_host_port(daemon, "SYMMESH_DAEMON"), secret_file,
+                                           rank, world_size, deadline_in(timeout_s));
         // A std::tuple: made into Python's once the GIL is held again.
         return std::make_tuple(seat.attach_socket, seat.local_rank, seat.node_rank, seat.nodes,
                                seat.ranks_per_node);
@@ -67,8 +81,7 @@ PYBIND11_MODULE(_symmesh, m) {
       [](const std::string& daemon, const std::string& secret_file, uint32_t attach_timeout_s,
          double timeout_s) {
         return start_session(parse_host_port(daemon, "SYMMESH_DAEMON"), secret_file,
-                             attach_timeout_s,
-                             deadline_after(std::chrono::milliseconds(int64_t(timeout_s * 1000))));
+                             attach_timeout_s, deadline_in(timeout_s));
       },
       Unlocked());
 
@@ -152,8 +165,7 @@ PYBIND11_MODULE(_symmesh, m) {
             for (const Address word : words) {
               pointers.push_back(static_cast<const uint64_t*>(at(word)));
             }
-            return s.wait_for_word_change(pointers, seen,
-                                          std::chrono::microseconds(int64_t(timeout_s * 1e6)));
+            return s.wait_for_word_change(pointers, seen, duration_of(timeout_s));
           },
           Unlocked())
       .def("barrier", &Session::barrier, Unlocked())

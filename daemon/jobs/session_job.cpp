@@ -12,7 +12,6 @@
 // a wrong call is refused there without ending anything.
 #include <cstring>
 #include <optional>
-#include <set>
 #include <type_traits>
 
 #include "common/errors.h"
@@ -145,7 +144,7 @@ class SessionServer {
         return 0;
       case attach::Op::kMalloc: {
         const uint64_t offset = pe_.slice_offset(pe_.malloc(request.count));
-        allocations_.insert(offset);
+        allocations_.emplace(offset, request.count);
         return offset;
       }
       case attach::Op::kFree:
@@ -183,7 +182,7 @@ class SessionServer {
         return run_session_fused(pe_, request, staging);
       case attach::Op::kGet:
       case attach::Op::kPutSignal:
-        run_session_one_sided(pe_, request);
+        run_session_one_sided(pe_, request, allocations_);
         return 0;
       case attach::Op::kBroadcast:
         broadcast_bytes(request);
@@ -270,7 +269,7 @@ class SessionServer {
   Pe& pe_;
   Attachment& attachment_;
   SessionMoe moe_;
-  std::set<uint64_t> allocations_;  // heap offsets this process's malloc answered, not freed
+  Allocations allocations_;  // what this process's malloc answered and it has not freed
 };
 
 std::chrono::seconds attach_timeout(const wire::SessionJob& job) {

@@ -5,12 +5,21 @@
 // other PE's process: only for the wire, within the transport's deadline.
 #pragma once
 
+#include <cstdint>
+#include <map>
+
 #include "api/request_ring.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
 
-// Throws InvalidArgument naming the field when a PE, an offset or a length is out of range.
-void run_session_one_sided(Pe& pe, const attach::Request& request);
+// What this process's malloc answered and it has not freed: heap offset -> bytes.
+using Allocations = std::map<uint64_t, uint64_t>;
+
+// Throws InvalidArgument naming the field when a PE is out of range, or when the source, the
+// destination or the signal word does not lie inside one of `allocations` (so a process names
+// only what it allocated, never the daemon's own regions on any PE; the heap is symmetric, so
+// the same offsets are the peer's allocations too).
+void run_session_one_sided(Pe& pe, const attach::Request& request, const Allocations& allocations);
 
 }  // namespace symmesh

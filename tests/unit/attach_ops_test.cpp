@@ -79,6 +79,12 @@ struct SessionProbe {
   static float* slice_start(Session& session) { return reinterpret_cast<float*>(session.slice_); }
   // The first byte of the heap the process may name: where the first region made in it lies.
   static std::byte* heap_start(Session& session) { return session.slice_ + session.heap_start_; }
+  // A request as written, with no check of the library's.
+  static void raw(Session& session, const attach::Request& request) { session.call(request); }
+  // The heap offset of `address` (in this PE's slice).
+  static uint64_t offset(Session& session, const void* address) {
+    return uint64_t(static_cast<const std::byte*>(address) - session.slice_);
+  }
 
  private:
   // The dispatch of tokens(), staged as an honest process would, then changed by `hostile`.
@@ -611,6 +617,45 @@ TEST_F(AttachedOps, AnOutputOverItsInputIsRefusedBeforeAnythingIsSent) {
 // in the PE's heap (the heap's first region here), or a block freed already, is refused naming
 // the offset (a buffer freed under the daemon would be freed twice when the session ends). The
 // refusal ends that session only: the node serves the next one.
+// The daemon's own regions on a peer (its sync pool, a call's rings, the low-latency buffer) are
+// never a one-sided call's to read or write: only what the process's malloc answered.
+TEST_F(AttachedOps, AOneSidedCallOutsideTheProcesssAllocationsIsRefusedNamingIt) {
+  const struct {
+    const char* says;
+    attach::Op op;
+    int shift_source, shift_destination, shift_signal;  // in 64-byte steps past the block
+  } cases[] = {
+      {"get's source (on PE", attach::Op::kGet, 2, 0, -1},
+      {"put_signal's destination (on PE", attach::Op::kPutSignal, 0, 2, 0},
+      {"put_signal's signal word (on PE", attach::Op::kPutSignal, 0, 0, 2},
+  };
+  for (const auto& bad : cases) {
+    SCOPED_TRACE(bad.says);
+    auto pes = start_session();
+    const std::vector<std::string> said = run_processes([&](Session& session, int pe) {
+      auto* block = static_cast<std::byte*>(session.malloc(128));
+      const uint64_t at = SessionProbe::offset(session, block);
+      const auto past = [&](int steps) { return at + uint64_t(std::max(steps, 0)) * 64; };
+      attach::Request request{.op = bad.op,
+                              .src = past(bad.shift_source),
+                              .dst = past(bad.shift_destination),
+                              .count = 64,
+                              .args = {uint64_t(1 - pe), 0, 1}};
+      if (bad.shift_signal >= 0) request.args[1] = past(bad.shift_signal) + 64 - 8;
+      try {
+        SessionProbe::raw(session, request);
+        return std::string("accepted");
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+    });
+    expect_named_or_aborted(said, bad.says);
+    expect_named_or_aborted(endings(pes), "not inside an allocation this process's malloc");
+    node_.reset_between_jobs();
+  }
+  serves_the_next_session();
+}
+
 TEST_F(AttachedOps, AFreeOfWhatMallocDidNotAnswerIsRefusedNamingIt) {
   for (const bool twice : {false, true}) {
     SCOPED_TRACE(twice ? "a block freed twice" : "the daemon's low-latency buffer");

@@ -182,4 +182,11 @@ def attach(rank, world_size, store, generation, timeout_s):
         said = store.get(key).decode()
         if said.startswith("error: "):
             raise RuntimeError(f"rank 0 could not start the symmesh session: {said[7:]}")
-    return _attach_seat(socket, local_rank, timeout_s)
+    native = _attach_seat(socket, local_rank, timeout_s)
+    if (native.rank, native.world_size) != (rank, world_size):
+        seated_as = native.rank
+        native.detach()
+        raise RuntimeError(f"rank {rank} attached at {socket} as local rank {local_rank}, which "
+                           f"that daemon seats as PE {seated_as}: a daemon of another node "
+                           f"answers at that path on this host; start rank {rank} on its node")
+    return native
