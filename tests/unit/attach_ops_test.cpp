@@ -633,16 +633,19 @@ TEST_F(AttachedOps, AOneSidedCallOutsideTheProcesssAllocationsIsRefusedNamingIt)
     SCOPED_TRACE(bad.says);
     auto pes = start_session();
     const std::vector<std::string> said = run_processes([&](Session& session, int pe) {
-      auto* block = static_cast<std::byte*>(session.malloc(128));
-      const uint64_t at = SessionProbe::offset(session, block);
-      const auto past = [&](int steps) { return at + uint64_t(std::max(steps, 0)) * 64; };
-      attach::Request request{.op = bad.op,
-                              .src = past(bad.shift_source),
-                              .dst = past(bad.shift_destination),
-                              .count = 64,
-                              .args = {uint64_t(1 - pe), 0, 1}};
-      if (bad.shift_signal >= 0) request.args[1] = past(bad.shift_signal) + 64 - 8;
+      // Both PEs are served before either refusal ends the session: a process that attached
+      // after its PE's session job ended would wait for the next session instead.
+      session.barrier();
       try {
+        auto* block = static_cast<std::byte*>(session.malloc(128));
+        const uint64_t at = SessionProbe::offset(session, block);
+        const auto past = [&](int steps) { return at + uint64_t(std::max(steps, 0)) * 64; };
+        attach::Request request{.op = bad.op,
+                                .src = past(bad.shift_source),
+                                .dst = past(bad.shift_destination),
+                                .count = 64,
+                                .args = {uint64_t(1 - pe), 0, 1}};
+        if (bad.shift_signal >= 0) request.args[1] = past(bad.shift_signal) + 64 - 8;
         SessionProbe::raw(session, request);
         return std::string("accepted");
       } catch (const std::exception& e) {
