@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "common/descriptor_limit.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 
@@ -27,6 +28,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Every held connection (status, control, attach) is a descriptor: take what the host allows.
+  const uint64_t descriptors = symmesh::raise_descriptor_limit();
+  if (descriptors < 4096) {
+    spdlog::warn("open-file limit {}: a flood of connections may exhaust it (raise ulimit -Hn)",
+                 descriptors);
+  }
 
   symmesh::Daemon daemon(*config);
   std::thread signal_thread([&] {

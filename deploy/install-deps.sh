@@ -17,7 +17,8 @@ build_packages=(
   libspdlog-dev libfmt-dev
   nlohmann-json3-dev
   libtomlplusplus-dev
-  libcpp-httplib-dev
+  libmicrohttpd-dev  # the status endpoint
+  libcpp-httplib-dev  # the tests' HTTP client
   libssl-dev
   libibverbs-dev
   libdnnl-dev

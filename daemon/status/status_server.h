@@ -1,4 +1,4 @@
-// The daemon's HTTP status endpoint (cpp-httplib), read-only, on its own threads:
+// The daemon's HTTP status endpoint (libmicrohttpd), read-only, on one event-loop thread:
 //   GET /         the dashboard (dashboard.html, compiled in), which polls the two below
 //   GET /health   200 "ok" when the daemon is in the cluster and serving, else 503 and why
 //   GET /status   the daemon's status as JSON (wire/json: what `symmesh status --json`
@@ -6,23 +6,32 @@
 //   GET /metrics  Prometheus text format 0.0.4
 //   GET /jobs/ID/trace  a traced job's timeline as Chrome trace-event JSON (the root only;
 //                 404 and why for any other job)
-// Anything else is 404 with the paths that exist. Nothing secret is ever in a response: the
-// handlers only see the status and the metrics.
+// Anything else is 404 with the paths that exist; a method other than GET or HEAD is 405.
+// Nothing secret is ever in a response: the handlers only see the status and the metrics.
+//
+// Idle and slow clients cost a socket, never a thread: connections are capped in all and per
+// source address, each holds at most kConnectionMemory, an idle one is closed after kIdleLimit,
+// and a request's headers must arrive within kHeaderLimit (RequestDeadlines). So /health
+// answers at once while a thousand idle or trickling connections are open.
 #pragma once
 
-#include <atomic>
+#include <chrono>
 #include <functional>
-#include <memory>
 #include <string>
 #include <thread>
 
+#include "daemon/status/request_deadlines.h"
 #include "transport/channel.h"
 
-namespace httplib {
-class Server;
-}
+struct MHD_Daemon;
 
 namespace symmesh {
+
+inline constexpr unsigned kMaxStatusConnections = 2048;
+inline constexpr unsigned kMaxStatusConnectionsPerSource = 256;
+inline constexpr size_t kConnectionMemory = 16 * 1024;  // a GET's headers, and their parsing
+inline constexpr auto kIdleLimit = std::chrono::seconds(10);
+inline constexpr auto kHeaderLimit = std::chrono::seconds(10);
 
 class StatusServer {
  public:
@@ -43,15 +52,25 @@ class StatusServer {
   StatusServer(const HostPort& address, Handlers handlers);
   ~StatusServer();
 
+  StatusServer(const StatusServer&) = delete;
+  StatusServer& operator=(const StatusServer&) = delete;
+
   HostPort bound() const { return bound_; }
   std::string url() const;
 
  private:
+  struct Reply;
+  struct Callbacks;  // libmicrohttpd's, with its exact signatures
+
+  Reply route(const std::string& method, const std::string& path) const;
+  void run();
+
   Handlers handlers_;
-  std::unique_ptr<httplib::Server> server_;
   HostPort bound_;
+  MHD_Daemon* server_ = nullptr;
+  int stop_fd_ = -1;  // an eventfd: written to end the loop
+  RequestDeadlines deadlines_{kHeaderLimit};
   std::thread thread_;
-  std::atomic<bool> ended_{false};  // the accept loop has returned
 };
 
 }  // namespace symmesh

@@ -25,6 +25,10 @@ std::string status_url(TestCluster& cluster, int node) {
   return nlohmann::json::parse(run.out)["status_url"].get<std::string>();
 }
 
+HostPort endpoint_of(const std::string& url) {
+  return parse_host_port(url.substr(std::string("http://").size()), "url");
+}
+
 double metric(const std::string& url, const std::string& family,
               const std::map<std::string, std::string>& labels) {
   const Fetched fetched = get(url, "/metrics");

@@ -18,6 +18,8 @@ struct Fetched {
 Fetched get(const std::string& url, const std::string& path);
 // The node's status URL, as `symmesh status --json` names it.
 std::string status_url(TestCluster& cluster, int node);
+// The host and port of an http:// URL.
+HostPort endpoint_of(const std::string& url);
 // One sample of /metrics (through the strict Prometheus reader); -1 when it is absent.
 double metric(const std::string& url, const std::string& family,
               const std::map<std::string, std::string>& labels = {});
