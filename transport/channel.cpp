@@ -263,9 +263,11 @@ std::vector<int> BlockingChannel::receive_fds(size_t max, Deadline deadline) {
   return fds;
 }
 
-bool BlockingChannel::closed_by_peer() {
+BlockingChannel::PeerState BlockingChannel::peer_state() {
   pollfd watch{socket_.native_handle(), POLLIN | POLLRDHUP, 0};
-  return ::poll(&watch, 1, 0) != 0;
+  if (::poll(&watch, 1, 0) == 0) return PeerState::kOpen;
+  if (watch.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return PeerState::kClosed;
+  return PeerState::kSpoke;
 }
 
 PeerCredentials BlockingChannel::peer_credentials() {

@@ -74,8 +74,11 @@ class BlockingChannel {
   void stop() { stopped_.store(true); }
   void close();
   // For a connection that carries no more messages (an attached process's, after the
-  // attach): true once the peer closed it, or sent anything. Never blocks.
-  bool closed_by_peer();
+  // attach), asked without blocking: open, bytes arrived (which nothing reads: a protocol
+  // error), or closed (the peer closed it, or it failed).
+  enum class PeerState { kOpen, kSpoke, kClosed };
+  PeerState peer_state();
+  bool closed_by_peer() { return peer_state() != PeerState::kOpen; }
   // Hands the connected socket over (for data connections after the handshake).
   int release_native();
   // A second channel on the same connection (a dup of the socket), so one thread can block

@@ -3,20 +3,25 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 
 #include "common/errors.h"
 #include "common/thread_name.h"
 #include "runtime/layout.h"
-#include "wire/attach.pb.h"
+#include "transport/frame.h"
 
 namespace symmesh {
 namespace {
+
+constexpr auto kReapEvery = std::chrono::milliseconds(200);  // processes that went away
+constexpr auto kRefusalWrite = std::chrono::milliseconds(200);
 
 std::string prepare_directory(const std::string& directory) {
   std::filesystem::create_directories(directory);
@@ -51,7 +56,104 @@ attach::Ring* map_ring(int& fd) {
   return ring;
 }
 
+PeerCredentials credentials_of(int fd) {
+  ucred credentials{};
+  socklen_t length = sizeof credentials;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    throw PeerError(std::string("cannot read an attaching process's credentials: ") +
+                    std::strerror(errno));
+  }
+  return {int(credentials.pid), unsigned(credentials.uid), unsigned(credentials.gid)};
+}
+
+std::string process_name(const PeerCredentials& who) {
+  return "pid " + std::to_string(who.pid) + " (uid " + std::to_string(who.uid) + ")";
+}
+
 }  // namespace
+
+// Reads one AttachRequest without blocking the thread, within kAttachHandshakeTimeout; gives
+// its place back when it ends, however it ends.
+class AttachServer::Handshake : public std::enable_shared_from_this<Handshake> {
+ public:
+  Handshake(AttachServer& server, asio::local::stream_protocol::socket socket, PeerCredentials who)
+      : server_(server), socket_(std::move(socket)), timer_(server.io_), who_(who) {}
+  ~Handshake() { server_.give_place(who_); }
+
+  void start() {
+    timer_.expires_after(kAttachHandshakeTimeout);
+    timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+      if (ec) return;  // cancelled: the request came in, or the process left
+      self->timed_out_ = true;
+      asio::error_code ignored;
+      self->socket_.close(ignored);  // ends the read
+    });
+    asio::async_read(
+        socket_, asio::buffer(prefix_),
+        [self = shared_from_this()](const asio::error_code& ec, size_t) { self->on_prefix(ec); });
+  }
+
+ private:
+  void on_prefix(const asio::error_code& ec) {
+    if (ec) return ended();
+    const uint32_t length = read_length_prefix(prefix_.data());
+    try {
+      check_frame_length(length, attach::kAttachFrameCap, "attach request", name());
+    } catch (const std::exception& e) {
+      return refuse("bad_request", e.what());
+    }
+    body_.resize(length);  // at most kAttachFrameCap
+    asio::async_read(
+        socket_, asio::buffer(body_),
+        [self = shared_from_this()](const asio::error_code& ec, size_t) { self->on_body(ec); });
+  }
+
+  void on_body(const asio::error_code& ec) {
+    if (ec) return ended();
+    timer_.cancel();
+    wire::AttachRequest request;
+    try {
+      parse_frame_body(request, body_, name());
+    } catch (const std::exception& e) {
+      return refuse("bad_request", e.what());
+    }
+    server_.answer(who_, BlockingChannel::adopt(socket_.release(), name()), request);
+  }
+
+  // The read ended before a request: at the deadline, or the process left.
+  void ended() {
+    timer_.cancel();
+    if (!timed_out_) return;
+    server_.refused_("timeout");
+    spdlog::warn("attach refused: {} sent no request within {} s", process_name(who_),
+                 kAttachHandshakeTimeout.count());
+  }
+
+  void refuse(const std::string& kind, const std::string& why) {
+    timer_.cancel();
+    server_.refused_(kind);
+    spdlog::warn("attach refused: {}", why);
+    wire::AttachReply reply;
+    reply.set_protocol_version(attach::kAttachProtocolVersion);
+    reply.set_error(why);
+    try {
+      BlockingChannel::adopt(socket_.release(), name())
+          ->write(reply, deadline_after(kRefusalWrite));
+    } catch (const std::exception&) {
+      // It does not read: it is closed anyway.
+    }
+  }
+
+  std::string name() const { return "the attaching process " + process_name(who_); }
+
+  AttachServer& server_;
+  asio::local::stream_protocol::socket socket_;
+  asio::steady_timer timer_;
+  PeerCredentials who_;
+  std::array<char, kLengthPrefixBytes> prefix_{};
+  std::string body_;
+  bool timed_out_ = false;
+};
 
 AttachServer::AttachServer(Node& node, const std::string& directory,
                            std::vector<unsigned> allowed_uids,
@@ -60,12 +162,24 @@ AttachServer::AttachServer(Node& node, const std::string& directory,
       path_(prepare_directory(directory)),
       allowed_uids_(std::move(allowed_uids)),
       refused_(std::move(refused)),
-      listener_(std::make_unique<Listener>(LocalPath{path_}, 0600)) {
+      acceptor_(io_),
+      reap_timer_(io_) {
+  asio::error_code ec;
+  const asio::local::stream_protocol::endpoint at(path_);
+  acceptor_.open(at.protocol(), ec);
+  if (!ec) acceptor_.bind(at, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw InvalidArgument("cannot listen on " + path_ + ": " + ec.message());
+  if (::chmod(path_.c_str(), 0600) != 0) {
+    throw InvalidArgument("cannot set the mode of " + path_ + ": " + std::strerror(errno));
+  }
   allowed_uids_.push_back(::getuid());
   configure_attached_pes(node.ranks_per_node());
+  accept_next();
+  reap_every_while();
   thread_ = std::thread([this] {
-    set_thread_name("attach accept");
-    accept_loop();
+    set_thread_name("attach server");
+    io_.run();
   });
 }
 
@@ -76,56 +190,113 @@ AttachServer::~AttachServer() {
 }
 
 void AttachServer::stop() {
-  stopping_.store(true);
-  listener_->stop();
+  io_.stop();
   if (thread_.joinable()) thread_.join();
 }
 
-void AttachServer::accept_loop() {
-  while (!stopping_.load()) {
-    // In slices, so processes that went away are reaped while nobody attaches.
-    auto connection = listener_->accept(deadline_after(std::chrono::milliseconds(200)));
-    attached_pes().reap();
-    if (connection) serve(std::move(connection));
+void AttachServer::accept_next() {
+  acceptor_.async_accept(
+      [this](const asio::error_code& ec, asio::local::stream_protocol::socket socket) {
+        if (ec == asio::error::operation_aborted) return;
+        if (ec) {
+          // Out of descriptors, say: counted, and the next accept may succeed once some close.
+          refused_("bad_request");
+          spdlog::warn("attach accept failed: {}", ec.message());
+        } else {
+          admit(std::move(socket));
+        }
+        accept_next();
+      });
+}
+
+void AttachServer::admit(asio::local::stream_protocol::socket socket) {
+  const auto refuse = [&](const std::string& kind, const std::string& why) {
+    refused_(kind);
+    spdlog::warn("attach refused: {}", why);
+    wire::AttachReply reply;
+    reply.set_protocol_version(attach::kAttachProtocolVersion);
+    reply.set_error(why);
+    try {
+      BlockingChannel::adopt(socket.release(), "an attaching process")
+          ->write(reply, deadline_after(kRefusalWrite));
+    } catch (const std::exception&) {
+      // It does not read: it is closed anyway.
+    }
+  };
+  try {
+    const PeerCredentials who = credentials_of(socket.native_handle());
+    if (std::find(allowed_uids_.begin(), allowed_uids_.end(), who.uid) == allowed_uids_.end()) {
+      return refuse("auth", "pid " + std::to_string(who.pid) + " runs as uid " +
+                                std::to_string(who.uid) +
+                                ", which may not attach: only the daemon's uid and those of "
+                                "--attach-uid");
+    }
+    if (!take_place(who)) {
+      return refuse("overload", process_name(who) + " has too many attaches in progress: at most " +
+                                    std::to_string(kMaxPendingAttachesPerProcess) + " a process, " +
+                                    std::to_string(kMaxPendingAttachesPerUid) + " a uid and " +
+                                    std::to_string(kMaxPendingAttaches) + " in all; try again");
+    }
+    std::make_shared<Handshake>(*this, std::move(socket), who)->start();
+  } catch (const std::exception& e) {
+    refused_("bad_request");
+    spdlog::warn("attach failed: {}", e.what());
   }
 }
 
-void AttachServer::serve(std::unique_ptr<BlockingChannel> connection) {
+bool AttachServer::take_place(const PeerCredentials& who) {
+  if (pending_ >= kMaxPendingAttaches || pending_by_uid_[who.uid] >= kMaxPendingAttachesPerUid ||
+      pending_by_pid_[who.pid] >= kMaxPendingAttachesPerProcess) {
+    return false;
+  }
+  ++pending_;
+  ++pending_by_uid_[who.uid];
+  ++pending_by_pid_[who.pid];
+  return true;
+}
+
+void AttachServer::give_place(const PeerCredentials& who) {
+  --pending_;
+  if (--pending_by_uid_[who.uid] == 0) pending_by_uid_.erase(who.uid);
+  if (--pending_by_pid_[who.pid] == 0) pending_by_pid_.erase(who.pid);
+}
+
+void AttachServer::reap_every_while() {
+  reap_timer_.expires_after(kReapEvery);
+  reap_timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    attached_pes().reap();
+    reap_every_while();
+  });
+}
+
+void AttachServer::answer(PeerCredentials who, std::unique_ptr<BlockingChannel> connection,
+                          const wire::AttachRequest& request) {
   const Deadline deadline = deadline_after(kAttachHandshakeTimeout);
   wire::AttachReply reply;
   reply.set_protocol_version(attach::kAttachProtocolVersion);
   // Tells the process why (when it still listens) and counts the refusal.
-  const auto refuse = [&](BlockingChannel& channel, const std::string& kind,
-                          const std::string& why) {
-    refused_(kind);
+  const auto refuse = [&](BlockingChannel& channel, const std::string& why) {
+    refused_("bad_request");
     spdlog::warn("attach refused: {}", why);
     reply.set_error(why);
     try {
-      channel.write(reply, deadline);
+      channel.write(reply, deadline_after(kRefusalWrite));
     } catch (const std::exception&) {
     }
   };
   try {
-    const PeerCredentials who = connection->peer_credentials();
-    if (std::find(allowed_uids_.begin(), allowed_uids_.end(), who.uid) == allowed_uids_.end()) {
-      return refuse(*connection, "auth",
-                    "pid " + std::to_string(who.pid) + " runs as uid " + std::to_string(who.uid) +
-                        ", which may not attach: only the daemon's uid and those of --attach-uid");
-    }
-    wire::AttachRequest request;
-    connection->read(request, deadline, attach::kAttachFrameCap);
     if (request.protocol_version() != attach::kAttachProtocolVersion) {
-      return refuse(*connection, "bad_request",
-                    "attach protocol version mismatch: the daemon speaks " +
-                        std::to_string(attach::kAttachProtocolVersion) + ", the process " +
-                        std::to_string(request.protocol_version()) +
-                        " (use the symmesh library of this daemon's version)");
+      return refuse(*connection, "attach protocol version mismatch: the daemon speaks " +
+                                     std::to_string(attach::kAttachProtocolVersion) +
+                                     ", the process " + std::to_string(request.protocol_version()) +
+                                     " (use the symmesh library of this daemon's version)");
     }
     // Compared unsigned: a rank past INT_MAX would wrap to a negative int.
     if (request.local_rank() >= uint32_t(node_.ranks_per_node())) {
-      return refuse(*connection, "bad_request",
-                    "local rank " + std::to_string(request.local_rank()) + " is outside 0.." +
-                        std::to_string(node_.ranks_per_node() - 1));
+      return refuse(*connection, "local rank " + std::to_string(request.local_rank()) +
+                                     " is outside 0.." +
+                                     std::to_string(node_.ranks_per_node() - 1));
     }
     const int local_rank = int(request.local_rank());
     int ring_fd = -1;
@@ -143,7 +314,7 @@ void AttachServer::serve(std::unique_ptr<BlockingChannel> connection) {
     try {
       attached_pes().hold(attachment);
     } catch (const InvalidArgument& e) {
-      return refuse(channel, "bad_request", e.what());
+      return refuse(channel, e.what());
     }
     try {
       reply.set_ok(true);

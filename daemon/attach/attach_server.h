@@ -3,11 +3,17 @@
 // server asks the kernel who connected (SO_PEERCRED) and refuses any uid but the daemon's own
 // and those of --attach-uid. Then it reads one AttachRequest (bounded in size and time),
 // takes the PE's slot, maps a fresh request ring for it, answers, and passes the heap segment
-// and the ring with SCM_RIGHTS. One connection is served at a time, each within
-// kAttachHandshakeTimeout, so a stalled process delays the next attach by at most that.
+// and the ring with SCM_RIGHTS.
+//
+// Handshakes run concurrently on one asio thread: a stalled process costs a socket, never the
+// next attach. Each has kAttachHandshakeTimeout; at most kMaxPendingAttaches are in progress,
+// kMaxPendingAttachesPerUid from one uid and kMaxPendingAttachesPerProcess from one process.
+// More are closed at accept and counted as "overload".
 #pragma once
 
-#include <atomic>
+#include <asio.hpp>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,15 +21,20 @@
 
 #include "daemon/attach/attached_pes.h"
 #include "runtime/node.h"
+#include "wire/attach.pb.h"
 
 namespace symmesh {
 
 inline constexpr auto kAttachHandshakeTimeout = std::chrono::seconds(5);
+inline constexpr size_t kMaxPendingAttaches = 256;
+inline constexpr size_t kMaxPendingAttachesPerUid = 192;
+inline constexpr size_t kMaxPendingAttachesPerProcess = 16;
 
 class AttachServer {
  public:
   // Listens at `directory`/attach.sock (the directory is created, or tightened, to 0700).
-  // `refused(kind)` counts a refusal ("auth": a uid not allowed; "bad_request": the rest).
+  // `refused(kind)` counts a refusal ("auth": a uid not allowed; "overload": past a cap;
+  // "timeout": no request in time; "bad_request": the rest).
   AttachServer(Node& node, const std::string& directory, std::vector<unsigned> allowed_uids,
                std::function<void(const std::string&)> refused);
   ~AttachServer();
@@ -32,15 +43,30 @@ class AttachServer {
   void stop();
 
  private:
-  void accept_loop();
-  void serve(std::unique_ptr<BlockingChannel> connection);
+  class Handshake;  // one connection, from its accept to its answer
+
+  void accept_next();
+  void admit(asio::local::stream_protocol::socket socket);
+  // Whether `who` may start one more handshake; counts it when so.
+  bool take_place(const PeerCredentials& who);
+  void give_place(const PeerCredentials& who);
+  // The request is in: takes the slot and answers with the segment and a fresh ring.
+  void answer(PeerCredentials who, std::unique_ptr<BlockingChannel> connection,
+              const wire::AttachRequest& request);
+  void reap_every_while();
 
   Node& node_;
   std::string path_;
   std::vector<unsigned> allowed_uids_;
   std::function<void(const std::string&)> refused_;
-  std::unique_ptr<Listener> listener_;
-  std::atomic<bool> stopping_{false};
+  // Touched only on thread_ (the io_context's one thread), and declared before io_: a
+  // handshake the io_context drops when destroyed gives its place back.
+  size_t pending_ = 0;
+  std::map<unsigned, size_t> pending_by_uid_;
+  std::map<int, size_t> pending_by_pid_;
+  asio::io_context io_;
+  asio::local::stream_protocol::acceptor acceptor_;
+  asio::steady_timer reap_timer_;
   std::thread thread_;
 };
 

@@ -1,7 +1,9 @@
 #include "daemon/attach/attached_pes.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "common/errors.h"
@@ -21,8 +23,13 @@ Attachment::~Attachment() {
   munmap(ring_, attach::kRingBytes);
 }
 
-bool Attachment::alive() const {
-  return !connection_->closed_by_peer();
+bool Attachment::gone() const {
+  if (connection_->peer_state() == BlockingChannel::PeerState::kClosed) return true;
+  return ::kill(who_.pid, 0) != 0 && errno == ESRCH;
+}
+
+bool Attachment::spoke() const {
+  return connection_->peer_state() == BlockingChannel::PeerState::kSpoke;
 }
 
 std::string Attachment::describe(int pe) const {
@@ -30,7 +37,8 @@ std::string Attachment::describe(int pe) const {
 }
 
 void Attachment::close(const std::string& why) {
-  if (ring_->closed.load(std::memory_order_acquire)) return;
+  // The daemon's own flag: the ring's lies in memory the process can write.
+  if (ended_.exchange(true)) return;
   std::strncpy(ring_->closed_reason, why.c_str(), attach::kMessageBytes - 1);
   ring_->closed.store(1, std::memory_order_release);
   wake_shared(ring_->completed);
@@ -45,9 +53,13 @@ void AttachedPes::hold(std::shared_ptr<Attachment> attachment) {
     throw InvalidArgument("local rank " + std::to_string(rank) + " is outside 0.." +
                           std::to_string(slots_.size() - 1));
   }
-  if (slots_[rank] && slots_[rank]->alive()) {
-    throw InvalidArgument("local rank " + std::to_string(rank) + " is held by pid " +
-                          std::to_string(slots_[rank]->pid()) + " (a PE takes one process)");
+  const auto& holder = slots_[rank];
+  if (holder && !holder->gone() && !(holder->ended() && holder->pid() == attachment->pid())) {
+    throw InvalidArgument(
+        "local rank " + std::to_string(rank) + " is held by pid " + std::to_string(holder->pid()) +
+        (holder->ended() ? " (its session ended; the rank is free once that process exits or "
+                           "closes its attach connection)"
+                         : " (a PE takes one process)"));
   }
   slots_[rank] = std::move(attachment);
   changed_.notify_all();
@@ -71,7 +83,7 @@ int AttachedPes::reap() {
   std::lock_guard lock(mutex_);
   int reaped = 0;
   for (auto& slot : slots_) {
-    if (slot && !slot->alive()) {
+    if (slot && slot->gone()) {
       slot.reset();
       ++reaped;
     }

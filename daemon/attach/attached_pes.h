@@ -1,9 +1,12 @@
 // The processes attached to this node's PEs: one slot per local rank, held by at most one
-// process. The attach server fills a slot; the session job's thread for that PE waits for it,
-// serves its request ring, and gives it back. A slot whose process went away (its attach
-// connection closed) is reaped, so the next attach finds it free.
+// process. The attach server fills a slot; the session job's thread for that PE waits for it
+// and serves its request ring until the session ends. A slot is free only when its process is
+// gone (its attach connection closed, or its pid no longer exists): until then the process
+// may still map the PE's memory. Only that same process may take it again before, once its
+// session ended (a program that attaches, detaches and attaches again).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -32,14 +35,20 @@ class Attachment {
   int pid() const { return who_.pid; }
   attach::Ring& ring() { return *ring_; }
   attach::StagingArea& staging() { return staging_; }
-  // False once the process closed its connection (it exited, or died).
-  bool alive() const;
+  // The process is gone: its connection closed or failed, or its pid no longer exists.
+  bool gone() const;
+  // It wrote on its connection after attaching, where nothing is read: a protocol error.
+  bool spoke() const;
+  // The session that served it ended (it detached, or the session failed): no later session
+  // serves it.
+  bool ended() const { return ended_.load(); }
   // "the process of PE 3 (pid 1234)"
   std::string describe(int pe) const;
   // Stops serving: the process's waits end with `why`.
   void close(const std::string& why);
 
  private:
+  std::atomic<bool> ended_{false};
   int local_rank_;
   PeerCredentials who_;
   std::unique_ptr<BlockingChannel> connection_;
@@ -52,14 +61,14 @@ class AttachedPes {
   explicit AttachedPes(int ranks_per_node);
 
   // Takes the slot of `attachment`'s local rank; throws InvalidArgument naming the pid that
-  // holds it.
+  // holds it, while that process is there (unless it is the same process, its session ended).
   void hold(std::shared_ptr<Attachment> attachment);
   // The process attached to `local_rank`, once there is one; nullptr at the deadline or when
   // `stop()` is true (checked every slice).
   template <class Stop>
   std::shared_ptr<Attachment> wait_for(int local_rank, Deadline deadline, Stop&& stop) {
     std::unique_lock lock(mutex_);
-    while (!slots_.at(local_rank) || !slots_[local_rank]->alive()) {
+    while (!slots_.at(local_rank) || slots_[local_rank]->gone() || slots_[local_rank]->ended()) {
       if (stop() || Clock::now() >= deadline) return nullptr;
       changed_.wait_for(lock, std::chrono::milliseconds(100));
     }

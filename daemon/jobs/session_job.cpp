@@ -68,8 +68,13 @@ class SessionServer {
   void wait_for_request(attach::Ring& ring, uint32_t head) {
     Doorbell& bell = pe_.node().doorbell();
     wait_for_change(ring.submitted, head, [&] {
-      if (!attachment_.alive()) {
+      if (attachment_.gone()) {
         throw PeerError(attachment_.describe(pe_.my_pe()) + " exited without detaching");
+      }
+      if (attachment_.spoke()) {
+        throw PeerError(attachment_.describe(pe_.my_pe()) +
+                        " wrote on its attach connection after attaching, where nothing is "
+                        "read: a protocol error (calls go through the request ring)");
       }
       if (bell.aborted()) throw AbortedError("the session ended: " + bell.abort_reason());
     });
@@ -287,14 +292,13 @@ PeJobOutcome run_session(Pe& pe, const wire::SessionJob& job) {
                        std::to_string(attach_timeout(job).count()) +
                        " s (start one per PE: symmesh launch -- CMD)");
   }
+  // The slot stays the process's until it is gone (the attach server reaps it then).
   try {
     PeJobOutcome outcome = SessionServer(pe, *attachment).serve();
     attachment->close("the process detached");
-    attached_pes().release(*attachment);
     return outcome;
   } catch (const std::exception& e) {
     attachment->close(e.what());
-    attached_pes().release(*attachment);
     throw;
   }
 }
