@@ -2,7 +2,8 @@
 // process per PE, each attached to its daemon, all-reducing a tensor on the shared heap; the
 // C++ MoE layer example trained through dispatch and combine against its one-process twin; and a
 // process killed mid-session, which ends the session on both nodes with a named error within
-// seconds, after which the cluster runs jobs and sessions again.
+// seconds, after which the cluster runs jobs and sessions again; and the global options among
+// launch's own.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -69,6 +70,27 @@ TEST(Launch, AKilledProcessEndsTheSessionEverywhereNamingItAndTheClusterGoesOn) 
   const std::vector<CliRun> again = launch_on_every_node(cluster, example());
   EXPECT_EQ(again[0].exit_code, 0) << again[0].out;
   EXPECT_EQ(again[1].exit_code, 0) << again[1].out;
+}
+
+// The global options may follow launch and its own options, up to `--`; what follows `--` is
+// the program's, option-like words too.
+TEST(Launch, GlobalOptionsMayFollowItAndWhatFollowsTheSeparatorReachesTheProgramVerbatim) {
+  TestCluster cluster(shape(1, 2));
+  const std::string echo_then_run =
+      "sh -c 'echo \"args: $*\"; exec " + example() + "' sh --daemon foo --timeout 1s";
+  const CliRun run =
+      cli("launch --daemon " + cluster.control(0).str() + " --attach-timeout 60 --secret-file " +
+          cluster.secret_file() + " --timeout 300s -- " + echo_then_run);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+    EXPECT_NE(run.out.find(prefix + "args: --daemon foo --timeout 1s\n"), std::string::npos)
+        << run.out;
+    EXPECT_NE(run.out.find(prefix + "rank " + std::to_string(rank) +
+                           " of 2: all_reduce of 65536 floats ok"),
+              std::string::npos)
+        << run.out;
+  }
 }
 
 }  // namespace
