@@ -37,6 +37,7 @@ struct Stream {
 struct Child {
   pid_t pid = 0;
   int rank = 0;
+  int local_rank = 0;
   Stream out, err;
   std::optional<int> exit_code;
 };
@@ -100,6 +101,7 @@ Child spawn(const std::vector<std::string>& command, const wire::StatusReply& st
   envp.push_back(nullptr);
   Child child;
   child.rank = int(status.node_rank() * status.ranks_per_node()) + local;
+  child.local_rank = local;
   const int failed = posix_spawnp(&child.pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
@@ -171,10 +173,50 @@ std::string session_failed(const CliContext& context, double since_unix_s) {
   return "";
 }
 
-// Runs the children to their ends; returns launch's exit code. `ended()` is asked every
+// How many processes this node's PE `local_rank` took up, as `status` counts them; nullopt
+// from a daemon that does not count them.
+std::optional<uint64_t> processes_taken(const wire::StatusReply& status, int local_rank) {
+  if (local_rank >= status.processes_taken_size()) return std::nullopt;
+  return status.processes_taken(local_rank);
+}
+
+// Whether a session took up a process on PE `local_rank` since `before` (this node's daemon's
+// status then). Where that cannot be told (the daemon is unreachable or does not count), it
+// answers yes: the session's own outcome will tell.
+bool session_took_up(const CliContext& context, const wire::StatusReply& before, int local_rank) {
+  try {
+    const CliContext now = fresh(context);
+    const wire::StatusReply after = now.connect(now.daemon)->status(now.deadline);
+    const auto then = processes_taken(before, local_rank);
+    const auto since = processes_taken(after, local_rank);
+    return !then || !since || *since > *then;
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+// What supervise asks about the session its children serve.
+struct SessionWatch {
+  std::function<void()> cancel;                 // a process failed: end the session everywhere
+  std::function<std::string()> ended;           // why the session ended ("" while it runs)
+  std::function<bool(int local_rank)> took_up;  // whether the session took up that PE's process
+};
+
+// Why `child`'s exit fails the launch ("" when it does not). An exit before the session took
+// up the process fails it whatever the status: the PE would wait out --attach-timeout for it.
+std::string exit_failure(const Child& child, const SessionWatch& watch) {
+  const std::string rank = "rank " + std::to_string(child.rank);
+  const std::string code = std::to_string(*child.exit_code);
+  if (!watch.took_up(child.local_rank)) {
+    return rank + " exited with status " + code + " before attaching to its PE: ending the session";
+  }
+  return *child.exit_code == 0 ? ""
+                               : rank + " exited with status " + code + "; stopping the others";
+}
+
+// Runs the children to their ends; returns launch's exit code. `watch.ended()` is asked every
 // kSessionCheck for why the session ended ("" while it runs).
-int supervise(std::vector<Child>& children, const std::function<void()>& on_failure,
-              const std::function<std::string()>& ended) {
+int supervise(std::vector<Child>& children, const SessionWatch& watch) {
   Deadline next_check = deadline_after(kSessionCheck);
   std::optional<int> first_failure;
   Deadline kill_at = Deadline::max();  // SIGKILL what still runs then
@@ -202,13 +244,13 @@ int supervise(std::vector<Child>& children, const std::function<void()>& on_fail
       int status = 0;
       if (!child.exit_code && ::waitpid(child.pid, &status, WNOHANG) == child.pid) {
         child.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (*child.exit_code != 0 && !first_failure) {
-          first_failure = *child.exit_code;
-          std::cerr << "symmesh launch: rank " << child.rank << " exited with " << *child.exit_code
-                    << "; stopping the others\n";
+        const std::string why = first_failure ? "" : exit_failure(child, watch);
+        if (!why.empty()) {
+          first_failure = *child.exit_code != 0 ? *child.exit_code : 1;
+          std::cerr << "symmesh launch: " << why << "\n";
           signal_all(children, SIGTERM);
           kill_at = deadline_after(kStopGrace);
-          on_failure();
+          watch.cancel();
         }
       }
       running = running || !child.exit_code || child.out.fd >= 0 || child.err.fd >= 0;
@@ -216,7 +258,7 @@ int supervise(std::vector<Child>& children, const std::function<void()>& on_fail
     if (!running) return first_failure.value_or(0);
     if (!first_failure && Clock::now() >= next_check) {
       next_check = deadline_after(kSessionCheck);
-      if (const std::string why = ended(); !why.empty()) {
+      if (const std::string why = watch.ended(); !why.empty()) {
         std::cerr << "symmesh launch: " << why << "; stopping the processes\n";
         first_failure = 1;
         signal_all(children, SIGTERM);
@@ -263,12 +305,12 @@ int launch(const CliContext& context, const std::vector<std::string>& command,
     }
   } catch (...) {
     signal_all(children, SIGKILL);
-    supervise(
-        children, [] {}, [] { return std::string(); });
+    supervise(children, {[] {}, [] { return std::string(); }, [](int) { return true; }});
     throw;
   }
   const int code = supervise(
-      children, [&] { cancel_session(context); }, [&] { return session_failed(context, started); });
+      children, {[&] { cancel_session(context); }, [&] { return session_failed(context, started); },
+                 [&](int local_rank) { return session_took_up(context, status, local_rank); }});
   if (session) {
     // The session's own outcome names a PE that failed when the processes could not.
     const CliContext now = fresh(context);

@@ -5,8 +5,9 @@
 // Each process gets SYMMESH_RANK, SYMMESH_WORLD_SIZE, SYMMESH_LOCAL_RANK, SYMMESH_LOCAL_SIZE,
 // SYMMESH_NODE_RANK and SYMMESH_ATTACH_SOCKET. Every line it writes is prefixed with its rank
 // ("[rank 3] "). SIGINT, SIGTERM and SIGHUP are passed on to every process. When one exits
-// non-zero the others get SIGTERM (SIGKILL after kStopGrace); launch exits with the first
-// non-zero exit code (128 + N for a signal), else 0.
+// non-zero, or exits at all before its PE's session took it up, the others get SIGTERM
+// (SIGKILL after kStopGrace) and the session is cancelled; launch exits with the first non-zero
+// exit code (128 + N for a signal; 1 for an early exit 0), else 0.
 #pragma once
 
 #include <chrono>

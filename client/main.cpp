@@ -81,6 +81,10 @@ int main(int argc, char** argv) {
   using namespace symmesh;
   CLI::App app{"symmesh: submit jobs to a symmesh cluster and watch it"};
   app.require_subcommand(1);
+  // A subcommand passes the options it does not know up to its parent, so the global options
+  // may come anywhere before launch's `--` (as in git and kubectl). Subcommands added below
+  // inherit it.
+  app.fallthrough();
   GlobalOptions global;
   add_global_options(app, global);
   auto add_json = [&](CLI::App* command) {

@@ -16,6 +16,7 @@ wire::StatusReply Daemon::status() {
   if (attach_) {
     reply.set_attach_socket(attach_->path());
     for (const int pid : attached_pes().holders()) reply.add_attached_pids(uint32_t(pid));
+    for (const uint64_t count : attached_pes().taken()) reply.add_processes_taken(count);
   }
   reply.set_uptime_s(std::chrono::duration<double>(Clock::now() - started_).count());
   if (node_) {

@@ -44,7 +44,7 @@ void Attachment::close(const std::string& why) {
   wake_shared(ring_->completed);
 }
 
-AttachedPes::AttachedPes(int ranks_per_node) : slots_(ranks_per_node) {}
+AttachedPes::AttachedPes(int ranks_per_node) : slots_(ranks_per_node), taken_(ranks_per_node) {}
 
 void AttachedPes::hold(std::shared_ptr<Attachment> attachment) {
   std::lock_guard lock(mutex_);
@@ -97,6 +97,11 @@ std::vector<int> AttachedPes::holders() const {
   std::vector<int> pids;
   for (const auto& slot : slots_) pids.push_back(slot ? slot->pid() : 0);
   return pids;
+}
+
+std::vector<uint64_t> AttachedPes::taken() const {
+  std::lock_guard lock(mutex_);
+  return taken_;
 }
 
 namespace {

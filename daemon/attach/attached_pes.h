@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -63,8 +64,8 @@ class AttachedPes {
   // Takes the slot of `attachment`'s local rank; throws InvalidArgument naming the pid that
   // holds it, while that process is there (unless it is the same process, its session ended).
   void hold(std::shared_ptr<Attachment> attachment);
-  // The process attached to `local_rank`, once there is one; nullptr at the deadline or when
-  // `stop()` is true (checked every slice).
+  // The process attached to `local_rank`, once there is one, counted as taken up; nullptr at
+  // the deadline or when `stop()` is true (checked every slice).
   template <class Stop>
   std::shared_ptr<Attachment> wait_for(int local_rank, Deadline deadline, Stop&& stop) {
     std::unique_lock lock(mutex_);
@@ -72,6 +73,7 @@ class AttachedPes {
       if (stop() || Clock::now() >= deadline) return nullptr;
       changed_.wait_for(lock, std::chrono::milliseconds(100));
     }
+    ++taken_[local_rank];
     return slots_[local_rank];
   }
   // Frees the slot if `attachment` still holds it.
@@ -82,11 +84,16 @@ class AttachedPes {
   int reap();
   // "0: pid 1234; 1: free"
   std::vector<int> holders() const;  // pid per local rank, 0 when free
+  // Per local rank, how many processes wait_for handed out since the daemon started: a
+  // launched process that exits while its count stands was never served (symmesh launch
+  // ends the session then rather than let the PE wait out its attach timeout).
+  std::vector<uint64_t> taken() const;
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::shared_ptr<Attachment>> slots_;
+  std::vector<uint64_t> taken_;
 };
 
 // This daemon's table (the session job's PE threads find their processes in it).

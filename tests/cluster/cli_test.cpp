@@ -40,6 +40,23 @@ TEST(Cli, JsonFiguresForBarrierAndCollective) {
   EXPECT_EQ(json["peers"][0]["transport"], "tcp");
 }
 
+// Like git's and kubectl's, the global options may come before or after the command.
+TEST(Cli, GlobalOptionsMayComeBeforeOrAfterTheCommand) {
+  TestCluster cluster(shape(2, 1));
+  const CliRun before = cli(target(cluster) + " --timeout 60s status --json");
+  ASSERT_EQ(before.exit_code, 0) << before.out;
+  EXPECT_EQ(nlohmann::json::parse(before.out)["state"], "ready") << before.out;
+
+  const CliRun after = cli("status " + target(cluster, 1) + " --connect-timeout 5s --json");
+  ASSERT_EQ(after.exit_code, 0) << after.out;
+  EXPECT_EQ(nlohmann::json::parse(after.out)["node_rank"], 1) << after.out;
+
+  const CliRun after_kind =
+      cli("submit barrier --iters 10 " + target(cluster) + " --timeout 60s --json");
+  ASSERT_EQ(after_kind.exit_code, 0) << after_kind.out;
+  EXPECT_EQ(nlohmann::json::parse(after_kind.out)["status"], "ok") << after_kind.out;
+}
+
 TEST(Cli, HumanOutputIsACompactTable) {
   TestCluster cluster(shape(2, 1));
   CliRun status = cli(target(cluster) + " status");

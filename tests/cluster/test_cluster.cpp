@@ -75,11 +75,11 @@ std::string target(TestCluster& cluster, int node) {
 }
 
 std::vector<CliRun> launch_on_every_node(TestCluster& cluster, const std::string& command,
-                                         int nodes) {
+                                         int nodes, const std::string& options) {
   std::vector<std::future<CliRun>> runs;
   for (int node = 0; node < nodes; ++node) {
-    runs.push_back(std::async(std::launch::async, [&cluster, node, command] {
-      return cli(target(cluster, node) + " --timeout 300s launch -- " + command);
+    runs.push_back(std::async(std::launch::async, [&cluster, node, command, options] {
+      return cli(target(cluster, node) + " --timeout 300s launch " + options + " -- " + command);
     }));
   }
   std::vector<CliRun> out;

@@ -101,9 +101,10 @@ CliRun shell(const std::string& command);
 void write_secret_file(const std::string& path, const std::string& secret);
 // "--daemon HOST:PORT --secret-file F" for `node` of `cluster`.
 std::string target(TestCluster& cluster, int node = 0);
-// `symmesh launch -- COMMAND` against each of the first `nodes` nodes at once; each node's run.
+// `symmesh launch OPTIONS -- COMMAND` against each of the first `nodes` nodes at once; each
+// node's run.
 std::vector<CliRun> launch_on_every_node(TestCluster& cluster, const std::string& command,
-                                         int nodes = 2);
+                                         int nodes = 2, const std::string& options = "");
 // Submits `submit_args` (after "submit", with --json added) through the CLI and returns the
 // job id; a failed submission fails the test and returns 0.
 uint64_t submit_job(TestCluster& cluster, const std::string& submit_args);
