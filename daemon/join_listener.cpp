@@ -5,27 +5,103 @@
 #include "common/errors.h"
 #include "common/thread_name.h"
 #include "daemon/bootstrap.h"
+#include "transport/async_handshake.h"
 #include "transport/auth.h"
 
 namespace symmesh {
 
+// Authenticates the connection (the client proves first), then reads and checks its hello.
+class JoinListener::Handshake : public AsyncHandshake {
+ public:
+  Handshake(JoinListener& listener, asio::ip::tcp::socket socket, std::string peer)
+      : AsyncHandshake(to_generic(listener.io_, std::move(socket)), std::move(peer)),
+        listener_(listener),
+        auth_(listener.secret_,
+              AuthIdentity{wire::ROLE_BOOTSTRAP, 0, listener.cluster_.incarnation(), 0}) {
+    ++listener_.handshaking_;
+  }
+  ~Handshake() override { --listener_.handshaking_; }
+
+ private:
+  static asio::generic::stream_protocol::socket to_generic(asio::io_context& io,
+                                                           asio::ip::tcp::socket socket) {
+    const int family = socket.local_endpoint().protocol().family();
+    return asio::generic::stream_protocol::socket(
+        io, asio::generic::stream_protocol(family, SOCK_STREAM), socket.release());
+  }
+
+  void begin() override {
+    read(client_hello_, kMaxHandshakeFrame, [this] {
+      answer(auth_.on_client_hello(client_hello_), [this] {
+        read(proof_, kMaxHandshakeFrame, [this] {
+          answer(auth_.on_client_proof(proof_),
+                 [this] { read(hello_, kMaxHelloFrame, [this] { checked(); }); });
+        });
+      });
+    });
+  }
+
+  // Sends a step's reply, then goes on; a refusal is written, then the connection closes.
+  template <class Step>
+  void answer(const Step& step, std::function<void()> next) {
+    if (step.refused.empty()) return write(step.reply, std::move(next));
+    spdlog::warn("bootstrap: refused {}: {}", peer(), step.refused);
+    listener_.refused_(step.kind);
+    write(step.reply, [this] { close(); });
+  }
+
+  void checked() {
+    std::string problem = check_hello(listener_.cluster_, hello_);
+    const wire::AuthHello& proved = auth_.client();
+    if (problem.empty() && (hello_.node_rank() != proved.node_rank() ||
+                            hello_.incarnation() != proved.incarnation())) {
+      problem = "the hello claims node " + std::to_string(hello_.node_rank()) + " incarnation " +
+                std::to_string(hello_.incarnation()) + ", the handshake proved node " +
+                std::to_string(proved.node_rank()) + " incarnation " +
+                std::to_string(proved.incarnation());
+    }
+    auto channel = release();
+    if (!problem.empty()) return listener_.refuse(*channel, "bad_request", problem);
+    listener_.admit(std::move(hello_), std::move(channel));
+  }
+
+  void ended(const std::string& kind, const std::string& why) override {
+    spdlog::warn("bootstrap: {}: {}", peer(), why);
+    listener_.refused_(kind == "closed" ? "bad_request" : kind);
+  }
+
+  JoinListener& listener_;
+  ServerHandshake auth_;
+  wire::AuthHello client_hello_;
+  wire::AuthProof proof_;
+  wire::NodeHello hello_;
+};
+
 JoinListener::JoinListener(const HostPort& at, std::string secret, wire::NodeHello cluster,
                            std::function<void(const std::string&)> refused)
-    : listener_(at),
-      secret_(std::move(secret)),
+    : secret_(std::move(secret)),
       cluster_(std::move(cluster)),
-      refused_(std::move(refused)) {}
+      refused_(std::move(refused)),
+      acceptor_(io_) {
+  asio::error_code ec;
+  const asio::ip::tcp::endpoint endpoint(resolve_address(at.host), at.port);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw InvalidArgument("cannot listen on " + at.str() + ": " + ec.message());
+}
 
 JoinListener::~JoinListener() {
   stop();
 }
 
 void JoinListener::start() {
-  accept_thread_ = std::thread([this] {
+  accept_next();
+  thread_ = std::thread([this] {
     set_thread_name("join accept");
-    accept_loop();
+    io_.run();
   });
-  for (int i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { work_loop(); });
 }
 
 void JoinListener::stop() {
@@ -33,15 +109,11 @@ void JoinListener::stop() {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
     stopping_ = true;
-    for (auto& channel : accepted_) channel->stop();
   }
   changed_.notify_all();
-  listener_.stop();
-  if (accept_thread_.joinable()) accept_thread_.join();
-  for (auto& worker : workers_) worker.join();
-  workers_.clear();
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mutex_);
-  accepted_.clear();
   waiting_.clear();
 }
 
@@ -50,36 +122,28 @@ void JoinListener::on_joined(std::function<void()> callback) {
   joined_ = std::move(callback);
 }
 
-void JoinListener::accept_loop() {
-  for (;;) {
-    {
-      std::lock_guard lock(mutex_);
-      if (stopping_) return;
-    }
-    auto channel = listener_.accept(deadline_after(std::chrono::milliseconds(200)));
-    if (!channel) continue;
-    std::lock_guard lock(mutex_);
-    if (accepted_.size() >= kMaxAccepted) {
+void JoinListener::accept_next() {
+  acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      spdlog::warn("bootstrap: accept failed: {}", ec.message());  // out of descriptors, say
+    } else if (handshaking_ >= kMaxHandshaking) {
       refused_("overload");  // closed unread: a real node retries
-      continue;
+    } else {
+      asio::error_code unknown;
+      const auto remote = socket.remote_endpoint(unknown);
+      const std::string peer =
+          unknown ? "unknown peer"
+                  : remote.address().to_string() + ":" + std::to_string(remote.port());
+      try {
+        std::make_shared<Handshake>(*this, std::move(socket), peer)->start(kHandshakeTimeout);
+      } catch (const std::exception& e) {
+        spdlog::warn("bootstrap: {}: {}", peer, e.what());
+        refused_("bad_request");
+      }
     }
-    accepted_.push_back(std::move(channel));
-    changed_.notify_all();
-  }
-}
-
-void JoinListener::work_loop() {
-  for (;;) {
-    std::unique_ptr<BlockingChannel> channel;
-    {
-      std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !accepted_.empty(); });
-      if (stopping_) return;
-      channel = std::move(accepted_.front());
-      accepted_.pop_front();
-    }
-    admit(std::move(channel));
-  }
+    accept_next();
+  });
 }
 
 void JoinListener::refuse(BlockingChannel& channel, const std::string& kind,
@@ -95,36 +159,7 @@ void JoinListener::refuse(BlockingChannel& channel, const std::string& kind,
   }
 }
 
-void JoinListener::admit(std::unique_ptr<BlockingChannel> channel) {
-  wire::NodeHello hello;
-  try {
-    const Deadline deadline = deadline_after(kHandshakeTimeout);
-    const auto identity = authenticate_server(
-        *channel, secret_, AuthIdentity{wire::ROLE_BOOTSTRAP, 0, cluster_.incarnation(), 0},
-        deadline);
-    channel->read(hello, deadline, kMaxHelloFrame);
-    std::string problem = check_hello(cluster_, hello);
-    if (problem.empty() && (hello.node_rank() != identity.node_rank() ||
-                            hello.incarnation() != identity.incarnation())) {
-      problem = "the hello claims node " + std::to_string(hello.node_rank()) + " incarnation " +
-                std::to_string(hello.incarnation()) + ", the handshake proved node " +
-                std::to_string(identity.node_rank()) + " incarnation " +
-                std::to_string(identity.incarnation());
-    }
-    if (!problem.empty()) return refuse(*channel, "bad_request", problem);
-  } catch (const AuthError& e) {
-    spdlog::warn("bootstrap: refused {}: {}", channel->peer_name(), e.what());
-    refused_(e.kind());
-    return;
-  } catch (const TimeoutError& e) {
-    spdlog::warn("bootstrap: {}: {}", channel->peer_name(), e.what());
-    refused_("timeout");
-    return;
-  } catch (const std::exception& e) {
-    spdlog::warn("bootstrap: {}: {}", channel->peer_name(), e.what());
-    refused_("bad_request");
-    return;
-  }
+void JoinListener::admit(wire::NodeHello hello, std::unique_ptr<BlockingChannel> channel) {
   const int node = static_cast<int>(hello.node_rank());
   std::function<void()> joined;
   std::string fenced;

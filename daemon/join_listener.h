@@ -1,13 +1,15 @@
 // The root's bootstrap port, open for the cluster's life: every node joins here at its start,
 // after a restart, and whenever the cluster re-forms. Each connection is authenticated
-// (role bootstrap) and its hello checked against the cluster's configuration on a worker of a
-// small bounded pool, so a silent or slow connection holds up neither the accept loop nor the
-// others. A valid hello waits here, with its connection, until the root forms the cluster:
-// one per node rank, the newest incarnation winning (an older one is refused as fenced).
+// (role bootstrap) and its hello checked against the cluster's configuration on one asio
+// thread, each handshake within kHandshakeTimeout: a silent or slow connection costs a socket,
+// never a thread, so idle connections cannot keep real joins out. At most kMaxHandshaking
+// handshakes run at once (more are closed at accept, counted as overload). A valid hello waits
+// here, with its connection, until the root forms the cluster: one per node rank, the newest
+// incarnation winning (an older one is refused as fenced).
 #pragma once
 
+#include <asio.hpp>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,8 +28,7 @@ struct Joiner {
 
 class JoinListener {
  public:
-  static constexpr int kWorkers = 4;          // handshakes at once
-  static constexpr size_t kMaxAccepted = 16;  // waiting for a worker; more are closed at once
+  static constexpr size_t kMaxHandshaking = 256;
 
   // Binds `at` now (throws InvalidArgument naming it); `cluster` is the hello every joiner's
   // configuration must match (check_hello); `refused` counts what is turned away.
@@ -46,19 +47,20 @@ class JoinListener {
   std::vector<std::unique_ptr<Joiner>> take();
   // Wakes wait_for_all (its give_up may have turned true).
   void notify();
-  // Called whenever a joiner arrives (on a worker thread).
+  // Called whenever a joiner arrives (on the listener's thread).
   void on_joined(std::function<void()> callback);
   // Checked for every authenticated hello before it may wait: a non-empty answer refuses it
   // (counted as "fenced"), e.g. an incarnation older than the one the cluster knows.
   void fence_with(std::function<std::string(const wire::NodeHello&)> fence);
 
  private:
-  void accept_loop();
-  void work_loop();
-  void admit(std::unique_ptr<BlockingChannel> channel);
+  class Handshake;  // one connection's authentication and hello
+
+  void accept_next();
+  // An authenticated, checked hello: it waits for the formation (or is fenced).
+  void admit(wire::NodeHello hello, std::unique_ptr<BlockingChannel> channel);
   void refuse(BlockingChannel& channel, const std::string& kind, const std::string& why);
 
-  Listener listener_;
   const std::string secret_;
   const wire::NodeHello cluster_;
   std::function<void(const std::string&)> refused_;
@@ -67,10 +69,13 @@ class JoinListener {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<int, std::unique_ptr<Joiner>> waiting_;
-  std::deque<std::unique_ptr<BlockingChannel>> accepted_;
   bool stopping_ = false;
-  std::thread accept_thread_;
-  std::vector<std::thread> workers_;
+  // Touched only on thread_, and declared before io_: a handshake the io_context drops when
+  // destroyed gives its place back.
+  size_t handshaking_ = 0;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::thread thread_;
 };
 
 }  // namespace symmesh

@@ -70,7 +70,10 @@ health_in_time = health_p99_us is not None and health_p99_us <= 50_000
 attach_us = recorded("AHundredStalledConnectionsDoNotHoldUpAnAttach", "attach_us_under_100_stalled",
                      "attach_load")
 attach_in_time = attach_us is not None and attach_us <= 1_000_000
-figures_ok = health_in_time and attach_in_time
+rejoin_ms = recorded("ARestartedNodeRejoinsWithin5SecondsWhile200IdleConnectionsHoldTheBootstrapPort",
+                     "rejoin_ms_under_200_idle", "faults")
+rejoin_in_time = rejoin_ms is not None and rejoin_ms <= 5000
+figures_ok = health_in_time and attach_in_time and rejoin_in_time
 faults = drills + soak.get("faults", 0) + soak.get("client_kills", 0)
 survived = drills_ok + soak.get("survived", 0) + soak.get("client_kills", 0)
 rows = [
@@ -87,6 +90,8 @@ rows = [
      "not measured" if health_p99_us is None else f"{health_p99_us / 1000:.2f} ms"),
     ("an attach with 100 stalled attach connections held (at most 1 s)",
      "not measured" if attach_us is None else f"{attach_us / 1000:.2f} ms"),
+    ("a restarted node's rejoin with 200 idle bootstrap connections held (at most 5 s)",
+     "not measured" if rejoin_ms is None else f"{rejoin_ms:.0f} ms"),
 ]
 print("symmesh reliability report")
 print("| what | count |")

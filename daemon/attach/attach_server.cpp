@@ -8,14 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <filesystem>
 
 #include "common/errors.h"
 #include "common/thread_name.h"
 #include "runtime/layout.h"
-#include "transport/frame.h"
+#include "transport/async_handshake.h"
 
 namespace symmesh {
 namespace {
@@ -72,87 +71,33 @@ std::string process_name(const PeerCredentials& who) {
 
 }  // namespace
 
-// Reads one AttachRequest without blocking the thread, within kAttachHandshakeTimeout; gives
+// Reads one AttachRequest within kAttachHandshakeTimeout, without blocking the thread; gives
 // its place back when it ends, however it ends.
-class AttachServer::Handshake : public std::enable_shared_from_this<Handshake> {
+class AttachServer::Handshake : public AsyncHandshake {
  public:
   Handshake(AttachServer& server, asio::local::stream_protocol::socket socket, PeerCredentials who)
-      : server_(server), socket_(std::move(socket)), timer_(server.io_), who_(who) {}
-  ~Handshake() { server_.give_place(who_); }
-
-  void start() {
-    timer_.expires_after(kAttachHandshakeTimeout);
-    timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-      if (ec) return;  // cancelled: the request came in, or the process left
-      self->timed_out_ = true;
-      asio::error_code ignored;
-      self->socket_.close(ignored);  // ends the read
-    });
-    asio::async_read(
-        socket_, asio::buffer(prefix_),
-        [self = shared_from_this()](const asio::error_code& ec, size_t) { self->on_prefix(ec); });
-  }
+      : AsyncHandshake(
+            asio::generic::stream_protocol::socket(
+                server.io_, asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), socket.release()),
+            "the attaching process " + process_name(who)),
+        server_(server),
+        who_(who) {}
+  ~Handshake() override { server_.give_place(who_); }
 
  private:
-  void on_prefix(const asio::error_code& ec) {
-    if (ec) return ended();
-    const uint32_t length = read_length_prefix(prefix_.data());
-    try {
-      check_frame_length(length, attach::kAttachFrameCap, "attach request", name());
-    } catch (const std::exception& e) {
-      return refuse("bad_request", e.what());
-    }
-    body_.resize(length);  // at most kAttachFrameCap
-    asio::async_read(
-        socket_, asio::buffer(body_),
-        [self = shared_from_this()](const asio::error_code& ec, size_t) { self->on_body(ec); });
+  void begin() override {
+    read(request_, attach::kAttachFrameCap, [this] { server_.answer(who_, release(), request_); });
   }
 
-  void on_body(const asio::error_code& ec) {
-    if (ec) return ended();
-    timer_.cancel();
-    wire::AttachRequest request;
-    try {
-      parse_frame_body(request, body_, name());
-    } catch (const std::exception& e) {
-      return refuse("bad_request", e.what());
-    }
-    server_.answer(who_, BlockingChannel::adopt(socket_.release(), name()), request);
-  }
-
-  // The read ended before a request: at the deadline, or the process left.
-  void ended() {
-    timer_.cancel();
-    if (!timed_out_) return;
-    server_.refused_("timeout");
-    spdlog::warn("attach refused: {} sent no request within {} s", process_name(who_),
-                 kAttachHandshakeTimeout.count());
-  }
-
-  void refuse(const std::string& kind, const std::string& why) {
-    timer_.cancel();
+  void ended(const std::string& kind, const std::string& why) override {
+    if (kind == "closed") return;  // it left before asking: nothing to answer
     server_.refused_(kind);
     spdlog::warn("attach refused: {}", why);
-    wire::AttachReply reply;
-    reply.set_protocol_version(attach::kAttachProtocolVersion);
-    reply.set_error(why);
-    try {
-      BlockingChannel::adopt(socket_.release(), name())
-          ->write(reply, deadline_after(kRefusalWrite));
-    } catch (const std::exception&) {
-      // It does not read: it is closed anyway.
-    }
   }
 
-  std::string name() const { return "the attaching process " + process_name(who_); }
-
   AttachServer& server_;
-  asio::local::stream_protocol::socket socket_;
-  asio::steady_timer timer_;
   PeerCredentials who_;
-  std::array<char, kLengthPrefixBytes> prefix_{};
-  std::string body_;
-  bool timed_out_ = false;
+  wire::AttachRequest request_;
 };
 
 AttachServer::AttachServer(Node& node, const std::string& directory,
@@ -237,7 +182,7 @@ void AttachServer::admit(asio::local::stream_protocol::socket socket) {
                                     std::to_string(kMaxPendingAttachesPerUid) + " a uid and " +
                                     std::to_string(kMaxPendingAttaches) + " in all; try again");
     }
-    std::make_shared<Handshake>(*this, std::move(socket), who)->start();
+    std::make_shared<Handshake>(*this, std::move(socket), who)->start(kAttachHandshakeTimeout);
   } catch (const std::exception& e) {
     refused_("bad_request");
     spdlog::warn("attach failed: {}", e.what());

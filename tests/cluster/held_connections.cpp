@@ -52,14 +52,32 @@ void HeldConnections::send(const std::string& bytes) {
   }
 }
 
+namespace {
+
+bool ended_by_server(int fd) {
+  char byte;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+}  // namespace
+
 int HeldConnections::ended() const {
   int ended = 0;
-  for (const int fd : fds_) {
-    char byte;
-    const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    ended += n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-  }
+  for (const int fd : fds_) ended += ended_by_server(fd);
   return ended;
+}
+
+int HeldConnections::renew(const HostPort& to, const std::string& source) {
+  int renewed = 0;
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    if (!ended_by_server(fds_[i])) continue;
+    ::close(fds_[i]);
+    fds_.erase(fds_.begin() + long(i--));
+    ++renewed;
+  }
+  open(to, source, renewed);
+  return renewed;
 }
 
 bool can_hold(int needed) {

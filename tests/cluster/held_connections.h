@@ -25,6 +25,9 @@ class HeldConnections {
   void send(const std::string& bytes);
   // How many the server has ended (EOF or reset), asked now.
   int ended() const;
+  // Opens a fresh connection, from `source`, for each the server ended: a flood that keeps
+  // coming back. How many it renewed.
+  int renew(const HostPort& to, const std::string& source);
   int size() const { return int(fds_.size()); }
 
  private:
