@@ -101,6 +101,10 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
     spec = confine_job_paths(requested, limits_.data_dir);
     check_job_spec(spec, ClusterShape{node_.nodes(), node_.ranks_per_node()});
     check_job_memory(spec, node_.nodes(), node_.ranks_per_node(), limits_.job_memory);
+    if (spec.has_session()) {  // a session's calls are sized by its processes, as they come
+      spec.mutable_session()->set_call_memory_bytes(limits_.job_memory /
+                                                    uint64_t(node_.ranks_per_node()));
+    }
   } catch (const std::exception&) {
     metrics_.error("bad_request");
     throw;

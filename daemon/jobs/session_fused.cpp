@@ -1,5 +1,6 @@
 #include "daemon/jobs/session_fused.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "api/fused_call_mode.h"
@@ -23,7 +24,8 @@ FusedMode session_mode(uint64_t code) {
 
 }  // namespace
 
-uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea& staging) {
+uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea& staging,
+                           uint64_t memory_bytes) {
   wire::check_enum(wire::DataType(r.dtype), "dtype");
   const FusedMode mode = session_mode(r.args[3]);
   FusedOptions o;
@@ -64,7 +66,9 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
        uint64_t(o.m) * uint64_t(o.n) * 4) *
       (plan ? 1 : kPlanMemoryFactor);
   const double flops = 2.0 * double(o.m) * double(o.n) * double(o.k) * (plan ? 1 : kPlanWorkFactor);
-  if (held > attach::kMaxStagingBytes || flops > kMaxSessionFusedFlops) {
+  const uint64_t most_held =
+      memory_bytes ? std::min(memory_bytes, attach::kMaxStagingBytes) : attach::kMaxStagingBytes;
+  if (held > most_held || flops > kMaxSessionFusedFlops) {
     throw InvalidArgument(
         std::string(fused_op_name(o.op)) + " of " + std::to_string(o.m) + " x " +
         std::to_string(o.k) + " by " + std::to_string(o.k) + " x " + std::to_string(o.n) +
@@ -72,8 +76,10 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
         (plan ? ""
               : " that plans (mode auto runs both modes " + std::to_string(kPlanRuns + 1) +
                     " times; pass fused or sequential)") +
-        ": allowed up to " + std::to_string(attach::kMaxStagingBytes) + " bytes of operands and " +
-        std::to_string(uint64_t(kMaxSessionFusedFlops)) + " flops");
+        ": it would hold " + std::to_string(held) + " bytes; allowed up to " +
+        std::to_string(most_held) + " bytes of operands" +
+        (most_held < attach::kMaxStagingBytes ? " (this daemon's --job-memory over its PEs)" : "") +
+        " and " + std::to_string(uint64_t(kMaxSessionFusedFlops)) + " flops");
   }
   FusedTensors t;
   t.a.assign(a, a + a_rows * o.k * element);

@@ -14,7 +14,10 @@ namespace symmesh {
 // The most work one call may ask for (about a minute of one core's GEMM).
 inline constexpr double kMaxSessionFusedFlops = 1e13;
 
-// Collective. Returns the rows of the result this PE holds.
-uint64_t run_session_fused(Pe& pe, const attach::Request& request, attach::StagingArea& staging);
+// Collective. Returns the rows of the result this PE holds. What the daemon holds for the
+// call (its copies of the operands and the result) may be at most `memory_bytes` (0: only
+// the staging area's cap), the node's --job-memory over its PEs.
+uint64_t run_session_fused(Pe& pe, const attach::Request& request, attach::StagingArea& staging,
+                           uint64_t memory_bytes);
 
 }  // namespace symmesh

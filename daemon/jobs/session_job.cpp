@@ -28,7 +28,8 @@ namespace {
 
 class SessionServer {
  public:
-  SessionServer(Pe& pe, Attachment& attachment) : pe_(pe), attachment_(attachment), moe_(pe) {}
+  SessionServer(Pe& pe, Attachment& attachment, uint64_t call_memory_bytes)
+      : pe_(pe), attachment_(attachment), call_memory_bytes_(call_memory_bytes), moe_(pe) {}
 
   // Serves until the process detaches; each call's time in `outcome`.
   PeJobOutcome serve() {
@@ -184,7 +185,7 @@ class SessionServer {
       case attach::Op::kGemmAllReduce:
       case attach::Op::kMatmulReduceScatter:
       case attach::Op::kAllGatherMatmul:
-        return run_session_fused(pe_, request, staging);
+        return run_session_fused(pe_, request, staging, call_memory_bytes_);
       case attach::Op::kGet:
       case attach::Op::kPutSignal:
         run_session_one_sided(pe_, request, allocations_);
@@ -273,6 +274,7 @@ class SessionServer {
 
   Pe& pe_;
   Attachment& attachment_;
+  const uint64_t call_memory_bytes_;  // the most a call may make the daemon hold (0: no cap)
   SessionMoe moe_;
   Allocations allocations_;  // what this process's malloc answered and it has not freed
 };
@@ -294,7 +296,7 @@ PeJobOutcome run_session(Pe& pe, const wire::SessionJob& job) {
   }
   // The slot stays the process's until it is gone (the attach server reaps it then).
   try {
-    PeJobOutcome outcome = SessionServer(pe, *attachment).serve();
+    PeJobOutcome outcome = SessionServer(pe, *attachment, job.call_memory_bytes()).serve();
     attachment->close("the process detached");
     return outcome;
   } catch (const std::exception& e) {

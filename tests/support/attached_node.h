@@ -61,9 +61,11 @@ class AttachedNode : public ::testing::Test {
   }
 
   // The session job on every PE of the node, as the node agent runs it: one thread each.
-  std::vector<std::future<std::string>> start_session() {
+  // `call_memory_bytes` is what the agent sets from --job-memory (0: no cap but staging's).
+  std::vector<std::future<std::string>> start_session(uint64_t call_memory_bytes = 0) {
     wire::JobSpec spec;
     spec.mutable_session()->set_attach_timeout_s(20);
+    spec.mutable_session()->set_call_memory_bytes(call_memory_bytes);
     std::vector<std::future<std::string>> pes;
     for (int local = 0; local < node_.ranks_per_node(); ++local) {
       pes.push_back(std::async(std::launch::async, [this, spec, local]() -> std::string {

@@ -696,6 +696,27 @@ TEST_F(AttachedOps, AFreeOfWhatMallocDidNotAnswerIsRefusedNamingIt) {
   serves_the_next_session();
 }
 
+// What a fused call makes the daemon hold (its copies of A, B and the result) is bounded by
+// the node's --job-memory over its PEs: past it the call is refused naming the flag, so one
+// process cannot take the host's memory.
+TEST_F(AttachedOps, AFusedCallPastTheDaemonsJobMemoryIsRefusedNamingIt) {
+  constexpr int64_t m = 6, n = 8, k = 16;  // 1088 bytes held in f32
+  auto pes = start_session(1024);
+  const std::vector<std::string> said = run_processes([&](Session& session, int) -> std::string {
+    std::vector<float> a(m * k, 1.0f), b(k * n, 1.0f), c(m * n);
+    try {
+      session.gemm_all_reduce(a.data(), b.data(), c.data(), m, n, k, wire::DATA_TYPE_F32);
+      return "accepted";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  });
+  expect_named_or_aborted(said, "allowed up to 1024 bytes of operands (this daemon's --job-memory");
+  expect_named_or_aborted(endings(pes), "too large for a session call");
+  node_.reset_between_jobs();
+  serves_the_next_session();
+}
+
 TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
   constexpr int64_t m = 6, n = 8, k = 16;
   auto pes = start_session();
