@@ -25,9 +25,8 @@ class JoinListener::Handshake : public AsyncHandshake {
  private:
   static asio::generic::stream_protocol::socket to_generic(asio::io_context& io,
                                                            asio::ip::tcp::socket socket) {
-    const int family = socket.local_endpoint().protocol().family();
-    return asio::generic::stream_protocol::socket(
-        io, asio::generic::stream_protocol(family, SOCK_STREAM), socket.release());
+    const int family = socket.local_endpoint().protocol().family();  // before the release
+    return as_generic(io, family, socket.release());
   }
 
   void begin() override {
@@ -47,6 +46,7 @@ class JoinListener::Handshake : public AsyncHandshake {
     if (step.refused.empty()) return write(step.reply, std::move(next));
     spdlog::warn("bootstrap: refused {}: {}", peer(), step.refused);
     listener_.refused_(step.kind);
+    refusal_counted_ = true;  // the write's own end is not counted again
     write(step.reply, [this] { close(); });
   }
 
@@ -66,6 +66,7 @@ class JoinListener::Handshake : public AsyncHandshake {
   }
 
   void ended(const std::string& kind, const std::string& why) override {
+    if (refusal_counted_) return;
     spdlog::warn("bootstrap: {}: {}", peer(), why);
     listener_.refused_(kind == "closed" ? "bad_request" : kind);
   }
@@ -75,6 +76,7 @@ class JoinListener::Handshake : public AsyncHandshake {
   wire::AuthHello client_hello_;
   wire::AuthProof proof_;
   wire::NodeHello hello_;
+  bool refusal_counted_ = false;
 };
 
 JoinListener::JoinListener(const HostPort& at, std::string secret, wire::NodeHello cluster,
@@ -82,7 +84,8 @@ JoinListener::JoinListener(const HostPort& at, std::string secret, wire::NodeHel
     : secret_(std::move(secret)),
       cluster_(std::move(cluster)),
       refused_(std::move(refused)),
-      acceptor_(io_) {
+      acceptor_(io_),
+      accept_pause_(io_) {
   asio::error_code ec;
   const asio::ip::tcp::endpoint endpoint(resolve_address(at.host), at.port);
   acceptor_.open(endpoint.protocol(), ec);
@@ -100,7 +103,7 @@ void JoinListener::start() {
   accept_next();
   thread_ = std::thread([this] {
     set_thread_name("join accept");
-    io_.run();
+    run_io(io_, "the bootstrap port");
   });
 }
 
@@ -125,8 +128,12 @@ void JoinListener::on_joined(std::function<void()> callback) {
 void JoinListener::accept_next() {
   acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (ec) {
-      spdlog::warn("bootstrap: accept failed: {}", ec.message());  // out of descriptors, say
+    if (ec) {  // out of descriptors, say: the next try after a pause, not in a spin
+      spdlog::warn("bootstrap: accept failed: {}", ec.message());
+      accept_pause_.expires_after(kAcceptPause);
+      return accept_pause_.async_wait([this](const asio::error_code& e) {
+        if (!e) accept_next();
+      });
     } else if (handshaking_ >= kMaxHandshaking) {
       refused_("overload");  // closed unread: a real node retries
     } else {

@@ -75,6 +75,7 @@ class JoinListener {
   size_t handshaking_ = 0;
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer accept_pause_;  // after a failed accept
   std::thread thread_;
 };
 

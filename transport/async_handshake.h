@@ -17,6 +17,17 @@
 
 namespace symmesh {
 
+// A failed accept (out of descriptors, say) is retried after this, not in a spin.
+inline constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+
+// An accepted socket's descriptor as a generic stream socket of `family`; the descriptor is
+// closed if that fails.
+asio::generic::stream_protocol::socket as_generic(asio::io_context& io, int family, int fd);
+
+// Runs `io` until it is stopped; what a handler throws is logged (naming `what`) and the loop
+// goes on, so one connection's failure never ends a server's thread.
+void run_io(asio::io_context& io, const std::string& what);
+
 class AsyncHandshake : public std::enable_shared_from_this<AsyncHandshake> {
  public:
   AsyncHandshake(asio::generic::stream_protocol::socket socket, std::string peer);
@@ -45,6 +56,10 @@ class AsyncHandshake : public std::enable_shared_from_this<AsyncHandshake> {
   const std::string& peer() const { return peer_; }
 
  private:
+  // Whether the conversation is over (an error, the deadline, or done): then ended once.
+  bool over(const asio::error_code& ec);
+  // Calls `next`; what it throws ends the conversation, counted.
+  void go_on(const std::function<void()>& next);
   void fail(const std::string& kind, const std::string& why);
 
   asio::generic::stream_protocol::socket socket_;

@@ -265,7 +265,7 @@ std::vector<int> BlockingChannel::receive_fds(size_t max, Deadline deadline) {
 
 BlockingChannel::PeerState BlockingChannel::peer_state() {
   pollfd watch{socket_.native_handle(), POLLIN | POLLRDHUP, 0};
-  if (::poll(&watch, 1, 0) == 0) return PeerState::kOpen;
+  if (::poll(&watch, 1, 0) <= 0) return PeerState::kOpen;  // nothing, or poll itself failed
   if (watch.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return PeerState::kClosed;
   return PeerState::kSpoke;
 }

@@ -76,12 +76,12 @@ std::string process_name(const PeerCredentials& who) {
 class AttachServer::Handshake : public AsyncHandshake {
  public:
   Handshake(AttachServer& server, asio::local::stream_protocol::socket socket, PeerCredentials who)
-      : AsyncHandshake(
-            asio::generic::stream_protocol::socket(
-                server.io_, asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), socket.release()),
-            "the attaching process " + process_name(who)),
+      : AsyncHandshake(as_generic(server.io_, AF_UNIX, socket.release()),
+                       "the attaching process " + process_name(who)),
         server_(server),
-        who_(who) {}
+        who_(who) {
+    server_.take_place(who_);  // here, so that the destructor always gives it back
+  }
   ~Handshake() override { server_.give_place(who_); }
 
  private:
@@ -108,7 +108,8 @@ AttachServer::AttachServer(Node& node, const std::string& directory,
       allowed_uids_(std::move(allowed_uids)),
       refused_(std::move(refused)),
       acceptor_(io_),
-      reap_timer_(io_) {
+      reap_timer_(io_),
+      accept_pause_(io_) {
   asio::error_code ec;
   const asio::local::stream_protocol::endpoint at(path_);
   acceptor_.open(at.protocol(), ec);
@@ -124,7 +125,7 @@ AttachServer::AttachServer(Node& node, const std::string& directory,
   reap_every_while();
   thread_ = std::thread([this] {
     set_thread_name("attach server");
-    io_.run();
+    run_io(io_, "the attach socket");
   });
 }
 
@@ -143,13 +144,15 @@ void AttachServer::accept_next() {
   acceptor_.async_accept(
       [this](const asio::error_code& ec, asio::local::stream_protocol::socket socket) {
         if (ec == asio::error::operation_aborted) return;
-        if (ec) {
-          // Out of descriptors, say: counted, and the next accept may succeed once some close.
+        if (ec) {  // out of descriptors, say: counted, and tried again after a pause
           refused_("bad_request");
           spdlog::warn("attach accept failed: {}", ec.message());
-        } else {
-          admit(std::move(socket));
+          accept_pause_.expires_after(kAcceptPause);
+          return accept_pause_.async_wait([this](const asio::error_code& e) {
+            if (!e) accept_next();
+          });
         }
+        admit(std::move(socket));
         accept_next();
       });
 }
@@ -176,7 +179,7 @@ void AttachServer::admit(asio::local::stream_protocol::socket socket) {
                                 ", which may not attach: only the daemon's uid and those of "
                                 "--attach-uid");
     }
-    if (!take_place(who)) {
+    if (!has_place(who)) {
       return refuse("overload", process_name(who) + " has too many attaches in progress: at most " +
                                     std::to_string(kMaxPendingAttachesPerProcess) + " a process, " +
                                     std::to_string(kMaxPendingAttachesPerUid) + " a uid and " +
@@ -189,15 +192,20 @@ void AttachServer::admit(asio::local::stream_protocol::socket socket) {
   }
 }
 
-bool AttachServer::take_place(const PeerCredentials& who) {
-  if (pending_ >= kMaxPendingAttaches || pending_by_uid_[who.uid] >= kMaxPendingAttachesPerUid ||
-      pending_by_pid_[who.pid] >= kMaxPendingAttachesPerProcess) {
-    return false;
-  }
+bool AttachServer::has_place(const PeerCredentials& who) const {
+  const auto count = [](const auto& counts, auto key) {
+    const auto it = counts.find(key);
+    return it == counts.end() ? size_t{0} : it->second;
+  };
+  return pending_ < kMaxPendingAttaches &&
+         count(pending_by_uid_, who.uid) < kMaxPendingAttachesPerUid &&
+         count(pending_by_pid_, who.pid) < kMaxPendingAttachesPerProcess;
+}
+
+void AttachServer::take_place(const PeerCredentials& who) {
   ++pending_;
   ++pending_by_uid_[who.uid];
   ++pending_by_pid_[who.pid];
-  return true;
 }
 
 void AttachServer::give_place(const PeerCredentials& who) {

@@ -47,8 +47,9 @@ class AttachServer {
 
   void accept_next();
   void admit(asio::local::stream_protocol::socket socket);
-  // Whether `who` may start one more handshake; counts it when so.
-  bool take_place(const PeerCredentials& who);
+  // Whether `who` may start one more handshake; a Handshake takes and gives its place.
+  bool has_place(const PeerCredentials& who) const;
+  void take_place(const PeerCredentials& who);
   void give_place(const PeerCredentials& who);
   // The request is in: takes the slot and answers with the segment and a fresh ring.
   void answer(PeerCredentials who, std::unique_ptr<BlockingChannel> connection,
@@ -67,6 +68,7 @@ class AttachServer {
   asio::io_context io_;
   asio::local::stream_protocol::acceptor acceptor_;
   asio::steady_timer reap_timer_;
+  asio::steady_timer accept_pause_;  // after a failed accept
   std::thread thread_;
 };
 

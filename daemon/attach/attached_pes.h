@@ -2,8 +2,11 @@
 // process. The attach server fills a slot; the session job's thread for that PE waits for it
 // and serves its request ring until the session ends. A slot is free only when its process is
 // gone (its attach connection closed, or its pid no longer exists): until then the process
-// may still map the PE's memory. Only that same process may take it again before, once its
-// session ended (a program that attaches, detaches and attaches again).
+// may still map the PE's memory. A closed connection is the kernel's word that the process
+// exited or let its attachment go; one that shuts its socket down and lives on keeps the
+// descriptors it was passed (attached processes are one trust domain). Only that same process may
+// take it again before, once its session ended (a program that attaches, detaches and attaches
+// again).
 #pragma once
 
 #include <atomic>
