@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstring>
 #include <optional>
@@ -72,12 +73,40 @@ struct StatusServer::Reply {
   std::string type = kText;
 };
 
+struct StatusServer::Page {
+  std::string method, path;
+  Reply reply;
+  std::atomic<bool> made{false};
+};
+
+namespace {
+
+// Whether a page reads the daemon's state under its locks: made on the worker, not here.
+bool slow_page(const std::string& method, const std::string& path) {
+  return (method == "GET" || method == "HEAD") &&
+         (path == "/status" || path == "/metrics" || traced_job(path));
+}
+
+}  // namespace
+
 struct StatusServer::Callbacks {
   static MHD_Result answer(void* self, MHD_Connection* connection, const char* url,
-                           const char* method, const char*, const char*, size_t*, void**) {
+                           const char* method, const char*, const char*, size_t*, void** request) {
     auto& server = *static_cast<StatusServer*>(self);
+    if (auto* page = static_cast<Page*>(*request)) {  // resumed: the worker made it
+      return page->made.load(std::memory_order_acquire) ? send(connection, page->reply) : MHD_YES;
+    }
     server.deadlines_.headers_in(connection);
-    const Reply reply = server.route(method, url);
+    if (!slow_page(method, url)) return send(connection, server.route(method, url));
+    auto* page = new Page{method, url, {}, {}};
+    *request = page;  // freed by request_done, however the request ends
+    if (server.defer(connection, page)) return MHD_YES;
+    return send(connection, Reply{MHD_HTTP_SERVICE_UNAVAILABLE,
+                                  "the status endpoint has " + std::to_string(kMaxQueuedPages) +
+                                      " pages in the making: try again\n"});
+  }
+
+  static MHD_Result send(MHD_Connection* connection, const Reply& reply) {
     MHD_Response* response = MHD_create_response_from_buffer(
         reply.body.size(), const_cast<char*>(reply.body.data()), MHD_RESPMEM_MUST_COPY);
     if (!response) return MHD_NO;  // no memory: the connection is closed
@@ -100,8 +129,10 @@ struct StatusServer::Callbacks {
   }
 
   // A response is done: a kept-alive connection's next headers are due from now.
-  static void request_done(void* self, MHD_Connection* connection, void**,
+  static void request_done(void* self, MHD_Connection* connection, void** request,
                            MHD_RequestTerminationCode) {
+    delete static_cast<Page*>(*request);
+    *request = nullptr;
     static_cast<StatusServer*>(self)->deadlines_.waiting(connection, -1);
   }
 };
@@ -110,7 +141,7 @@ StatusServer::StatusServer(const HostPort& address, Handlers handlers)
     : handlers_(std::move(handlers)), bound_(address) {
   sockaddr_storage at = bind_address(address);
   // No MHD_USE_INTERNAL_POLLING_THREAD: run() drives its epoll set, on one thread.
-  unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+  unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
   if (at.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   server_ =
       MHD_start_daemon(flags, address.port, nullptr, nullptr, &Callbacks::answer, this,         //
@@ -130,6 +161,10 @@ StatusServer::StatusServer(const HostPort& address, Handlers handlers)
     MHD_stop_daemon(server_);
     throw Error(std::string("eventfd failed: ") + std::strerror(errno));
   }
+  worker_ = std::thread([this] {
+    set_thread_name("status pages");
+    make_pages();
+  });
   thread_ = std::thread([this] {
     set_thread_name("status http");
     run();
@@ -137,6 +172,7 @@ StatusServer::StatusServer(const HostPort& address, Handlers handlers)
 }
 
 StatusServer::~StatusServer() {
+  stop_making_pages();  // every suspended connection is resumed first, as MHD requires
   const uint64_t one = 1;
   [[maybe_unused]] const ssize_t written = ::write(stop_fd_, &one, sizeof one);
   if (thread_.joinable()) thread_.join();
@@ -159,6 +195,46 @@ void StatusServer::run() {
     MHD_run(server_);
     deadlines_.shut_overdue();
   }
+}
+
+bool StatusServer::defer(MHD_Connection* connection, Page* page) {
+  {
+    std::lock_guard lock(pages_mutex_);
+    if (pages_stopping_ || pages_.size() >= kMaxQueuedPages) return false;
+    MHD_suspend_connection(connection);
+    pages_.emplace_back(connection, page);
+  }
+  pages_changed_.notify_one();
+  return true;
+}
+
+void StatusServer::make_pages() {
+  for (;;) {
+    std::pair<MHD_Connection*, Page*> next;
+    bool stopping = false;
+    {
+      std::unique_lock lock(pages_mutex_);
+      pages_changed_.wait(lock, [&] { return pages_stopping_ || !pages_.empty(); });
+      if (pages_.empty()) return;  // stopping, and every page answered
+      next = pages_.front();
+      pages_.pop_front();
+      stopping = pages_stopping_;
+    }
+    Page& page = *next.second;
+    page.reply = stopping ? Reply{MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping\n"}
+                          : route(page.method, page.path);
+    page.made.store(true, std::memory_order_release);
+    MHD_resume_connection(next.first);  // the loop answers it with the page
+  }
+}
+
+void StatusServer::stop_making_pages() {
+  {
+    std::lock_guard lock(pages_mutex_);
+    pages_stopping_ = true;
+  }
+  pages_changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
 }
 
 StatusServer::Reply StatusServer::route(const std::string& method, const std::string& path) const {

@@ -11,12 +11,18 @@
 //
 // Idle and slow clients cost a socket, never a thread: connections are capped in all and per
 // source address, each holds at most kConnectionMemory, an idle one is closed after kIdleLimit,
-// and a request's headers must arrive within kHeaderLimit (RequestDeadlines). So /health
-// answers at once while a thousand idle or trickling connections are open.
+// and a request's headers must arrive within kHeaderLimit (RequestDeadlines). The pages that
+// read the daemon's state under its locks (/status, /metrics, traces) are made on a worker
+// thread, their connections suspended meanwhile (kMaxQueuedPages at most, then 503). So
+// /health answers at once while a thousand idle or trickling connections are open, and while
+// a /status waits for a lock.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -24,6 +30,7 @@
 #include "transport/channel.h"
 
 struct MHD_Daemon;
+struct MHD_Connection;
 
 namespace symmesh {
 
@@ -32,6 +39,7 @@ inline constexpr unsigned kMaxStatusConnectionsPerSource = 256;
 inline constexpr size_t kConnectionMemory = 16 * 1024;  // a GET's headers, and their parsing
 inline constexpr auto kIdleLimit = std::chrono::seconds(10);
 inline constexpr auto kHeaderLimit = std::chrono::seconds(10);
+inline constexpr size_t kMaxQueuedPages = 64;
 
 class StatusServer {
  public:
@@ -61,15 +69,26 @@ class StatusServer {
  private:
   struct Reply;
   struct Callbacks;  // libmicrohttpd's, with its exact signatures
+  struct Page;       // one request's page, made on the worker
 
   Reply route(const std::string& method, const std::string& path) const;
   void run();
+  // Suspends the connection and queues its page for the worker; false when the queue is full
+  // or the server is stopping (then the caller answers at once).
+  bool defer(MHD_Connection* connection, Page* page);
+  void make_pages();
+  void stop_making_pages();
 
   Handlers handlers_;
   HostPort bound_;
   MHD_Daemon* server_ = nullptr;
   int stop_fd_ = -1;  // an eventfd: written to end the loop
   RequestDeadlines deadlines_{kHeaderLimit};
+  std::mutex pages_mutex_;
+  std::condition_variable pages_changed_;
+  std::deque<std::pair<MHD_Connection*, Page*>> pages_;  // suspended, waiting for the worker
+  bool pages_stopping_ = false;
+  std::thread worker_;
   std::thread thread_;
 };
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -44,6 +45,32 @@ TEST(StatusHttp, AServerStoppedRightAfterItStartedEnds) {
            << " did not end within 60 s of the first's start";
   }
   churn.join();
+}
+
+// /status and /metrics read the daemon's state under its locks, which a slow peer may hold:
+// they are made off the event loop, so /health (and the 404s) answer while one waits.
+TEST(StatusHttp, HealthAnswersWhileAStatusPageWaitsForTheDaemon) {
+  std::promise<void> release, entered;
+  std::shared_future<void> released = release.get_future().share();
+  StatusServer::Handlers handlers;
+  handlers.health = [] { return StatusServer::Health{true, ""}; };
+  handlers.status_json = [released, &entered] {
+    entered.set_value();
+    released.wait_for(std::chrono::seconds(30));  // as a lock a slow peer holds
+    return std::string("{}");
+  };
+  StatusServer server(HostPort{"127.0.0.1", 0}, handlers);
+  auto status = std::async(std::launch::async, [&] { return get(server.url(), "/status"); });
+  ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(get(server.url(), "/health").status, 200);
+  EXPECT_EQ(get(server.url(), "/nothing").status, 404);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  release.set_value();
+  ASSERT_EQ(status.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const Fetched page = status.get();
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.body, "{}");
 }
 
 TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
