@@ -154,8 +154,13 @@ std::shared_ptr<Attachment> someone_elses(int local_rank, int& peer_end) {
 
 TEST_F(AttachUnderLoad, BytesAfterTheHandshakeAreAProtocolErrorAndThePeStaysTheProcesss) {
   auto pes = start_session();
-  auto survivor = std::async(std::launch::async, [this]() -> std::string {
+  // The survivor attaches before its partner breaks the protocol: a process attaching after
+  // its session ended would wait for the next session, not be told about this one.
+  std::promise<void> survivor_attached;
+  auto attached = survivor_attached.get_future();
+  auto survivor = std::async(std::launch::async, [this, &survivor_attached]() -> std::string {
     auto session = attach(1);
+    survivor_attached.set_value();
     try {
       session->barrier();  // its partner breaks the protocol: the session ends under it
       return "the barrier passed";
@@ -163,6 +168,7 @@ TEST_F(AttachUnderLoad, BytesAfterTheHandshakeAreAProtocolErrorAndThePeStaysTheP
       return e.what();
     }
   });
+  ASSERT_EQ(attached.wait_for(kTimeout), std::future_status::ready);
   RawAttach raw = attach_by_hand(server_.path(), 0);
   ASSERT_EQ(raw.fds.size(), 2u);
   raw.connection->write_raw("x", deadline_after(kTimeout));  // where nothing is read
