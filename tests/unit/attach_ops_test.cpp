@@ -704,6 +704,8 @@ TEST_F(AttachedOps, AFusedCallPastTheDaemonsJobMemoryIsRefusedNamingIt) {
   auto pes = start_session(1024);
   const std::vector<std::string> said = run_processes([&](Session& session, int) -> std::string {
     std::vector<float> a(m * k, 1.0f), b(k * n, 1.0f), c(m * n);
+    // Both PEs are served before the refusal ends the session (it comes before any exchange).
+    session.barrier();
     try {
       session.gemm_all_reduce(a.data(), b.data(), c.data(), m, n, k, wire::DATA_TYPE_F32);
       return "accepted";
