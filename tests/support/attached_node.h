@@ -15,6 +15,7 @@
 #include "common/errors.h"
 #include "daemon/attach/attach_server.h"
 #include "daemon/jobs/job.h"
+#include "wire/attach.pb.h"
 
 namespace symmesh {
 
@@ -133,6 +134,48 @@ class AttachedNode : public ::testing::Test {
 
   std::unique_ptr<Session> attach(int local_rank) {
     return Session::attach(server_.path(), local_rank, kTimeout);
+  }
+
+  // A process on `local_rank`, attached before this returns (a process attaching after its
+  // session ended would wait for the next session), in a barrier whose partner will break the
+  // session: what the barrier ended with.
+  std::future<std::string> survivor_in_barrier(int local_rank) {
+    auto attached = std::make_shared<std::promise<void>>();
+    auto ready = attached->get_future();
+    auto survivor = std::async(std::launch::async, [this, attached, local_rank]() -> std::string {
+      auto session = attach(local_rank);
+      attached->set_value();
+      try {
+        session->barrier();
+        return "the barrier passed";
+      } catch (const PeerError& e) {
+        return e.what();
+      }
+    });
+    if (ready.wait_for(kTimeout) != std::future_status::ready) {
+      throw Error("the survivor did not attach to local rank " + std::to_string(local_rank) +
+                  " within " + std::to_string(kTimeout.count()) + " s");
+    }
+    return survivor;
+  }
+
+  // A process attached by hand (its request, the reply, the segment and ring descriptors).
+  struct RawAttach {
+    std::unique_ptr<BlockingChannel> connection;
+    std::vector<int> fds;
+  };
+  RawAttach attach_by_hand(int local_rank) {
+    RawAttach raw{BlockingChannel::connect(LocalPath{server_.path()}, deadline_after(kTimeout)),
+                  {}};
+    wire::AttachRequest request;
+    request.set_protocol_version(attach::kAttachProtocolVersion);
+    request.set_local_rank(local_rank);
+    raw.connection->write(request, deadline_after(kTimeout));
+    wire::AttachReply reply;
+    raw.connection->read(reply, deadline_after(kTimeout));
+    EXPECT_TRUE(reply.ok()) << reply.error();
+    raw.fds = raw.connection->receive_fds(2, deadline_after(kTimeout));
+    return raw;
   }
 
   std::string directory_;

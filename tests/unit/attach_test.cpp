@@ -94,32 +94,10 @@ TEST_F(Attached, AnOldProtocolIsRefusedNamingBothVersions) {
 
 TEST_F(Attached, AProcessThatLeavesWithoutDetachingEndsTheSessionNamingItAndFreesItsPe) {
   auto pes = start_session();
-  // The survivor attaches before the other process dies: a process attaching after its
-  // session ended would wait for the next session, not be told about this one.
-  std::promise<void> survivor_attached;
-  auto attached = survivor_attached.get_future();
-  auto survivor = std::async(std::launch::async, [this, &survivor_attached]() -> std::string {
-    auto session = attach(1);
-    survivor_attached.set_value();
-    try {
-      session->barrier();  // its partner never comes: the session ends under it
-      return "the barrier passed";
-    } catch (const PeerError& e) {
-      return e.what();
-    }
-  });
-  ASSERT_EQ(attached.wait_for(kTimeout), std::future_status::ready);
+  auto survivor = survivor_in_barrier(1);
   {
     // A process that dies: attached, then its connection closes with no detach.
-    auto connection = BlockingChannel::connect(LocalPath{server_.path()}, deadline_after(kTimeout));
-    wire::AttachRequest request;
-    request.set_protocol_version(attach::kAttachProtocolVersion);
-    request.set_local_rank(0);
-    connection->write(request, deadline_after(kTimeout));
-    wire::AttachReply reply;
-    connection->read(reply, deadline_after(kTimeout));
-    ASSERT_TRUE(reply.ok()) << reply.error();
-    const std::vector<int> fds = connection->receive_fds(2, deadline_after(kTimeout));
+    auto [connection, fds] = attach_by_hand(0);
     ASSERT_EQ(fds.size(), 2u);
     // It dies once its PE serves it (dying earlier only leaves the PE waiting for another).
     void* mapped = mmap(nullptr, attach::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);

@@ -119,25 +119,6 @@ TEST_F(AttachUnderLoad, AProcessPastItsCapOfAttachesInProgressIsRefusedAtOnce) {
   EXPECT_TRUE(session) << last;
 }
 
-// A process attached by hand, then served by its PE (its ring says so).
-struct RawAttach {
-  std::unique_ptr<BlockingChannel> connection;
-  std::vector<int> fds;
-};
-
-RawAttach attach_by_hand(const std::string& path, int local_rank) {
-  RawAttach raw{BlockingChannel::connect(LocalPath{path}, deadline_after(kTimeout)), {}};
-  wire::AttachRequest request;
-  request.set_protocol_version(attach::kAttachProtocolVersion);
-  request.set_local_rank(local_rank);
-  raw.connection->write(request, deadline_after(kTimeout));
-  wire::AttachReply reply;
-  raw.connection->read(reply, deadline_after(kTimeout));
-  EXPECT_TRUE(reply.ok()) << reply.error();
-  raw.fds = raw.connection->receive_fds(2, deadline_after(kTimeout));
-  return raw;
-}
-
 // Another process's attachment of `local_rank` (its pid is init's: there, and not ours).
 std::shared_ptr<Attachment> someone_elses(int local_rank, int& peer_end) {
   int pair[2];
@@ -154,22 +135,8 @@ std::shared_ptr<Attachment> someone_elses(int local_rank, int& peer_end) {
 
 TEST_F(AttachUnderLoad, BytesAfterTheHandshakeAreAProtocolErrorAndThePeStaysTheProcesss) {
   auto pes = start_session();
-  // The survivor attaches before its partner breaks the protocol: a process attaching after
-  // its session ended would wait for the next session, not be told about this one.
-  std::promise<void> survivor_attached;
-  auto attached = survivor_attached.get_future();
-  auto survivor = std::async(std::launch::async, [this, &survivor_attached]() -> std::string {
-    auto session = attach(1);
-    survivor_attached.set_value();
-    try {
-      session->barrier();  // its partner breaks the protocol: the session ends under it
-      return "the barrier passed";
-    } catch (const PeerError& e) {
-      return e.what();
-    }
-  });
-  ASSERT_EQ(attached.wait_for(kTimeout), std::future_status::ready);
-  RawAttach raw = attach_by_hand(server_.path(), 0);
+  auto survivor = survivor_in_barrier(1);
+  RawAttach raw = attach_by_hand(0);
   ASSERT_EQ(raw.fds.size(), 2u);
   raw.connection->write_raw("x", deadline_after(kTimeout));  // where nothing is read
   ASSERT_EQ(pes[0].wait_for(kTimeout), std::future_status::ready);
