@@ -159,17 +159,7 @@ void AttachServer::accept_next() {
 
 void AttachServer::admit(asio::local::stream_protocol::socket socket) {
   const auto refuse = [&](const std::string& kind, const std::string& why) {
-    refused_(kind);
-    spdlog::warn("attach refused: {}", why);
-    wire::AttachReply reply;
-    reply.set_protocol_version(attach::kAttachProtocolVersion);
-    reply.set_error(why);
-    try {
-      BlockingChannel::adopt(socket.release(), "an attaching process")
-          ->write(reply, deadline_after(kRefusalWrite));
-    } catch (const std::exception&) {
-      // It does not read: it is closed anyway.
-    }
+    refuse_attach(*BlockingChannel::adopt(socket.release(), "an attaching process"), kind, why);
   };
   try {
     const PeerCredentials who = credentials_of(socket.native_handle());
@@ -223,20 +213,27 @@ void AttachServer::reap_every_while() {
   });
 }
 
+void AttachServer::refuse_attach(BlockingChannel& channel, const std::string& kind,
+                                 const std::string& why) {
+  refused_(kind);
+  spdlog::warn("attach refused: {}", why);
+  wire::AttachReply reply;
+  reply.set_protocol_version(attach::kAttachProtocolVersion);
+  reply.set_error(why);
+  try {
+    channel.write(reply, deadline_after(kRefusalWrite));
+  } catch (const std::exception&) {
+    // It does not read: it is closed anyway.
+  }
+}
+
 void AttachServer::answer(PeerCredentials who, std::unique_ptr<BlockingChannel> connection,
                           const wire::AttachRequest& request) {
   const Deadline deadline = deadline_after(kAttachHandshakeTimeout);
   wire::AttachReply reply;
   reply.set_protocol_version(attach::kAttachProtocolVersion);
-  // Tells the process why (when it still listens) and counts the refusal.
   const auto refuse = [&](BlockingChannel& channel, const std::string& why) {
-    refused_("bad_request");
-    spdlog::warn("attach refused: {}", why);
-    reply.set_error(why);
-    try {
-      channel.write(reply, deadline_after(kRefusalWrite));
-    } catch (const std::exception&) {
-    }
+    refuse_attach(channel, "bad_request", why);
   };
   try {
     if (request.protocol_version() != attach::kAttachProtocolVersion) {

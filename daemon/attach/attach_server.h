@@ -54,6 +54,8 @@ class AttachServer {
   // The request is in: takes the slot and answers with the segment and a fresh ring.
   void answer(PeerCredentials who, std::unique_ptr<BlockingChannel> connection,
               const wire::AttachRequest& request);
+  // Counts the refusal, logs it and tells the process why (when it still listens).
+  void refuse_attach(BlockingChannel& channel, const std::string& kind, const std::string& why);
   void reap_every_while();
 
   Node& node_;
