@@ -52,6 +52,7 @@ class Daemon {
   // Forming and serving (daemon_formation.cpp).
   void run_root();
   void run_member();
+  void pause_if_port_down(const Error& e);
   // Root: gathers every node's hello (the first time within --bootstrap-timeout, then for
   // as long as it takes), answers them with the view, connects, runs the world barrier.
   // Returns false when the daemon is stopping.

@@ -6,6 +6,7 @@
 #include "daemon/bootstrap.h"
 #include "daemon/daemon.h"
 #include "transport/auth.h"
+#include "transport/rdma.h"
 
 namespace symmesh {
 namespace {
@@ -38,10 +39,18 @@ void Daemon::run_root() {
       // (a peer that froze mid-handshake, a joiner that left, a view that could not be sent).
       if (first) throw;
       spdlog::warn("node 0: forming the cluster failed: {}; forming it again", e.what());
+      pause_if_port_down(e);
     }
     first = false;
     teardown("the cluster re-forms");
   }
+}
+
+// Forced verbs on a port without a link fails each formation at once: the next waits a while.
+void Daemon::pause_if_port_down(const Error& e) {
+  if (!dynamic_cast<const PortNotActive*>(&e)) return;
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, kMaxBackoff, [&] { return !stop_reason_.empty(); });
 }
 
 bool Daemon::form_as_root(bool first) {
@@ -197,6 +206,7 @@ void Daemon::run_member() {
       // deadline.
       if (Clock::now() >= deadline) throw;
       spdlog::warn("node {}: joining failed: {}; trying again", config_.node_rank, e.what());
+      pause_if_port_down(e);
       lost = true;
     }
     teardown(lost ? "lost the root" : "the root re-forms the cluster");

@@ -40,7 +40,10 @@ Formation::Formation(const DaemonConfig& config, Node& node, const std::string& 
     std::string why = e.what();
     if (why.rfind("verbs: ", 0) == 0) why = why.substr(7);
     if (config.transport == "verbs") {
-      throw InvalidArgument("--transport verbs: " + why + " (use --transport auto or tcp here)");
+      const std::string what = "--transport verbs: " + why + " (use --transport auto or tcp here)";
+      // A port without a link may come back: the daemon forms again later, as after any loss.
+      if (dynamic_cast<const PortNotActive*>(&e)) throw PortNotActive(what);
+      throw InvalidArgument(what);
     }
     spdlog::info("node {}: no verbs ({}); peers use tcp", config.node_rank, why);
     verbs_absent_ = why;

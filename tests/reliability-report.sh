@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One table of how symmesh holds up: the fault drills (tests/faults), the soak (bench/soak.sh:
-# mixed jobs under client kills, cancels and node kills), the bad inputs (the BadInput and port
+# One table of how symmesh holds up: the fault drills (tests/faults, and the verbs drills of the
+# soft-RoCE suite when it ran first), the soak (bench/soak.sh: mixed jobs under client kills,
+# cancels and node kills), the bad inputs (the BadInput and port
 # tests, the fuzz targets' executions when tests/fuzz/run.sh ran before), the connections
 # opened and dropped. Exits non-zero when anything that must be 0 is not, a bad input was not
 # refused, or the soak failed (a wrong result, a hung job, a node kill not survived). The
@@ -35,9 +36,10 @@ for log in build-fuzz/fuzz-artifacts/*.log; do
   fuzz_runs=$((fuzz_runs + runs))
 done
 
-python3 - "$work" "$fuzz_runs" <<'PY'
+# The verbs drills ran in the soft-RoCE suite (tests/softroce/run.sh), before this script.
+python3 - "$work" "$fuzz_runs" "$build/softroce/results/softroce.json" <<'PY'
 import json, sys
-work, fuzz_runs = sys.argv[1], int(sys.argv[2])
+work, fuzz_runs, softroce_json = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def suite(name):
     try:
         report = json.load(open(f"{work}/{name}.json"))
@@ -74,10 +76,41 @@ rejoin_ms = recorded("ARestartedNodeRejoinsWithin5SecondsWhile200IdleConnections
                      "rejoin_ms_under_200_idle", "faults")
 rejoin_in_time = rejoin_ms is not None and rejoin_ms <= 5000
 figures_ok = health_in_time and attach_in_time and rejoin_in_time
+def verbs_drills(prefix):
+    # (ran, passed) of the soft-RoCE suite's VerbsFaults tests named with `prefix`; None when
+    # the suite did not run here (skipped, or a machine without the guest).
+    try:
+        groups = json.load(open(softroce_json))["testsuites"]
+    except (OSError, ValueError, KeyError):
+        return None
+    ran = passed = 0
+    for group in groups:
+        for test in group["testsuite"]:
+            if group["name"] != "VerbsFaults" or not test["name"].startswith(prefix):
+                continue
+            if test.get("result") == "SKIPPED":
+                continue
+            ran += 1
+            passed += 0 if test.get("failures") else 1
+    return ran, passed
+verbs_kill = verbs_drills("AKilledMember")
+verbs_link = verbs_drills("ALinkThatDrops")
 faults = drills + soak.get("faults", 0) + soak.get("client_kills", 0)
 survived = drills_ok + soak.get("survived", 0) + soak.get("client_kills", 0)
+for result in (verbs_kill, verbs_link):
+    if result:
+        faults, survived = faults + result[0], survived + result[1]
+def ran_passed(result):
+    if result is None or result[0] == 0:
+        return "not run (the soft-RoCE suite did not run the drill)"
+    return f"{result[0]} / {result[1]}"
 rows = [
-    ("faults injected / survived (drills, node kills, client kills)", f"{faults} / {survived}"),
+    ("faults injected / survived (drills, verbs drills, node kills, client kills)",
+     f"{faults} / {survived}"),
+    ("verbs: a node killed mid-job / the next job verified over verbs (soft-RoCE)",
+     ran_passed(verbs_kill)),
+    ("verbs: the link dropped mid-job / failed by name, re-formed over tcp (soft-RoCE guest)",
+     ran_passed(verbs_link)),
     ("bad inputs tried / refused (tests; fuzz executions refused or harmless)",
      f"{bad + fuzz_runs} / {bad_ok + fuzz_runs}"),
     ("connections opened / leaked", f"{soak.get('opened', 0)} / {soak.get('leaked', 0)}"),

@@ -12,11 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
 #include "wire/bootstrap.pb.h"
 
 namespace symmesh {
+
+// The device is there but its port has no link (a cable pulled, a netdev set down): a state
+// that may pass, where a wrong device name or GID index is an InvalidArgument.
+class PortNotActive : public Error {
+ public:
+  using Error::Error;
+};
 
 struct VerbsDeviceOptions {
   std::string device;  // empty: the first device with an active port

@@ -28,7 +28,11 @@ cmake --build "$build" -j "$(nproc)" --target symmesh_softroce_tests symmeshd sy
   fail "building symmesh_softroce_tests"
 build=$(cd "$build" && pwd)
 start=$(date +%s)
-filter=("--gtest_filter=${SYMMESH_SOFTROCE_FILTER:-*}" "--gtest_repeat=${SYMMESH_SOFTROCE_REPEAT:-1}")
+# The outcomes, for tests/reliability-report.sh's table (the guest writes here too).
+mkdir -p "$build/softroce/results"
+rm -f "$build/softroce/results/softroce.json"
+filter=("--gtest_filter=${SYMMESH_SOFTROCE_FILTER:-*}" "--gtest_repeat=${SYMMESH_SOFTROCE_REPEAT:-1}"
+  "--gtest_output=json:$build/softroce/results/softroce.json")
 
 # True when the host has an RDMA device, or can make an rxe one (rxe-device.sh does).
 host_device() {
@@ -48,9 +52,10 @@ else
   image=$(tests/softroce/guest-image.sh "$PWD/build/softroce/image") ||
     fail "preparing the guest kernel and initramfs (tests/softroce/guest-image.sh)"
   status=0
+  # SYMMESH_LINK_DRILL: the guest is the test's own, so the link-drop drill may add and drop links.
   tests/softroce/qemu-run.sh "$image" "$build/softroce/results" -- \
-    env "TSAN_OPTIONS=${TSAN_OPTIONS:-}" tests/softroce/guest-tests.sh "$build" --gtest_brief=1 \
-    "${filter[@]}" || status=$?
+    env "TSAN_OPTIONS=${TSAN_OPTIONS:-}" SYMMESH_LINK_DRILL=1 tests/softroce/guest-tests.sh \
+    "$build" --gtest_brief=1 "${filter[@]}" || status=$?
   if [[ $status -eq 125 ]]; then
     fail "booting the QEMU guest (console: $build/softroce/results/console.log)"
   fi

@@ -75,6 +75,7 @@ VerbsDevice::VerbsDevice(const VerbsDeviceOptions& options) {
     throw Error("verbs: no RDMA device (ibv_get_device_list found none)");
   }
   std::string names;
+  std::string inactive;  // "rxe0 (PORT_DOWN)", the devices whose port 1 is not active
   for (int i = 0; i < list.count && !context_; ++i) {
     const std::string name = ibv_get_device_name(list.devices[i]);
     names += (names.empty() ? "" : ", ") + name;
@@ -83,8 +84,9 @@ VerbsDevice::VerbsDevice(const VerbsDeviceOptions& options) {
     if (!context) continue;
     ibv_device_attr device{};
     ibv_port_attr port{};
-    if (ibv_query_device(context, &device) == 0 && ibv_query_port(context, 1, &port) == 0 &&
-        port.state == IBV_PORT_ACTIVE) {
+    const bool queried =
+        ibv_query_device(context, &device) == 0 && ibv_query_port(context, 1, &port) == 0;
+    if (queried && port.state == IBV_PORT_ACTIVE) {
       context_ = context;
       name_ = name;
       port_ = 1;
@@ -96,17 +98,21 @@ VerbsDevice::VerbsDevice(const VerbsDeviceOptions& options) {
       gid_table_length_ = port.gid_tbl_len;
       ethernet_ = port.link_layer == IBV_LINK_LAYER_ETHERNET;
     } else {
-      if (!options.device.empty()) {
-        ibv_close_device(context);
-        throw InvalidArgument("--rdma-device " + name + ": port 1 is not active");
-      }
       ibv_close_device(context);
+      const std::string state = queried ? ibv_port_state_str(port.state) : "not readable";
+      if (!options.device.empty()) {
+        throw PortNotActive("--rdma-device " + name + ": port 1 is not active (" + state + ")");
+      }
+      inactive += (inactive.empty() ? "" : ", ") + name + " (" + state + ")";
     }
   }
   if (!context_) {
     if (!options.device.empty()) {
       throw InvalidArgument("--rdma-device " + options.device +
                             ": no such device (devices: " + names + ")");
+    }
+    if (!inactive.empty()) {
+      throw PortNotActive("verbs: no device with an active port 1 (not active: " + inactive + ")");
     }
     throw Error("verbs: no device with an active port 1 (devices: " + names + ")");
   }

@@ -23,8 +23,9 @@ using MemoryRegion = std::unique_ptr<ibv_mr, MrDeleter>;
 
 class VerbsDevice {
  public:
-  // Throws InvalidArgument naming the device, port or GID index that was wrong and what
-  // exists, or Error when the host has no usable device.
+  // Throws InvalidArgument naming the device or GID index that was wrong and what exists,
+  // PortNotActive when the device (or every device) has no link on port 1, or Error when the
+  // host has no usable device.
   explicit VerbsDevice(const VerbsDeviceOptions& options);
   ~VerbsDevice();
   VerbsDevice(const VerbsDevice&) = delete;

@@ -12,6 +12,7 @@
 #include "common/errors.h"
 #include "common/thread_name.h"
 #include "transport/segment_ops.h"
+#include "transport/verbs/async_events.h"
 #include "transport/verbs/device_atomics.h"
 
 namespace symmesh {
@@ -139,6 +140,7 @@ VerbsTransport::VerbsTransport(int node, int nodes, int ranks_per_node, SegmentV
   remotes_[node] =
       Remote{reinterpret_cast<uint64_t>(segment.base), segment_mr_->rkey, segment.size,
              std::min<uint64_t>(device_->max_msg_sz(), options_.bounce_bytes / 4), true};
+  make_async_events_nonblocking(*device_);
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) {
     throw Error(std::string("verbs: creating the notifier's stop descriptor (eventfd) failed: ") +
@@ -696,17 +698,45 @@ void VerbsTransport::flush_all(Deadline deadline) {
   }
 }
 
-// The node's notifier: wakes the doorbell for notifying writes and reposts their receives;
-// with progress_thread, it also drains idle PEs' send completions.
+// The device's news: a port or device failure takes every peer down (not only those connected
+// yet: nothing reaches any of them), a failed queue pair its own peer.
+void VerbsTransport::take_async_events() {
+  while (auto event = next_async_event(*device_)) {
+    switch (event->reach) {
+      case AsyncEvent::Reach::kEveryPeer:
+        spdlog::error("verbs: {}", event->what);
+        for (int peer = 0; peer < nodes_; ++peer) {
+          if (peer != node_) mark_down(peer, event->what, true);
+        }
+        break;
+      case AsyncEvent::Reach::kQueuePair:
+        if (auto it = by_qpn_.find(event->qpn); it != by_qpn_.end()) {
+          mark_down(it->second.first, event->what, false);
+        }
+        break;
+      case AsyncEvent::Reach::kNone:
+        spdlog::info("verbs: {}", event->what);
+        break;
+    }
+  }
+}
+
+// The node's notifier: wakes the doorbell for notifying writes and reposts their receives,
+// takes the device's asynchronous events, and with progress_thread drains idle PEs' send
+// completions.
 void VerbsTransport::notifier_loop() {
   for (;;) {
-    pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
+    pollfd fds[3] = {{channel_->fd, POLLIN, 0},
+                     {stop_fd_, POLLIN, 0},
+                     {device_->context()->async_fd, POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("verbs: notifier poll failed: {}", std::strerror(errno));
       return;
     }
     if (fds[1].revents & POLLIN) return;
+    if (fds[2].revents & POLLIN) take_async_events();
+    if (!(fds[0].revents & POLLIN)) continue;
     ibv_cq* cq = nullptr;
     void* context = nullptr;
     if (ibv_get_cq_event(channel_, &cq, &context) != 0) continue;

@@ -30,7 +30,9 @@
 //
 // Failures: the first failed work completion names its status, opcode, peer node and QP;
 // the peer is then marked down (the QP is never reused) and later flushed completions are
-// only counted.
+// only counted. The device's asynchronous events are read too (verbs/async_events.h): a port
+// whose link went down takes every peer down at once, naming the port, rather than leaving
+// requests to their deadline.
 #pragma once
 
 #include <array>
@@ -201,6 +203,7 @@ class VerbsTransport final : public RdmaTransport {
   void quiet_locked(PeState& pe, OperationDeadline deadline);
   // `cause`: a failed completion that is not a flush (its reason replaces a flush's).
   void mark_down(int peer, const std::string& why, bool cause);
+  void take_async_events();
   void notifier_loop();
 
   const int node_;
