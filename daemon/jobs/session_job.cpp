@@ -29,7 +29,10 @@ namespace {
 class SessionServer {
  public:
   SessionServer(Pe& pe, Attachment& attachment, uint64_t call_memory_bytes)
-      : pe_(pe), attachment_(attachment), call_memory_bytes_(call_memory_bytes), moe_(pe) {}
+      : pe_(pe),
+        attachment_(attachment),
+        call_memory_bytes_(call_memory_bytes),
+        moe_(pe, call_memory_bytes) {}
 
   // Serves until the process detaches; each call's time in `outcome`.
   PeJobOutcome serve() {

@@ -48,14 +48,51 @@ Routing staged_routing(const MoeOptions& o, uint64_t at, const attach::TokenBloc
   return routing;
 }
 
+template <class T>
+uint64_t bytes_of(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+// What a kept dispatch holds of the daemon's memory (its tokens and rows are the process's).
+uint64_t held_by(const Routing& routing, const DispatchResult& r) {
+  return bytes_of(routing.experts) + bytes_of(routing.weights) + bytes_of(r.x) +
+         bytes_of(r.topk_idx) + bytes_of(r.topk_weights) + bytes_of(r.sources) +
+         bytes_of(r.paths.recv_prefix) + bytes_of(r.paths.rdma_slot) +
+         bytes_of(r.paths.forward_prefix) + bytes_of(r.paths.nvl_slot);
+}
+
+uint64_t held_by(const LowLatencyDispatch& d) {
+  uint64_t bytes = bytes_of(d.offset) + bytes_of(d.source_pe) + bytes_of(d.source_token) +
+                   bytes_of(d.terms) + bytes_of(d.sent_record) + bytes_of(d.sent) +
+                   bytes_of(d.landed);
+  for (const auto& terms : d.terms) bytes += bytes_of(terms);
+  return bytes;  // x's storage is the buffer's, taken back at combine
+}
+
 }  // namespace
 
-void SessionMoe::check_handle_room() const {
-  const size_t held = handles_.size() + low_latency_handles_.size();
-  if (held >= kMaxDispatchHandles) {
-    throw InvalidArgument(std::to_string(held) +
+SessionMoe::SessionMoe(Pe& pe, uint64_t memory_bytes)
+    : pe_(pe),
+      most_held_(memory_bytes ? std::min(memory_bytes, attach::kMaxStagingBytes)
+                              : attach::kMaxStagingBytes) {}
+
+void SessionMoe::check_handle_room(int64_t tokens, int topk) const {
+  const size_t handles = handles_.size() + low_latency_handles_.size();
+  if (handles >= kMaxDispatchHandles) {
+    throw InvalidArgument(std::to_string(handles) +
                           " dispatch handles are held: release some (allowed " +
                           std::to_string(kMaxDispatchHandles) + " at once)");
+  }
+  const uint64_t routing = uint64_t(tokens) * uint64_t(topk) * (sizeof(int32_t) + sizeof(float));
+  if (held_ + routing > most_held_) {
+    throw InvalidArgument(
+        "a dispatch of " + std::to_string(tokens) + " tokens x top-" + std::to_string(topk) +
+        " keeps " + std::to_string(routing) + " bytes of routing, and the " +
+        std::to_string(handles) + " dispatch handles held already keep " + std::to_string(held_) +
+        ": allowed up to " + std::to_string(most_held_) + " bytes for a session's handles" +
+        (most_held_ < attach::kMaxStagingBytes ? " (this daemon's --job-memory over its PEs)"
+                                               : "") +
+        "; release handles you are done with");
   }
 }
 
@@ -71,7 +108,7 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   o.topk = int(bounded("topk", r.args[1], kMaxMoeTopk));
   o.experts = int(bounded("experts", r.args[2], kMaxMoeExperts));
   validate(o, pe_.node().nodes(), pe_.node().ranks_per_node());
-  check_handle_room();
+  check_handle_room(o.tokens, o.topk);
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
   const StagedBlocks blocks(r, in.end);
@@ -106,7 +143,9 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   result.topk_idx = {};
   result.topk_weights = {};
   const uint64_t handle = next_handle_++;
-  handles_.emplace(handle, Kept{o, std::move(routing), std::move(result)});
+  const uint64_t bytes = held_by(routing, result);
+  handles_.emplace(handle, Kept{o, std::move(routing), std::move(result), bytes});
+  held_ += bytes;
   return Dispatched{handle, received};
 }
 
@@ -224,7 +263,7 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   o.topk = int(bounded("topk", r.args[1], kMaxMoeTopk));
   o.experts = int(bounded("experts", r.args[2], kMaxMoeExperts));
   const int64_t max_tokens = bounded("max_tokens", r.args[3], kMaxLowLatencyTokens);
-  check_handle_room();
+  check_handle_room(o.tokens, o.topk);
   // This PE's own inputs are checked before the buffer, which may be made collectively.
   const size_t element = dtype_size(o.x_dtype);
   const auto in = attach::token_block(r.count, r.args[0], r.args[1], element);
@@ -255,7 +294,9 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   for (int e = 0; e < local; ++e) counts[e] = d.count(e);
   const uint64_t handle = next_handle_++;
   const uint64_t received = uint64_t(d.received());
-  low_latency_handles_.emplace(handle, LowLatencyKept{std::move(d), low_latency_buffers_});
+  const uint64_t bytes = held_by(d);
+  low_latency_handles_.emplace(handle, LowLatencyKept{std::move(d), low_latency_buffers_, bytes});
+  held_ += bytes;
   return Dispatched{handle, received};
 }
 
@@ -298,10 +339,11 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
 void SessionMoe::release(uint64_t handle) {
   if (const auto it = low_latency_handles_.find(handle); it != low_latency_handles_.end()) {
     if (it->second.buffer == low_latency_buffers_) low_latency_->release(it->second.dispatch);
+    held_ -= it->second.bytes;
     low_latency_handles_.erase(it);
     return;
   }
-  kept(handle);
+  held_ -= kept(handle).bytes;
   handles_.erase(handle);
 }
 

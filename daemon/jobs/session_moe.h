@@ -25,7 +25,9 @@ inline constexpr size_t kMaxDispatchHandles = 256;
 
 class SessionMoe {
  public:
-  explicit SessionMoe(Pe& pe) : pe_(pe) {}
+  // `memory_bytes`: the most the dispatch handles a process holds may make the daemon keep (this
+  // PE's share of --job-memory; 0: the staging area's cap).
+  SessionMoe(Pe& pe, uint64_t memory_bytes);
 
   struct Dispatched {
     uint64_t handle;
@@ -54,6 +56,7 @@ class SessionMoe {
     MoeOptions options;
     Routing routing;
     DispatchResult result;  // without its tokens (the process has them)
+    uint64_t bytes = 0;     // what it holds of the daemon's memory
   };
   const Kept& kept(uint64_t handle) const;
   // A call's large tensor (`what`), `bytes` at `place`: in the staging area at `staged`, or on
@@ -74,11 +77,15 @@ class SessionMoe {
   // `bytes`), apart from its `rows_bytes` of rows.
   std::byte* output_at(const attach::Request& r, attach::StagingArea& staging, uint64_t staged,
                        uint64_t bytes, uint64_t rows_bytes, size_t element);
-  void check_handle_room() const;
+  // Refuses a dispatch of `tokens` x `topk` when the handles held, or the routing it keeps,
+  // would pass the handles' memory (the rest of what it keeps is counted once it is made).
+  void check_handle_room(int64_t tokens, int topk) const;
   // The session's low-latency buffer for `shape`, made again (collectively) when it differs.
   LowLatencyBuffer& low_latency_buffer(const LowLatencyShape& shape);
 
   Pe& pe_;
+  const uint64_t most_held_;  // bytes the handles may hold
+  uint64_t held_ = 0;
   std::map<uint64_t, Kept> handles_;
   std::unique_ptr<LowLatencyBuffer> low_latency_;
   uint64_t low_latency_buffers_ = 0;  // made so far: the current one's number
@@ -87,6 +94,7 @@ class SessionMoe {
   struct LowLatencyKept {
     LowLatencyDispatch dispatch;
     uint64_t buffer;
+    uint64_t bytes;
   };
   std::map<uint64_t, LowLatencyKept> low_latency_handles_;
   uint64_t next_handle_ = 1;

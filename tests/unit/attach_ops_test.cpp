@@ -719,6 +719,42 @@ TEST_F(AttachedOps, AFusedCallPastTheDaemonsJobMemoryIsRefusedNamingIt) {
   serves_the_next_session();
 }
 
+// The dispatch handles a process holds keep their routing and paths in the daemon: together
+// bounded by the same share of --job-memory. Released handles give their bytes back; holding
+// them past it refuses the next dispatch naming the flag.
+TEST_F(AttachedOps, DispatchHandlesHeldPastTheDaemonsJobMemoryAreRefusedNamingIt) {
+  auto pes = start_session(2048);
+  const MoeInputs in_0 = moe_inputs(0), in_1 = moe_inputs(1);
+  const std::vector<std::string> said = run_processes([&](Session& session, int pe) -> std::string {
+    const MoeInputs& in = pe == 0 ? in_0 : in_1;
+    std::vector<float> recv_x, recv_weights;
+    std::vector<int64_t> recv_idx;
+    auto dispatch = [&] {
+      return session.dispatch(
+          in.x.data(), in.idx.data(), in.weights.data(), kTokens, kHidden, kTopk, kExperts,
+          wire::DATA_TYPE_F32, [&](int64_t received) {
+            recv_x.resize(received * kHidden);
+            recv_idx.resize(received * kTopk);
+            recv_weights.resize(received * kTopk);
+            return DispatchOutputs{recv_x.data(), recv_idx.data(), recv_weights.data()};
+          });
+    };
+    for (int i = 0; i < 40; ++i) dispatch();  // each released at once: far past 2048 bytes in all
+    std::vector<std::shared_ptr<DispatchHandle>> held;
+    try {
+      for (int i = 0; i < 100; ++i) held.push_back(dispatch());
+      return "100 handles held";
+    } catch (const std::exception& e) {
+      if (held.empty()) return "refused with nothing held: " + std::string(e.what());
+      return e.what();
+    }
+  });
+  expect_named_or_aborted(said, "bytes for a session's handles (this daemon's --job-memory");
+  expect_named_or_aborted(endings(pes), "release handles you are done with");
+  node_.reset_between_jobs();
+  serves_the_next_session();
+}
+
 TEST_F(AttachedOps, TheFusedOpsMatchAPlainMatmul) {
   constexpr int64_t m = 6, n = 8, k = 16;
   auto pes = start_session();
