@@ -8,6 +8,7 @@
 
 #include "common/streaming_copy.h"
 #include "common/trace.h"
+#include "ops/moe/record_counts.h"
 #include "ops/pe_stats.h"
 #include "ops/roles/comm_port.h"
 #include "ops/roles/roles.h"
@@ -44,21 +45,6 @@ std::vector<int64_t> prefix_rows(const uint64_t* counts, int rows, int columns) 
       running += int64_t(counts[size_t(r) * columns + c]);
     }
     out[size_t(r) * (columns + 1) + columns] = running;
-  }
-  return out;
-}
-
-// Counts of records that daemons wrote into a PE's shared heap, copied out once and checked
-// there: attached processes map the heap, so a count is not trusted to size or index anything
-// until it is a count a PE can send (at most its tokens, to a PE or a node in a channel).
-std::vector<uint64_t> checked_counts(const uint64_t* counts, size_t size, const std::string& what) {
-  std::vector<uint64_t> out(counts, counts + size);
-  for (size_t i = 0; i < size; ++i) {
-    if (out[i] > uint64_t(kMaxMoeTokens)) {
-      throw PeerError(what + ": count " + std::to_string(out[i]) + " at " + std::to_string(i) +
-                      " is more than a PE sends (at most " + std::to_string(kMaxMoeTokens) +
-                      " tokens): its shared heap was written by something other than a daemon");
-    }
   }
   return out;
 }
@@ -152,10 +138,10 @@ class Dispatcher {
                           "dispatch notify: counts from every node");
     // From here on the counts are the copies, checked: this PE's own rows must be what it
     // sent itself.
-    const std::vector<uint64_t> pe_counts =
-        checked_counts(notify_pe_, pe_words, "dispatch notify: the counts from every PE");
-    node_counts_ =
-        checked_counts(notify_node_, node_words, "dispatch notify: the counts from every node");
+    const std::vector<uint64_t> pe_counts = checked_counts(
+        notify_pe_, pe_words, channels_, "dispatch notify: the counts from every PE");
+    node_counts_ = checked_counts(notify_node_, node_words, channels_,
+                                  "dispatch notify: the counts from every node");
     const auto own_pe = pe_counts.begin() + std::ptrdiff_t(size_t(me_) * channels_);
     const auto own_node = node_counts_.begin() + std::ptrdiff_t(size_t(my_node_) * to_node.size());
     if (!std::equal(own_pe, own_pe + channels_, to_pe.begin() + std::ptrdiff_t(me_ * channels_)) ||
@@ -240,9 +226,10 @@ class Dispatcher {
     local_prefix_.resize(ranks_);
     for (int j = 0; j < ranks_; ++j) {
       const auto* counts = static_cast<const uint64_t*>(pe_.ptr(notify_pe_, my_node_ * ranks_ + j));
-      local_prefix_[j] = prefix_rows(
-          checked_counts(counts, size_t(n_) * channels_, "dispatch: a node peer's counts").data(),
-          n_, channels_);
+      local_prefix_[j] = prefix_rows(checked_counts(counts, size_t(n_) * channels_, channels_,
+                                                    "dispatch: a node peer's counts")
+                                         .data(),
+                                     n_, channels_);
     }
   }
 

@@ -71,6 +71,7 @@ LowLatencyBuffer::LowLatencyBuffer(Pe& pe, const LowLatencyShape& shape)
       symmetric_zeroed(pe, 4 * size_t(nodes_) * sizeof(uint64_t), "low-latency signals", kShrink));
   staging_.resize(tokens * std::max(header_bytes_, row_bytes()));
   pieces_.reserve(2 * tokens);
+  packed_tokens_.reserve(tokens);
   barrier_all(pe);  // no PE signals a peer before the peer has cleared its signals
 }
 
@@ -118,10 +119,11 @@ void LowLatencyBuffer::wait_for(const uint64_t* word, uint64_t sequence, int pee
 }
 
 size_t LowLatencyBuffer::pack_headers(const Routing& routing, int node, std::byte* headers,
-                                      size_t stride, LowLatencyDispatch& d) const {
+                                      size_t stride, LowLatencyDispatch& d) {
   const int topk = shape_.topk, first = node * ranks_ * local_experts();
   const int last = first + ranks_ * local_experts();
   size_t count = 0;
+  packed_tokens_.clear();
   for (int64_t t = 0; t < routing.tokens; ++t) {
     bool here = false;
     for (int k = 0; k < topk; ++k) {
@@ -130,6 +132,7 @@ size_t LowLatencyBuffer::pack_headers(const Routing& routing, int node, std::byt
     }
     if (!here) continue;
     d.sent_record[size_t(t) * nodes_ + node] = int64_t(count);
+    packed_tokens_.push_back(t);
     std::byte* at = headers + count++ * stride;
     std::memset(at, 0, header_bytes_);
     std::memcpy(at, &t, sizeof t);
@@ -186,16 +189,15 @@ LowLatencyDispatch LowLatencyBuffer::dispatch(const void* x, const Routing& rout
     const uint64_t value = (sequence << kCountBits) | count;
     if (own) {
       for (size_t r = 0; r < count; ++r) {
-        std::byte* at = headers + r * record;
-        std::memcpy(at + header_bytes_, tokens + size_t(header_token(at)) * row, row);
+        std::memcpy(headers + r * record + header_bytes_, tokens + size_t(packed_tokens_[r]) * row,
+                    row);
       }
       pe_.signal_set(dispatch_signal(half, my_node), value, me);
     } else {
       pieces_.clear();
       for (size_t r = 0; r < count; ++r) {
-        const std::byte* at = headers + r * stride;
-        pieces_.push_back({at, header_bytes_});
-        pieces_.push_back({tokens + size_t(header_token(at)) * row, row});
+        pieces_.push_back({headers + r * stride, header_bytes_});
+        pieces_.push_back({tokens + size_t(packed_tokens_[r]) * row, row});
       }
       pe_.put_signal(dispatch_block(half, my_node), pieces_, dispatch_signal(half, my_node), value,
                      SignalOp::kSet, landing_pe(node, me));

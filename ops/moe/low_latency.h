@@ -156,9 +156,12 @@ class LowLatencyBuffer {
   uint64_t landed(const uint64_t* word, int source) const;
   void wait_for(const uint64_t* word, uint64_t sequence, int peer, const char* what);
   // Writes the header of each record `routing` sends `node` (one per token with an expert
-  // there), the i-th at headers + i * stride, and notes the records in `d`; returns the count.
+  // there), the i-th at headers + i * stride, notes the records in `d` and their tokens in
+  // packed_tokens_; returns the count. The rows are taken by packed_tokens_, never by a
+  // header read back: this node's headers lie in the segment, where an attached process can
+  // change them before the rows are copied.
   size_t pack_headers(const Routing& routing, int node, std::byte* headers, size_t stride,
-                      LowLatencyDispatch& d) const;
+                      LowLatencyDispatch& d);
   // What a PE lends its node's landing PEs for one combine: its expert rows, and its handle's
   // terms saying which rows belong to which records.
   struct LentExperts {
@@ -184,6 +187,7 @@ class LowLatencyBuffer {
   uint64_t* signals_ = nullptr;           // dispatch [half][node], combine [half][node]
   std::vector<std::byte> staging_;        // one node's record headers, or one source's rows
   std::vector<PutPiece> pieces_;          // a put of records: each header, then its token's row
+  std::vector<int64_t> packed_tokens_;    // the token of each record pack_headers wrote
   std::vector<std::byte> spare_x_[2];     // each half's x storage while no dispatch holds it
   uint64_t sequence_ = 0;                 // dispatches made
   bool live_[2] = {false, false};         // a half's dispatch not yet combined

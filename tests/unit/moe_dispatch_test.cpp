@@ -11,7 +11,10 @@
 
 #include <mutex>
 
+#include "api/op_limits.h"
+#include "common/errors.h"
 #include "common/streaming_copy.h"
+#include "ops/moe/record_counts.h"
 #include "tests/support/local_cluster.h"
 
 namespace symmesh {
@@ -246,6 +249,29 @@ TEST(MoeDispatch, InputsOfTheWrongSizeAreRefused) {
     }
   });
   EXPECT_NE(message.find("token values"), std::string::npos) << message;
+}
+
+// The counts a PE reads from its shared heap: each is at most a PE's tokens, and so is each
+// run of a channel's counts from one PE; an attached process that scribbled them (each count
+// allowed, their sum not, or a count that would wrap the sum) is named before they size
+// anything.
+TEST(MoeDispatch, RecordCountsFromTheSharedHeapAreCheckedPerSourceOverItsChannels) {
+  const uint64_t most = uint64_t(kMaxMoeTokens);
+  const std::vector<uint64_t> fine = {most / 2, most / 2, most, 0};
+  EXPECT_EQ(checked_counts(fine.data(), fine.size(), 2, "counts"), fine);
+  for (const std::vector<uint64_t>& scribbled :
+       {std::vector<uint64_t>{1, 1, most, 1}, std::vector<uint64_t>{most + 1, 0, 0, 0},
+        std::vector<uint64_t>{0, 0, UINT64_MAX, 2}}) {
+    try {
+      checked_counts(scribbled.data(), scribbled.size(), 2, "dispatch notify");
+      ADD_FAILURE() << "accepted counts adding up past " << most;
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("dispatch notify: counts "), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("add up to more than a PE sends"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
