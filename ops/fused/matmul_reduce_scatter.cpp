@@ -3,11 +3,12 @@
 // Every PE computes the tiles of all ranks' row bands of A_i x B, `comm_interval` tiles per
 // destination rank per round. Tiles for this PE go straight into D; tiles for rank t go into
 // slot [stage][t] of a symmetric workspace of `stages` stages (round g uses stage g % stages).
-// When a round is computed, the comm thread hands it over: pull, the owner reads its slot from
-// every producer's workspace (RDMA READ / tcp get); push, the producer writes it into the
-// owner's inbox. The owner adds the partials into D in rank order (fixed, so bitwise
-// deterministic) and tells the producer it is done with that stage use; a producer waits for
-// that before it overwrites the stage. Stage flags hold epochs (the count of uses of the
+// The compute threads take a round's items (a destination rank's tile) in turn, dealt on from
+// where the last round stopped. When a round is computed, the comm thread hands it over: pull, the
+// owner reads its slot from every producer's workspace (RDMA READ / tcp get); push, the producer
+// writes it into the owner's inbox. The owner adds the partials into D in rank order (fixed, so
+// bitwise deterministic) and tells the producer it is done with that stage use; a producer waits
+// for that before it overwrites the stage. Stage flags hold epochs (the count of uses of the
 // stage), so they never need resetting between runs.
 //
 // Cost per PE: M*N*K*2 flops; (n-1)/n * M*N*4 bytes received (f32 partials, edge tiles sent
@@ -101,9 +102,14 @@ class MatmulReduceScatter final : public FusedOperator {
       } else {
         stage_pushed_[stage].wait_at_least(epoch - 1, pe_, "stage pushed");
       }
+      // The items are dealt to the threads in one sequence over the rounds, so a round with
+      // fewer items than threads leaves none idle: the next round starts where it stopped.
       const int64_t count = round_tiles(round);
       const int64_t items = n_ * count;
-      for (int64_t item = thread; item < items; item += o_.compute_threads) {
+      const int64_t threads = o_.compute_threads;
+      const int64_t before = round * n_ * o_.comm_interval;  // the earlier rounds are all full
+      for (int64_t item = ((thread - before) % threads + threads) % threads; item < items;
+           item += threads) {
         const int target = (me_ + 1 + int(item / count)) % n_;  // this PE's own tiles last
         const int64_t in_round = item % count;
         const Tile tile = grid(target).tile(round * o_.comm_interval + in_round);

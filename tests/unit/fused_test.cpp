@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 
 #include "common/streaming_copy.h"
+#include "common/trace.h"
 #include "ops/fused/runner.h"
 #include "tests/support/local_cluster.h"
 
@@ -138,6 +140,42 @@ TEST(FusedThreads, SeveralComputeAndCommThreads) {
       expect_correct(run_job(cluster, job), std::string(fused_op_name(op)) + " compute " +
                                                 std::to_string(compute) + " comm " +
                                                 std::to_string(comm));
+    }
+  }
+}
+
+// More compute threads than a round of matmul-reduce-scatter has tiles (2 PEs x 2 tiles a
+// round, 7 threads): the rounds deal their tiles on where the last stopped, so every thread
+// computes some, as each thread's track of the trace shows.
+TEST(FusedThreads, EveryComputeThreadComputesTilesWhenARoundHasFewerTilesThanThreads) {
+  constexpr int kThreads = 7;
+  LocalCluster cluster(cluster_options({2, 1}));
+  FusedJob job = small_job(FusedOp::kMatmulReduceScatter, DType::kBF16);
+  job.mode = FusedMode::kFused;
+  job.iters = 1;
+  job.options.compute_threads = kThreads;
+  ASSERT_LT(cluster.n_pes() * job.options.comm_interval, kThreads);
+  Gemm gemm;
+  std::mutex mutex;
+  std::vector<std::map<std::string, int>> tiles(cluster.n_pes());
+  std::vector<FusedReport> reports(cluster.n_pes());
+  cluster.run([&](Pe& pe) {
+    trace::Recorder recorder;
+    {
+      const trace::ThreadBinding bound({&recorder, pe.my_pe()}, "main");
+      reports[pe.my_pe()] = run_fused_job(pe, gemm, job);
+    }
+    std::lock_guard lock(mutex);
+    for (const trace::ThreadTrace& thread : recorder.threads()) {
+      for (const trace::Span& span : thread.spans) {
+        if (std::string(span.name) == "gemm tile") ++tiles[pe.my_pe()][thread.name];
+      }
+    }
+  });
+  for (int pe = 0; pe < cluster.n_pes(); ++pe) {
+    expect_correct(reports[pe], "PE " + std::to_string(pe));
+    for (int i = 0; i < kThreads; ++i) {
+      EXPECT_GT(tiles[pe]["compute " + std::to_string(i)], 0) << "PE " << pe << " compute " << i;
     }
   }
 }
