@@ -34,6 +34,16 @@ void print_status(const wire::StatusReply& status, bool json) {
       format_bytes(status.heap_size()).c_str(), format_bytes(status.heap_job_peak()).c_str(),
       static_cast<unsigned long long>(status.jobs_run()),
       static_cast<unsigned long long>(status.jobs_failed()), status.jobs_queued());
+  const wire::CpuStatus& cpus = status.cpus();
+  char quota[48] = "no cgroup quota";
+  if (cpus.cgroup_quota() > 0)
+    std::snprintf(quota, sizeof(quota), "cgroup quota %.1f", cpus.cgroup_quota());
+  std::printf(
+      "CPUs: %u%s (affinity %s, %s, %u NUMA node%s); fused operators default to %u "
+      "compute + %u comm threads per PE; %s\n",
+      cpus.usable(), cpus.from_flag() ? " (--cpus)" : "", cpus.allowed().c_str(), quota,
+      cpus.numa_nodes(), cpus.numa_nodes() == 1 ? "" : "s", cpus.fused_compute_threads(),
+      cpus.fused_comm_threads(), cpus.placement().c_str());
   std::printf("%-5s %-8s %-20s %-22s %-6s %s\n", "NODE", "STATE", "HOST", "CONTROL", "RANKS",
               "STATUS");
   for (const auto& node : status.node()) {

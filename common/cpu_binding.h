@@ -24,14 +24,24 @@ class CpuPlacement {
  public:
   CpuPlacement() = default;  // binds nothing
   CpuPlacement(std::vector<int> allowed, int node_rank, int ranks_per_node);
+  // On a host of several NUMA nodes (each given by its CPUs): each PE's threads, its helpers
+  // included, run on one node's CPUs, so the heap pages a PE touches first are its node's.
+  // A daemon's PEs take the nodes in blocks; a daemon with fewer PEs than nodes starts at the
+  // node its rank gives, so single-PE daemons of one host spread. One node: nothing placed.
+  static CpuPlacement by_numa_node(const std::vector<std::vector<int>>& numa, int node_rank,
+                                   int ranks_per_node);
 
+  // The one CPU `local` is bound to, or none (unbound, or placed on a NUMA node's CPUs).
   std::optional<int> cpu_of(int local) const;
+  // The CPUs `local`'s threads run on; empty: wherever the scheduler puts them.
+  std::vector<int> cpus_of(int local) const;
   // One line for the log: "PEs bound to CPUs 0,1" or why they are not.
   std::string describe() const;
 
  private:
   std::vector<int> allowed_;
-  std::vector<int> pe_cpus_;  // empty: unbound
+  std::vector<std::vector<int>> pe_cpus_;  // empty: unbound
+  bool numa_ = false;
 };
 
 // Binds the calling thread to `cpu` for this object's life (the thread's mask comes back
@@ -39,6 +49,8 @@ class CpuPlacement {
 class ScopedCpuBinding {
  public:
   explicit ScopedCpuBinding(std::optional<int> cpu);
+  // Several CPUs (a NUMA node's): the threads this one starts run there too. One: as above.
+  explicit ScopedCpuBinding(const std::vector<int>& cpus);
   ~ScopedCpuBinding();
   ScopedCpuBinding(const ScopedCpuBinding&) = delete;
   ScopedCpuBinding& operator=(const ScopedCpuBinding&) = delete;

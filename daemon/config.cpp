@@ -163,6 +163,11 @@ std::map<std::string, Key> keys() {
           }
           c.cpu_bind = v;
         }}},
+      {"cpus",
+       {"CPUs this daemon's jobs are sized for (default: what the machine gives it: its "
+        "affinity mask, capped by its cgroup's CPU quota); the fused operators' default "
+        "threads split them over the PEs. Give each daemon its share when several share a host",
+        [](DaemonConfig& c, const std::string& v) { c.cpus = parse_int(v, "--cpus", 1, 4096); }}},
       {"log-level",
        {"trace, debug, info, warn or error",
         [](DaemonConfig& c, const std::string& v) {

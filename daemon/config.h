@@ -43,6 +43,7 @@ struct DaemonConfig {
   int rdma_gid_index = -1;            // -1: chosen automatically (a RoCE v2 IPv4-mapped GID)
   std::string verbs_progress = "pe";  // who drains send completions: pe or thread
   std::string cpu_bind = "none";      // none, or core (each PE thread bound to one CPU)
+  int cpus = 0;                       // CPUs jobs are sized for; 0: from the machine
 };
 
 // Parses argv. Returns nullopt after printing --help. Throws InvalidArgument naming the

@@ -100,10 +100,17 @@ void Daemon::start() {
   secret_ = read_secret_file(config_.secret_file);
   data_dir_ = prepare_data_dir(config_.data_dir.empty() ? default_data_dir() : config_.data_dir);
   job_memory_ = config_.job_memory ? config_.job_memory : default_job_memory();
+  cpu_budget_ = read_cpu_budget(allowed_cpus(), config_.cpus);
+  const FusedThreads threads = default_fused_threads(cpu_budget_.usable, config_.ranks_per_node);
+  spdlog::log(cpu_budget_.oversubscribed() ? spdlog::level::warn : spdlog::level::info,
+              "node {}: {}; fused operators default to {} compute + {} comm threads per PE",
+              config_.node_rank, cpu_budget_.describe(), threads.compute, threads.comm);
   if (config_.cpu_bind == "core") {
-    cpus_ = CpuPlacement(allowed_cpus(), config_.node_rank, config_.ranks_per_node);
-    spdlog::info("node {}: {}", config_.node_rank, cpus_.describe());
+    cpus_ = CpuPlacement(cpu_budget_.allowed, config_.node_rank, config_.ranks_per_node);
+  } else {
+    cpus_ = CpuPlacement::by_numa_node(cpu_budget_.numa, config_.node_rank, config_.ranks_per_node);
   }
+  spdlog::info("node {}: {}", config_.node_rank, cpus_.describe());
   NodeConfig node_config;
   node_config.node_rank = config_.node_rank;
   node_config.nodes = config_.nodes;

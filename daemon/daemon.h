@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/cpu_binding.h"
+#include "common/cpu_budget.h"
 #include "common/progress.h"
 #include "daemon/attach/attach_server.h"
 #include "daemon/config.h"
@@ -122,7 +123,8 @@ class Daemon {
   std::string secret_;
   std::string data_dir_;  // canonical
   uint64_t job_memory_ = 0;
-  CpuPlacement cpus_;  // where the job's PE threads run (--cpu-bind)
+  CpuBudget cpu_budget_;  // the CPUs jobs are sized for (--cpus, or the machine's)
+  CpuPlacement cpus_;     // where the job's PE threads run (--cpu-bind, NUMA nodes)
   Clock::time_point started_;
   double started_unix_s_;
   // Grows with every start (the start time in microseconds): peers fence an old one by it.

@@ -348,8 +348,11 @@ void Daemon::adopt(const wire::ClusterView& view,
     std::lock_guard lock(links_mutex_);
     links_ = std::move(links);
     agent_ = std::make_unique<NodeAgent>(
-        *node_, metrics_, JobLimits{data_dir_, job_memory_, cpus_}, progress_,
-        [this](Deadline deadline) { formation_->flush_all(deadline); }, std::move(reporter));
+        *node_, metrics_,
+        JobLimits{data_dir_, job_memory_, cpus_,
+                  default_fused_threads(cpu_budget_.usable, config_.ranks_per_node)},
+        progress_, [this](Deadline deadline) { formation_->flush_all(deadline); },
+        std::move(reporter));
   }
   formation_->on_refused([this](const std::string& kind) { metrics_.error(kind); });
   formation_->on_peer_down([this, epoch](int peer, const std::string& why) {

@@ -104,6 +104,15 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
     if (spec.has_session()) {  // a session's calls are sized by its processes, as they come
       spec.mutable_session()->set_call_memory_bytes(limits_.job_memory /
                                                     uint64_t(node_.ranks_per_node()));
+      spec.mutable_session()->set_compute_threads(uint32_t(limits_.fused_threads.compute));
+      spec.mutable_session()->set_comm_threads(uint32_t(limits_.fused_threads.comm));
+    }
+    if (spec.has_matmul()) {  // threads the job leaves to the daemon: this node's split
+      wire::MatmulJob& matmul = *spec.mutable_matmul();
+      if (!matmul.compute_threads()) {
+        matmul.set_compute_threads(uint32_t(limits_.fused_threads.compute));
+      }
+      if (!matmul.comm_threads()) matmul.set_comm_threads(uint32_t(limits_.fused_threads.comm));
     }
   } catch (const std::exception&) {
     metrics_.error("bad_request");
@@ -129,11 +138,11 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
       const int global = node_.rank() * ranks + local;
       const trace::ThreadBinding traced({recorder ? &*recorder : nullptr, global}, "main");
       const progress::Binding counted(global == 0 ? &progress_ : nullptr);
-      const std::optional<int> cpu = limits_.cpus.cpu_of(local);
-      const ScopedCpuBinding bound(cpu);
-      if (cpu && !bound.bound()) {
-        spdlog::warn("node {}: PE {} runs unbound: CPU {} is no longer the daemon's to use",
-                     node_.rank(), global, *cpu);
+      const std::vector<int> cpus = limits_.cpus.cpus_of(local);
+      const ScopedCpuBinding bound(cpus);
+      if (!cpus.empty() && !bound.bound()) {
+        spdlog::warn("node {}: PE {} runs unbound: CPUs {} are no longer the daemon's to use",
+                     node_.rank(), global, cpu_list_text(cpus));
       }
       try {
         Pe pe(node_, local);

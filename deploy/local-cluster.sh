@@ -10,6 +10,7 @@
 #     SYMMESH_STATUS_URL=... (node 0's HTTP status endpoint) and SYMMESH_DATA_DIR=... (where
 #     jobs' --inputs and --output files go) as export lines to eval.
 #     Flags after `--` go to every symmeshd as they are (for example -- --verbs-progress thread).
+#     Each daemon gets --cpus (this host's CPUs over the nodes) unless those flags give one.
 #     --netns (root only): each daemon in its own network namespace, so the nodes are separate
 #     hosts to the kernel: node i is 10.213.S.(i+1) on a bridge that lives in a namespace of
 #     its own, and this host reaches them as 10.213.S.254 through one more veth pair (S: the
@@ -129,6 +130,9 @@ case "$cmd" in
       netns_up "$dir"
     fi
     bootstrap="$(address_of 0):$((base_port + nodes))"
+    # The daemons share this host's CPUs: each sizes its jobs for its share, unless told.
+    cpus_flags=(--cpus "$(( $(nproc) / nodes > 0 ? $(nproc) / nodes : 1 ))")
+    [[ " ${daemon_flags[*]} " == *" --cpus "* ]] && cpus_flags=()
     for ((i = 0; i < nodes; i++)); do
       status_flags=()  # reachable from this host, not only inside the namespace
       [[ $netns == 1 ]] && status_flags=(--status-addr "$(address_of "$i"):0")
@@ -136,7 +140,8 @@ case "$cmd" in
       $(runner_of "$i") "$bin/symmeshd" --node-rank "$i" --nodes "$nodes" --ranks-per-node "$ranks" \
         --bootstrap "$bootstrap" --listen "$(address_of "$i")" --control-port "$((base_port + i))" \
         --transport "$transport" --heap-size "$heap_size" --secret-file "$secret" \
-        --data-dir "$dir/data" --bootstrap-timeout "${ready_timeout}s" "${status_flags[@]}" "${daemon_flags[@]}" \
+        --data-dir "$dir/data" --bootstrap-timeout "${ready_timeout}s" "${status_flags[@]}" "${cpus_flags[@]}" \
+        "${daemon_flags[@]}" \
         >"$dir/node-$i.log" 2>&1 &
       echo $! >"$dir/node-$i.pid"
     done

@@ -22,6 +22,8 @@ void add_matmul_json(const wire::JobResult& result, nlohmann::json& out) {
   out["tolerance"] = result.verify_requested() ? nlohmann::json(f.tolerance()) : absent;
   out["deterministic"] = f.deterministic();
   out["compute_s"] = f.compute_s();
+  out["compute_threads"] = f.compute_threads();
+  out["comm_threads"] = f.comm_threads();
   out["comm_s"] = f.comm_s();
   out["comm_cpu_s"] = f.comm_cpu_s();
   out["sequential_s"] = f.sequential_s();
@@ -118,6 +120,15 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                      {"epoch", status.epoch()},
                      {"attach_socket", status.attach_socket()},
                      {"attached_pids", status.attached_pids()}};
+  const wire::CpuStatus& cpus = status.cpus();
+  out["cpus"] = {{"usable", cpus.usable()},
+                 {"allowed", cpus.allowed()},
+                 {"cgroup_quota", cpus.cgroup_quota()},
+                 {"numa_nodes", cpus.numa_nodes()},
+                 {"from_flag", cpus.from_flag()},
+                 {"fused_compute_threads", cpus.fused_compute_threads()},
+                 {"fused_comm_threads", cpus.fused_comm_threads()},
+                 {"placement", cpus.placement()}};
   out["cluster"] = nlohmann::json::array();
   for (const auto& node : status.node()) {
     out["cluster"].push_back({{"node_rank", node.node_rank()},

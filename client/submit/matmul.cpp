@@ -19,6 +19,7 @@ void print_matmul(const wire::JobResult& result) {
                 f.planned() ? "planned from this job's runs" : "the plan an earlier run made");
   }
   std::printf("  gemm        %s\n", f.gemm_path().c_str());
+  std::printf("  threads     %u compute + %u comm per PE\n", f.compute_threads(), f.comm_threads());
   std::printf("  compute     %10.3f ms  (%.1f GFLOP/s per PE)\n", f.compute_s() * 1e3,
               f.compute_gflops());
   std::printf("  comm        %10.3f ms  (%.3f ms of CPU per node)\n", f.comm_s() * 1e3,
@@ -111,13 +112,12 @@ SubmitKind matmul_kind() {
                .accepts = in_range(0, 4096)},
               {.flag = "--compute-threads",
                .field = "compute_threads",
-               .help = "GEMM threads per PE (1..64)",
-               .fallback = "1",
+               .help = "GEMM threads per PE (1..64; default: the node's split of its CPUs, "
+                       "which symmesh status shows)",
                .accepts = in_range(1, 64)},
               {.flag = "--comm-threads",
                .field = "comm_threads",
-               .help = "communication threads per PE (1..64)",
-               .fallback = "1",
+               .help = "communication threads per PE (1..64; default: the node's split)",
                .accepts = in_range(1, 64)},
               {.flag = "--iters",
                .field = "iters",

@@ -49,6 +49,8 @@ PeJobOutcome run_matmul(Pe& pe, const wire::MatmulJob& job) {
   outcome.max_abs_err = r.max_abs_err;
   wire::MatmulFigures& f = outcome.matmul.emplace();
   f.set_compute_s(r.compute_s);
+  f.set_compute_threads(uint32_t(fused.options.compute_threads));
+  f.set_comm_threads(uint32_t(fused.options.comm_threads));
   f.set_comm_s(r.comm_s);
   f.set_comm_cpu_s(r.comm_cpu_s);
   f.set_sequential_s(r.sequential_s);

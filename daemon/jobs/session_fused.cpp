@@ -25,10 +25,12 @@ FusedMode session_mode(uint64_t code) {
 }  // namespace
 
 uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea& staging,
-                           uint64_t memory_bytes) {
+                           uint64_t memory_bytes, const FusedThreads& threads) {
   wire::check_enum(wire::DataType(r.dtype), "dtype");
   const FusedMode mode = session_mode(r.args[3]);
   FusedOptions o;
+  o.compute_threads = threads.compute;
+  o.comm_threads = threads.comm;
   o.op = r.op == attach::Op::kGemmAllReduce         ? FusedOp::kGemmAllreduce
          : r.op == attach::Op::kMatmulReduceScatter ? FusedOp::kMatmulReduceScatter
                                                     : FusedOp::kAllgatherMatmul;

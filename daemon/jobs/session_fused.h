@@ -7,6 +7,7 @@
 
 #include "api/request_ring.h"
 #include "api/staging_area.h"
+#include "common/cpu_budget.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
@@ -16,8 +17,8 @@ inline constexpr double kMaxSessionFusedFlops = 1e13;
 
 // Collective. Returns the rows of the result this PE holds. What the daemon holds for the
 // call (its copies of the operands and the result) may be at most `memory_bytes` (0: only
-// the staging area's cap), the node's --job-memory over its PEs.
+// the staging area's cap), the node's --job-memory over its PEs; it runs on `threads`.
 uint64_t run_session_fused(Pe& pe, const attach::Request& request, attach::StagingArea& staging,
-                           uint64_t memory_bytes);
+                           uint64_t memory_bytes, const FusedThreads& threads);
 
 }  // namespace symmesh

@@ -10,6 +10,7 @@
 // a collective one PE gave up on leaves its peers nowhere to go (a communicator error is
 // fatal in NCCL for the same reason). Each process's library checks shapes before it asks, so
 // a wrong call is refused there without ending anything.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -28,11 +29,13 @@ namespace {
 
 class SessionServer {
  public:
-  SessionServer(Pe& pe, Attachment& attachment, uint64_t call_memory_bytes)
+  SessionServer(Pe& pe, Attachment& attachment, const wire::SessionJob& job)
       : pe_(pe),
         attachment_(attachment),
-        call_memory_bytes_(call_memory_bytes),
-        moe_(pe, call_memory_bytes) {}
+        call_memory_bytes_(job.call_memory_bytes()),
+        fused_threads_{std::max(1, int(job.compute_threads())),
+                       std::max(1, int(job.comm_threads()))},
+        moe_(pe, job.call_memory_bytes()) {}
 
   // Serves until the process detaches; each call's time in `outcome`.
   PeJobOutcome serve() {
@@ -188,7 +191,7 @@ class SessionServer {
       case attach::Op::kGemmAllReduce:
       case attach::Op::kMatmulReduceScatter:
       case attach::Op::kAllGatherMatmul:
-        return run_session_fused(pe_, request, staging, call_memory_bytes_);
+        return run_session_fused(pe_, request, staging, call_memory_bytes_, fused_threads_);
       case attach::Op::kGet:
       case attach::Op::kPutSignal:
         run_session_one_sided(pe_, request, allocations_);
@@ -278,6 +281,7 @@ class SessionServer {
   Pe& pe_;
   Attachment& attachment_;
   const uint64_t call_memory_bytes_;  // the most a call may make the daemon hold (0: no cap)
+  const FusedThreads fused_threads_;  // a fused call's, per PE: the node's split
   SessionMoe moe_;
   Allocations allocations_;  // what this process's malloc answered and it has not freed
 };
@@ -299,7 +303,7 @@ PeJobOutcome run_session(Pe& pe, const wire::SessionJob& job) {
   }
   // The slot stays the process's until it is gone (the attach server reaps it then).
   try {
-    PeJobOutcome outcome = SessionServer(pe, *attachment, job.call_memory_bytes()).serve();
+    PeJobOutcome outcome = SessionServer(pe, *attachment, job).serve();
     attachment->close("the process detached");
     return outcome;
   } catch (const std::exception& e) {

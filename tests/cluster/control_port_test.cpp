@@ -164,10 +164,30 @@ TEST(BootstrapPort, AHelloFromAnOlderIncarnationIsFencedAndTheClusterDoesNotRefo
 TEST(ControlPort, UnauthenticatedConnectionsAreCappedAndTimedOut) {
   TestCluster cluster(shape(2, 1));
   const std::string url = status_url(cluster, 0);
-  // More silent connections than the daemon lets wait: the excess is closed at accept.
+  // More silent connections than the daemon lets wait: the excess is closed at accept. All 80
+  // must arrive within one handshake deadline, or the first ones time out and make room for the
+  // last: a flood the machine stalled for that long (seen under a loaded parallel ctest) is
+  // made again once the daemon counted its connections out.
   std::vector<std::unique_ptr<BlockingChannel>> silent;
-  for (int i = 0; i < 80; ++i) silent.push_back(open(cluster.control(0)));
-  EXPECT_GE(wait_for_errors(url, "overload", 16), 16);
+  double refused = 0;
+  auto flood_took = Clock::duration::zero();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const double before =
+        std::max(0.0, metric(url, "symmesh_errors_total", {{"kind", "overload"}}));
+    const auto from = Clock::now();
+    for (int i = 0; i < 80; ++i) silent.push_back(open(cluster.control(0)));
+    flood_took = Clock::now() - from;
+    if (flood_took < kHandshakeTimeout - std::chrono::seconds(1)) {
+      refused = wait_for_errors(url, "overload", before + 16) - before;
+      break;
+    }
+    silent.clear();
+    wait_for_metric(url, "symmesh_control_connections", {{"state", "handshaking"}},
+                    [](double value) { return value == 0; });
+  }
+  EXPECT_GE(refused, 16)
+      << "the last flood of 80 connections took "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(flood_took).count() << " ms";
   // Those let in are closed at the handshake deadline: a read ends, well before 15 s.
   const auto start = Clock::now();
   wire::AuthHello nothing;
@@ -180,7 +200,15 @@ TEST(ControlPort, UnauthenticatedConnectionsAreCappedAndTimedOut) {
   EXPECT_EQ(wait_for_metric(url, "symmesh_control_connections", {{"state", "handshaking"}},
                             [](double value) { return value == 0; }),
             0);
-  EXPECT_EQ(wire::enum_text(cluster.client(0)->status(deadline_after(kIo)).state()), "ready");
+  // Ready, or back to it: a node paused past two heartbeats reads as degraded for a moment.
+  std::string state;
+  const Deadline ready_by = deadline_after(std::chrono::seconds(30));
+  while (Clock::now() < ready_by) {
+    state = wire::enum_text(cluster.client(0)->status(deadline_after(kIo)).state());
+    if (state == "ready") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // poll interval, bounded
+  }
+  EXPECT_EQ(state, "ready");
 }
 
 // A client that asks and never reads: its answers queue up to the socket's buffers, and when

@@ -1,5 +1,7 @@
 // --cpu-bind core end to end: while a job runs, each PE thread may run on one CPU only and the
 // threads a PE starts for itself on all of the daemon's CPUs; the log says where the PEs went.
+// And the CPUs a daemon sizes jobs for: the status shows them and the fused operators' default
+// split, which a matmul job without thread flags runs with; explicit flags win.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,7 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/cpu_binding.h"
+#include "common/cpu_budget.h"
 #include "tests/cluster/test_cluster.h"
 
 namespace symmesh::testing {
@@ -93,6 +98,43 @@ TEST(CpuBind, ARunningJobsPesAreBoundAndTheThreadsTheyStartAreNot) {
   }
   long_job.join();
   EXPECT_NE(long_run.out.find("cancelled"), std::string::npos) << long_run.out;
+}
+
+TEST(CpuBudget, StatusShowsTheSplitAndAMatmulJobRunsWithItUnlessItSaysOtherwise) {
+  ClusterOptions options = shape(2, 2);
+  options.extra_args = {"--cpus", "8"};  // 4 a PE: 3 compute + 1 comm
+  TestCluster cluster(options);
+  const CliRun status = cli(target(cluster) + " status --json");
+  ASSERT_EQ(status.exit_code, 0) << status.out;
+  const auto cpus = nlohmann::json::parse(status.out)["cpus"];
+  EXPECT_EQ(cpus["usable"], 8) << status.out;
+  EXPECT_EQ(cpus["from_flag"], true) << status.out;
+  EXPECT_EQ(cpus["fused_compute_threads"], 3) << status.out;
+  EXPECT_EQ(cpus["fused_comm_threads"], 1) << status.out;
+  EXPECT_EQ(cpus["allowed"], cpu_list_text(allowed_cpus())) << status.out;
+  if (allowed_cpus().size() < 8) {  // the daemon says its jobs' threads share fewer CPUs
+    EXPECT_NE(cluster.daemon(0).log().find(
+                  "more than the " + std::to_string(allowed_cpus().size()) + " CPUs it may run on"),
+              std::string::npos)
+        << cluster.daemon(0).log();
+  }
+  const CliRun text = cli(target(cluster) + " status");
+  EXPECT_NE(text.out.find("CPUs: 8 (--cpus)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("3 compute + 1 comm threads per PE"), std::string::npos) << text.out;
+
+  const std::string matmul =
+      " submit matmul --op matmul-reduce-scatter --m 64 --n 48 --k 32 --mode fused --iters 1 "
+      "--verify --json";
+  const CliRun by_default = cli(target(cluster) + matmul);
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.out;
+  const auto result = nlohmann::json::parse(by_default.out);
+  EXPECT_EQ(result["compute_threads"], 3) << by_default.out;
+  EXPECT_EQ(result["comm_threads"], 1) << by_default.out;
+  EXPECT_EQ(result["verified"], true) << by_default.out;
+  const CliRun told = cli(target(cluster) + matmul + " --compute-threads 2 --comm-threads 2");
+  ASSERT_EQ(told.exit_code, 0) << told.out;
+  EXPECT_EQ(nlohmann::json::parse(told.out)["compute_threads"], 2) << told.out;
+  EXPECT_EQ(nlohmann::json::parse(told.out)["comm_threads"], 2) << told.out;
 }
 
 }  // namespace

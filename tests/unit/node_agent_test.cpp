@@ -51,7 +51,8 @@ class AgentHarness {
   explicit AgentHarness(int ranks)
       : node_(config(ranks)),
         agent_(
-            node_, metrics_, JobLimits{"/nonexistent-data-dir", uint64_t{1} << 30, CpuPlacement{}},
+            node_, metrics_,
+            JobLimits{"/nonexistent-data-dir", uint64_t{1} << 30, CpuPlacement{}, FusedThreads{}},
             progress_,
             [this](Deadline) {
               std::lock_guard lock(mutex_);
