@@ -41,7 +41,7 @@ void print_status(const wire::StatusReply& status, bool json) {
   std::printf(
       "CPUs: %u%s (affinity %s, %s, %u NUMA node%s); fused operators default to %u "
       "compute + %u comm threads per PE; %s\n",
-      cpus.usable(), cpus.from_flag() ? " (--cpus)" : "", cpus.allowed().c_str(), quota,
+      cpus.usable(), cpus.from_flag() ? " from --cpus" : "", cpus.allowed().c_str(), quota,
       cpus.numa_nodes(), cpus.numa_nodes() == 1 ? "" : "s", cpus.fused_compute_threads(),
       cpus.fused_comm_threads(), cpus.placement().c_str());
   std::printf("%-5s %-8s %-20s %-22s %-6s %s\n", "NODE", "STATE", "HOST", "CONTROL", "RANKS",

@@ -119,7 +119,7 @@ TEST(CpuBudget, StatusShowsTheSplitAndAMatmulJobRunsWithItUnlessItSaysOtherwise)
         << cluster.daemon(0).log();
   }
   const CliRun text = cli(target(cluster) + " status");
-  EXPECT_NE(text.out.find("CPUs: 8 (--cpus)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("CPUs: 8 from --cpus"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("3 compute + 1 comm threads per PE"), std::string::npos) << text.out;
 
   const std::string matmul =
