@@ -12,27 +12,30 @@
 
 namespace symmesh {
 
-enum class CollAlgo { kRing, kHier, kDirect };
-CollAlgo parse_coll_algo(const std::string& name);  // ring, hier, direct
+// The reductions' and gathers' algorithms (all-to-all has one, direct puts, and takes none).
+enum class CollAlgo { kRing, kHier };
+CollAlgo parse_coll_algo(const std::string& name);  // ring, hier
 const char* coll_algo_name(CollAlgo algo);
-// What a collective runs when the caller does not choose: hier on every shape. With one PE a
-// node it is the exchange across nodes alone, with one node the shared-memory part alone;
-// across nodes an all-reduce takes the one-shot or the ring by size.
+// What a collective runs when its caller (a job, a session call, a fused operator's sequential
+// mode) does not choose: hier on every shape. With one PE a node it is the exchange across
+// nodes alone, with one node the shared-memory part alone; across nodes an all-reduce takes
+// the one-shot or the ring by size. Every call names its algorithm, so no caller gets another
+// by leaving it out.
 inline constexpr CollAlgo kDefaultCollAlgo = CollAlgo::kHier;
 
 // dst[0, count) = reduction over the team of src[0, count); dst may be src.
 void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
-               ReduceOp op = ReduceOp::kSum, CollAlgo algo = CollAlgo::kRing);
+               ReduceOp op, CollAlgo algo);
 
 // Member i receives block i of the reduction: elements [i*count/n, (i+1)*count/n) of
 // `count`, so blocks differ by at most one element when n does not divide count. An output
 // that overlaps the input is refused (InvalidArgument) by every member.
 void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
-                    ReduceOp op = ReduceOp::kSum, CollAlgo algo = CollAlgo::kRing);
+                    ReduceOp op, CollAlgo algo);
 
 // dst[i*count, (i+1)*count) = member i's src[0, count).
 void allgather(Pe& pe, Team& team, void* dst, const void* src, size_t count, DType dtype,
-               CollAlgo algo = CollAlgo::kRing);
+               CollAlgo algo);
 
 // dst[0, bytes) = member root's src[0, bytes) on every member (root's dst may be its src).
 // Hierarchical: the root's bytes cross to each other node once, then shared memory. Needs

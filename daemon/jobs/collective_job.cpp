@@ -55,7 +55,11 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   const ReduceOp reduce = reduce_of(job.reduce());
   const int n = pe.n_pes();
   const int me = pe.my_pe();
-  const CollAlgo algo = parse_coll_algo(wire::enum_text(collective_algo(job)));
+  const wire::CollectiveAlgo wire_algo = collective_algo(job);
+  // All-to-all has one algorithm (direct puts) and takes none.
+  const CollAlgo algo = wire_algo == wire::COLLECTIVE_ALGO_DIRECT
+                            ? kDefaultCollAlgo
+                            : parse_coll_algo(wire::enum_text(wire_algo));
   const size_t element = dtype_size(dtype);
   const size_t count = job.bytes() / element;
   const Buffers sizes = buffer_counts(job.op(), count, n);

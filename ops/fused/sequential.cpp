@@ -58,7 +58,8 @@ class Sequential final : public FusedOperator {
     if (o_.op == FusedOp::kAllgatherMatmul) {
       const double cpu = process_cpu_seconds();
       std::copy(t.a.begin(), t.a.end(), static_cast<std::byte*>(src_));
-      allgather(pe_, world, dst_, src_, size_t(split_.rows_per_part) * o_.k, o_.dtype);
+      allgather(pe_, world, dst_, src_, size_t(split_.rows_per_part) * o_.k, o_.dtype,
+                kDefaultCollAlgo);
       figures.comm_s = now_seconds() - start;
       figures.comm_cpu_s = process_cpu_seconds() - cpu;
       barrier_all(pe_);
@@ -78,11 +79,13 @@ class Sequential final : public FusedOperator {
       const double cpu = process_cpu_seconds();
       const float* result = static_cast<const float*>(dst_);
       if (o_.op == FusedOp::kMatmulReduceScatter) {
-        reduce_scatter(pe_, world, dst_, src_, padded * o_.n, DType::kF32);
+        reduce_scatter(pe_, world, dst_, src_, padded * o_.n, DType::kF32, ReduceOp::kSum,
+                       kDefaultCollAlgo);
         std::copy(result, result + t.c.size(), t.c.begin());
         figures.wire_bytes = uint64_t(n - 1) * split_.rows_per_part * o_.n * sizeof(float);
       } else {
-        allreduce(pe_, world, dst_, src_, size_t(o_.m) * o_.n, DType::kF32);
+        allreduce(pe_, world, dst_, src_, size_t(o_.m) * o_.n, DType::kF32, ReduceOp::kSum,
+                  kDefaultCollAlgo);
         std::copy(result, result + t.c.size(), t.c.begin());
         figures.wire_bytes = 2 * uint64_t(n - 1) * o_.m * o_.n * sizeof(float) / n;
       }

@@ -7,8 +7,11 @@ namespace symmesh {
 CollAlgo parse_coll_algo(const std::string& name) {
   if (name == "ring") return CollAlgo::kRing;
   if (name == "hier") return CollAlgo::kHier;
-  if (name == "direct") return CollAlgo::kDirect;
-  throw InvalidArgument("collective algorithm '" + name + "' is not one of: ring, hier, direct");
+  if (name == "direct") {
+    throw InvalidArgument(
+        "collective algorithm 'direct' is all-to-all's; allowed here: ring, hier");
+  }
+  throw InvalidArgument("collective algorithm '" + name + "' is not one of: ring, hier");
 }
 
 const char* coll_algo_name(CollAlgo algo) {
@@ -17,8 +20,6 @@ const char* coll_algo_name(CollAlgo algo) {
       return "ring";
     case CollAlgo::kHier:
       return "hier";
-    case CollAlgo::kDirect:
-      return "direct";
   }
   return "?";
 }

@@ -76,10 +76,9 @@ void allgather(Pe& pe, Team& team, void* dst, const void* src, size_t count, DTy
       return ring_allgather(pe, team, out, src, bytes);
     case CollAlgo::kHier:
       return hier_allgather(pe, team, out, src, bytes);
-    case CollAlgo::kDirect:
-      break;
   }
-  throw InvalidArgument("allgather algorithm must be ring or hier, not direct");
+  throw InvalidArgument("allgather algorithm " + std::to_string(int(algo)) +
+                        " is not one of: ring, hier");
 }
 
 }  // namespace symmesh

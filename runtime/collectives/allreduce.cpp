@@ -103,10 +103,9 @@ void allreduce(Pe& pe, Team& team, void* dst, const void* src, size_t count, DTy
       return ring_allreduce(pe, team, out, src, count, dtype, op);
     case CollAlgo::kHier:
       return hier_allreduce(pe, team, out, src, count, dtype, op);
-    case CollAlgo::kDirect:
-      break;
   }
-  throw InvalidArgument("allreduce algorithm must be ring or hier, not direct");
+  throw InvalidArgument("allreduce algorithm " + std::to_string(int(algo)) +
+                        " is not one of: ring, hier");
 }
 
 }  // namespace symmesh

@@ -83,10 +83,9 @@ void reduce_scatter(Pe& pe, Team& team, void* dst, const void* src, size_t count
       return ring_reduce_scatter(pe, team, out, src, count, dtype, op);
     case CollAlgo::kHier:
       return hier_reduce_scatter(pe, team, out, src, count, dtype, op);
-    case CollAlgo::kDirect:
-      break;
   }
-  throw InvalidArgument("reduce_scatter algorithm must be ring or hier, not direct");
+  throw InvalidArgument("reduce_scatter algorithm " + std::to_string(int(algo)) +
+                        " is not one of: ring, hier");
 }
 
 }  // namespace symmesh
