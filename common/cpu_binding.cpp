@@ -58,12 +58,6 @@ CpuPlacement CpuPlacement::by_numa_node(const std::vector<std::vector<int>>& num
   return placement;
 }
 
-std::optional<int> CpuPlacement::cpu_of(int local) const {
-  const std::vector<int> cpus = cpus_of(local);
-  if (cpus.size() != 1 || numa_) return std::nullopt;
-  return cpus[0];
-}
-
 std::vector<int> CpuPlacement::cpus_of(int local) const {
   if (local < 0 || size_t(local) >= pe_cpus_.size()) return {};
   return pe_cpus_[local];

@@ -31,8 +31,6 @@ class CpuPlacement {
   static CpuPlacement by_numa_node(const std::vector<std::vector<int>>& numa, int node_rank,
                                    int ranks_per_node);
 
-  // The one CPU `local` is bound to, or none (unbound, or placed on a NUMA node's CPUs).
-  std::optional<int> cpu_of(int local) const;
   // The CPUs `local`'s threads run on; empty: wherever the scheduler puts them.
   std::vector<int> cpus_of(int local) const;
   // One line for the log: "PEs bound to CPUs 0,1" or why they are not.

@@ -76,7 +76,6 @@ class ControlServer {
 
   void accept_next();
   void on_accept_error(const asio::error_code& ec);
-  void forget(uint64_t id);
 
   asio::io_context io_;
   asio::strand<asio::io_context::executor_type> accept_strand_;  // accepts, backoff, close

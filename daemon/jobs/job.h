@@ -2,7 +2,7 @@
 // its iterations, a node reports the slowest of its PEs per iteration, and the root the
 // slowest node, from which the figures are computed.
 //
-// A kind of job (barrier, collective, transport, matmul, MoE) is one JobKind in one file,
+// A kind of job (barrier, collective, transport, matmul, MoE, session) is one JobKind in one file,
 // found through one table by the spec's oneof case (job_kind_of): the daemon, the node agent
 // and the coordinator ask it, never the spec's case themselves.
 #pragma once

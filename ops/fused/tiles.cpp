@@ -83,8 +83,4 @@ void multiply_tiled(Gemm& gemm, const GemmOperands& operands, int64_t m, int64_t
   }
 }
 
-double tile_flops(const Tile& tile, int64_t k) {
-  return 2.0 * double(tile.rows) * double(tile.cols) * double(k);
-}
-
 }  // namespace symmesh

@@ -60,7 +60,4 @@ void compute_tile(Gemm& gemm, const GemmOperands& operands, const Tile& tile, in
 void multiply_tiled(Gemm& gemm, const GemmOperands& operands, int64_t m, int64_t n, int64_t tile_m,
                     int64_t tile_n, float* c, int threads);
 
-// 2 * rows * cols * k.
-double tile_flops(const Tile& tile, int64_t k);
-
 }  // namespace symmesh

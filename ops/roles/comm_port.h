@@ -1,4 +1,4 @@
-// The PE's one-sided operations shared by several comm threads of one operator.
+// A fused operator's comm threads share their PE through a CommPort.
 #pragma once
 
 #include <atomic>

@@ -34,17 +34,6 @@ DType parse_dtype(const std::string& name) {
   throw InvalidArgument("dtype '" + name + "' is not one of: f32, bf16, f16");
 }
 
-const char* reduce_op_name(ReduceOp op) {
-  return op == ReduceOp::kSum ? "sum" : op == ReduceOp::kMax ? "max" : "min";
-}
-
-ReduceOp parse_reduce_op(const std::string& name) {
-  if (name == "sum") return ReduceOp::kSum;
-  if (name == "max") return ReduceOp::kMax;
-  if (name == "min") return ReduceOp::kMin;
-  throw InvalidArgument("reduction '" + name + "' is not one of: sum, max, min");
-}
-
 #if defined(__clang__) && __clang_major__ < 15
 // Clang 14 (the fuzzing build) has no x86 _Float16: the F16C instructions convert the same
 // way (round to nearest even).

@@ -15,8 +15,6 @@ enum class ReduceOp { kSum, kMax, kMin };
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 DType parse_dtype(const std::string& name);  // f32, bf16, f16
-const char* reduce_op_name(ReduceOp op);
-ReduceOp parse_reduce_op(const std::string& name);  // sum, max, min
 // a (op) b.
 inline float reduce_pair(float a, float b, ReduceOp op) {
   return op == ReduceOp::kSum ? a + b : op == ReduceOp::kMax ? (a < b ? b : a) : (b < a ? b : a);

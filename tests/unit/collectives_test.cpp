@@ -100,7 +100,7 @@ TEST_P(Collectives, AllreduceEveryDtypeAlgorithmOpAndOddCountOutOfPlaceAndInPlac
               const auto got = read(dst, count, dtype);
               for (size_t i = 0; i < count; ++i) {
                 ASSERT_EQ(got[i], reduced(pe.n_pes(), i, op))
-                    << reduce_op_name(op) << (in_place ? " in place" : "") << " i=" << i;
+                    << " reduction " << int(op) << (in_place ? " in place" : "") << " i=" << i;
               }
             });
       }

@@ -25,27 +25,27 @@ cpu_set_t mask_of_a_new_thread() {
 
 TEST(CpuPlacement, PesTakeTheAllowedCpusInTurnAcrossTheNodesOfAHost) {
   const CpuPlacement node0({0, 1}, 0, 2), node1({0, 1}, 1, 2);
-  EXPECT_EQ(node0.cpu_of(0), 0);
-  EXPECT_EQ(node0.cpu_of(1), 1);
-  EXPECT_EQ(node1.cpu_of(0), 0);
-  EXPECT_EQ(node1.cpu_of(1), 1);
+  EXPECT_EQ(node0.cpus_of(0), std::vector<int>{0});
+  EXPECT_EQ(node0.cpus_of(1), std::vector<int>{1});
+  EXPECT_EQ(node1.cpus_of(0), std::vector<int>{0});
+  EXPECT_EQ(node1.cpus_of(1), std::vector<int>{1});
   // One PE per daemon: two daemons on one host do not share a CPU.
-  EXPECT_EQ(CpuPlacement({0, 1}, 0, 1).cpu_of(0), 0);
-  EXPECT_EQ(CpuPlacement({0, 1}, 1, 1).cpu_of(0), 1);
+  EXPECT_EQ(CpuPlacement({0, 1}, 0, 1).cpus_of(0), std::vector<int>{0});
+  EXPECT_EQ(CpuPlacement({0, 1}, 1, 1).cpus_of(0), std::vector<int>{1});
   // The CPUs are the allowed ones, not 0..n-1.
   const CpuPlacement sparse({2, 5, 7}, 1, 2);
-  EXPECT_EQ(sparse.cpu_of(0), 7);
-  EXPECT_EQ(sparse.cpu_of(1), 2);
-  EXPECT_EQ(sparse.cpu_of(2), std::nullopt);
+  EXPECT_EQ(sparse.cpus_of(0), std::vector<int>{7});
+  EXPECT_EQ(sparse.cpus_of(1), std::vector<int>{2});
+  EXPECT_EQ(sparse.cpus_of(2), std::vector<int>{});
   EXPECT_EQ(sparse.describe(), "PEs bound to CPUs 7,2 (of 3 CPUs allowed)");
 }
 
 TEST(CpuPlacement, MorePesThanCpusOrNoMaskLeaveEveryPeUnbound) {
   const CpuPlacement crowded({0, 1}, 0, 3);
-  for (int local = 0; local < 3; ++local) EXPECT_EQ(crowded.cpu_of(local), std::nullopt);
+  for (int local = 0; local < 3; ++local) EXPECT_EQ(crowded.cpus_of(local), std::vector<int>{});
   EXPECT_NE(crowded.describe().find("more PEs than the 2 CPUs allowed"), std::string::npos);
-  EXPECT_EQ(CpuPlacement({}, 0, 1).cpu_of(0), std::nullopt);
-  EXPECT_EQ(CpuPlacement().cpu_of(0), std::nullopt);
+  EXPECT_EQ(CpuPlacement({}, 0, 1).cpus_of(0), std::vector<int>{});
+  EXPECT_EQ(CpuPlacement().cpus_of(0), std::vector<int>{});
   EXPECT_EQ(CpuPlacement({}, 0, 1).describe(),
             "PEs not bound to CPUs (the CPUs allowed are not known)");
 }

@@ -65,7 +65,7 @@ TEST(ReduceRows, MaxAndMinCombineInRowOrderAcrossBlockEdges) {
     std::vector<float> got(count), want(count);
     reduce_rows(got.data(), DType::kF32, rows, 3, count, op);
     for (size_t i = 0; i < count; ++i) want[i] = reduce_pair(reduce_pair(a[i], b[i], op), c[i], op);
-    EXPECT_EQ(got, want) << reduce_op_name(op);
+    EXPECT_EQ(got, want) << "reduction " << int(op);
   }
 }
 
