@@ -60,10 +60,7 @@ std::map<std::string, Key> keys() {
       {"transport",
        {"auto, tcp or verbs: the transport between nodes",
         [](DaemonConfig& c, const std::string& v) {
-          if (v != "auto" && v != "tcp" && v != "verbs") {
-            throw InvalidArgument("--transport '" + v + "' is not one of: auto, tcp, verbs");
-          }
-          c.transport = v;
+          c.transport = wire::parse_enum<wire::TransportChoice>(v, "--transport");
         }}},
       {"heap-size",
        {"symmetric heap per node (KiB, MiB, GiB suffixes)",
@@ -148,20 +145,14 @@ std::map<std::string, Key> keys() {
       {"verbs-progress",
        {"who drains verbs send completions: pe (the posting PE) or thread (also a node thread)",
         [](DaemonConfig& c, const std::string& v) {
-          if (v != "pe" && v != "thread") {
-            throw InvalidArgument("--verbs-progress '" + v + "' is not one of: pe, thread");
-          }
-          c.verbs_progress = v;
+          c.verbs_progress = wire::parse_enum<wire::VerbsProgress>(v, "--verbs-progress");
         }}},
       {"cpu-bind",
        {"none (the default: PE threads run where the scheduler puts them) or core (each PE "
         "thread bound to one of the CPUs the daemon may use, as MPI's --bind-to core; left "
         "unbound when the daemon has more PEs than CPUs)",
         [](DaemonConfig& c, const std::string& v) {
-          if (v != "core" && v != "none") {
-            throw InvalidArgument("--cpu-bind '" + v + "' is not one of: none, core");
-          }
-          c.cpu_bind = v;
+          c.cpu_bind = wire::parse_enum<wire::CpuBind>(v, "--cpu-bind");
         }}},
       {"cpus",
        {"CPUs this daemon's jobs are sized for (default: what the machine gives it: its "

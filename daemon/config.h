@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "transport/channel.h"
+#include "wire/bootstrap.pb.h"
 #include "wire/enum_text.h"
 #include "wire/jobs.pb.h"
 
@@ -22,7 +23,7 @@ struct DaemonConfig {
   uint16_t control_port = 7400;
   // The HTTP status endpoint; nullopt: off. Port 0: a free port, logged and in `symmesh status`.
   std::optional<HostPort> status_addr = HostPort{"127.0.0.1", 0};
-  std::string transport = "auto";
+  wire::TransportChoice transport = wire::TRANSPORT_CHOICE_AUTO;
   uint64_t heap_size = uint64_t{256} << 20;
   std::string secret_file;
   std::string data_dir;               // empty: default_data_dir()
@@ -39,11 +40,11 @@ struct DaemonConfig {
   std::string log_level = "info";
   wire::BarrierAlgo barrier_algo = wire::BARRIER_ALGO_AUTO;  // the default barrier
   int barrier_k = 8;
-  std::string rdma_device;            // empty: the first device with an active port
-  int rdma_gid_index = -1;            // -1: chosen automatically (a RoCE v2 IPv4-mapped GID)
-  std::string verbs_progress = "pe";  // who drains send completions: pe or thread
-  std::string cpu_bind = "none";      // none, or core (each PE thread bound to one CPU)
-  int cpus = 0;                       // CPUs jobs are sized for; 0: from the machine
+  std::string rdma_device;  // empty: the first device with an active port
+  int rdma_gid_index = -1;  // -1: chosen automatically (a RoCE v2 IPv4-mapped GID)
+  wire::VerbsProgress verbs_progress = wire::VERBS_PROGRESS_PE;  // who drains send completions
+  wire::CpuBind cpu_bind = wire::CPU_BIND_NONE;
+  int cpus = 0;  // CPUs jobs are sized for; 0: from the machine
 };
 
 // Parses argv. Returns nullopt after printing --help. Throws InvalidArgument naming the

@@ -105,7 +105,7 @@ void Daemon::start() {
   spdlog::log(cpu_budget_.oversubscribed() ? spdlog::level::warn : spdlog::level::info,
               "node {}: {}; fused operators default to {} compute + {} comm threads per PE",
               config_.node_rank, cpu_budget_.describe(), threads.compute, threads.comm);
-  if (config_.cpu_bind == "core") {
+  if (config_.cpu_bind == wire::CPU_BIND_CORE) {
     cpus_ = CpuPlacement(cpu_budget_.allowed, config_.node_rank, config_.ranks_per_node);
   } else {
     cpus_ = CpuPlacement::by_numa_node(cpu_budget_.numa, config_.node_rank, config_.ranks_per_node);
@@ -188,7 +188,7 @@ wire::NodeHello Daemon::base_hello() const {
   hello.set_heap_size(config_.heap_size);
   hello.set_hostname(hostname());
   hello.set_tcp_connections(config_.tcp_connections);
-  hello.set_transport_request(config_.transport);
+  hello.set_transport_request(wire::enum_text(config_.transport));
   hello.set_barrier_algo(config_.barrier_algo);
   hello.set_barrier_k(config_.barrier_k);
   if (control_) *hello.mutable_control_endpoint() = endpoint_message(control_->local_endpoint());

@@ -22,14 +22,14 @@ Formation::Formation(const DaemonConfig& config, Node& node, const std::string& 
   wires_.tcp = std::make_unique<TcpTransport>(config.node_rank, config.nodes, config.ranks_per_node,
                                               node.segment(), node.doorbell(), secret, tcp);
   wires_.tcp->listen(HostPort{config.listen, 0});
-  if (config.transport == "tcp") {
+  if (config.transport == wire::TRANSPORT_CHOICE_TCP) {
     verbs_absent_ = "--transport tcp";
     return;
   }
   VerbsOptions options;
   options.device = VerbsDeviceOptions{config.rdma_device, config.rdma_gid_index};
   options.op_timeout = config.wait_timeout;
-  options.progress_thread = config.verbs_progress == "thread";
+  options.progress_thread = config.verbs_progress == wire::VERBS_PROGRESS_THREAD;
   try {
     wires_.verbs = open_verbs_transport(config.node_rank, config.nodes, config.ranks_per_node,
                                         node.segment(), node.doorbell(), options);
@@ -39,7 +39,7 @@ Formation::Formation(const DaemonConfig& config, Node& node, const std::string& 
   } catch (const std::exception& e) {
     std::string why = e.what();
     if (why.rfind("verbs: ", 0) == 0) why = why.substr(7);
-    if (config.transport == "verbs") {
+    if (config.transport == wire::TRANSPORT_CHOICE_VERBS) {
       const std::string what = "--transport verbs: " + why + " (use --transport auto or tcp here)";
       // A port without a link may come back: the daemon forms again later, as after any loss.
       if (dynamic_cast<const PortNotActive*>(&e)) throw PortNotActive(what);
@@ -81,15 +81,16 @@ void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
       over_verbs[n] = true;
       reasons[n] =
           "verbs: " + wires_.verbs->describe() +
-          (config_.transport == "verbs" ? ", forced by --transport" : ", both ends have a device");
+          (config_.transport == wire::TRANSPORT_CHOICE_VERBS ? ", forced by --transport"
+                                                             : ", both ends have a device");
       continue;
     }
-    if (config_.transport == "verbs") {
+    if (config_.transport == wire::TRANSPORT_CHOICE_VERBS) {
       throw PeerError("--transport verbs: " + peer + " cannot use verbs (" + info.verbs_absent() +
                       "); give every node a device, or use auto");
     }
     std::string why = "forced by --transport";
-    if (config_.transport != "tcp") {
+    if (config_.transport != wire::TRANSPORT_CHOICE_TCP) {
       why = wires_.verbs ? "verbs: " + peer + " has none (" + info.verbs_absent() + ")"
                          : "verbs: " + verbs_absent_;
     }
