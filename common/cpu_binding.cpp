@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <cerrno>
+
 #include "common/cpu_budget.h"
 
 namespace symmesh {
@@ -24,14 +26,25 @@ std::optional<cpu_set_t> current_mask() {
 }  // namespace
 
 std::vector<int> allowed_cpus() {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return cpus;  // over CPU_SETSIZE CPUs
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
+  // A mask as large as the kernel's: it refuses (EINVAL) one smaller than its CPU count.
+  for (int size = CPU_SETSIZE; size <= (1 << 16); size *= 2) {
+    cpu_set_t* mask = CPU_ALLOC(size);
+    if (!mask) return {};
+    const size_t bytes = CPU_ALLOC_SIZE(size);
+    CPU_ZERO_S(bytes, mask);
+    if (sched_getaffinity(0, bytes, mask) == 0) {
+      std::vector<int> cpus;
+      for (int cpu = 0; cpu < size; ++cpu) {
+        if (CPU_ISSET_S(cpu, bytes, mask)) cpus.push_back(cpu);
+      }
+      CPU_FREE(mask);
+      return cpus;
+    }
+    const int error = errno;
+    CPU_FREE(mask);
+    if (error != EINVAL) return {};
   }
-  return cpus;
+  return {};
 }
 
 CpuPlacement::CpuPlacement(std::vector<int> allowed, int node_rank, int ranks_per_node)

@@ -175,7 +175,9 @@ CpuBudget read_cpu_budget(std::vector<int> allowed, int cpus_flag, const std::st
   budget.quota = cgroup_quota(root);
   budget.numa = numa_nodes(budget.allowed, root);
   int usable = std::max<int>(1, int(budget.allowed.size()));
-  if (budget.quota > 0) usable = std::min(usable, std::max(1, int(std::floor(budget.quota))));
+  if (budget.quota > 0) {  // a quota past the mask (up to 1.7e10 CPUs) changes nothing
+    usable = std::max(1, int(std::floor(std::min(budget.quota, double(usable)))));
+  }
   if (cpus_flag > 0) {
     usable = cpus_flag;
     budget.from_flag = true;

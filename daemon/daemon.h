@@ -2,7 +2,7 @@
 // the others and serves jobs until it stops. Forming is the bootstrap exchange (every node's
 // hello to the root, the root's view back, data transports connected, a world barrier); the
 // cluster forms again whenever a node or the root restarts, so a daemon's life is a loop of
-// formations (daemon/formation.h) watched by the membership (daemon/membership.h).
+// formations (daemon/formation_transports.h) watched by the membership (daemon/membership.h).
 #pragma once
 
 #include <condition_variable>
@@ -19,7 +19,7 @@
 #include "daemon/config.h"
 #include "daemon/control_server.h"
 #include "daemon/coordinator.h"
-#include "daemon/formation.h"
+#include "daemon/formation_transports.h"
 #include "daemon/join_listener.h"
 #include "daemon/link.h"
 #include "daemon/membership.h"
@@ -145,7 +145,7 @@ class Daemon {
   std::condition_variable changed_;
   std::string stop_reason_;
   wire::DaemonState state_ = wire::DAEMON_STATE_BOOTSTRAPPING;
-  std::unique_ptr<Formation> formation_;
+  std::unique_ptr<FormationTransports> formation_;
   wire::ClusterView view_;
   uint64_t epoch_ = 0;
   bool tearing_down_ = false;

@@ -40,6 +40,7 @@ void Daemon::run_root() {
       if (first) throw;
       spdlog::warn("node 0: forming the cluster failed: {}; forming it again", e.what());
       pause_if_port_down(e);
+      if (stopping()) return;
     }
     first = false;
     teardown("the cluster re-forms");
@@ -207,6 +208,7 @@ void Daemon::run_member() {
       if (Clock::now() >= deadline) throw;
       spdlog::warn("node {}: joining failed: {}; trying again", config_.node_rank, e.what());
       pause_if_port_down(e);
+      if (stopping()) return;
       lost = true;
     }
     teardown(lost ? "lost the root" : "the root re-forms the cluster");
@@ -299,7 +301,7 @@ bool Daemon::serve_as_member(bool& lost) {
 }
 
 wire::NodeHello Daemon::open_formation() {
-  auto formation = std::make_unique<Formation>(config_, *node_, secret_, incarnation_);
+  auto formation = std::make_unique<FormationTransports>(config_, *node_, secret_, incarnation_);
   wire::NodeHello hello = base_hello();
   formation->fill_hello(hello);
   std::lock_guard lock(mutex_);
@@ -348,11 +350,8 @@ void Daemon::adopt(const wire::ClusterView& view,
     std::lock_guard lock(links_mutex_);
     links_ = std::move(links);
     agent_ = std::make_unique<NodeAgent>(
-        *node_, metrics_,
-        JobLimits{data_dir_, job_memory_, cpus_,
-                  default_fused_threads(cpu_budget_.usable, config_.ranks_per_node)},
-        progress_, [this](Deadline deadline) { formation_->flush_all(deadline); },
-        std::move(reporter));
+        *node_, metrics_, JobLimits{data_dir_, job_memory_, cpus_}, progress_,
+        [this](Deadline deadline) { formation_->flush_all(deadline); }, std::move(reporter));
   }
   formation_->on_refused([this](const std::string& kind) { metrics_.error(kind); });
   formation_->on_peer_down([this, epoch](int peer, const std::string& why) {
@@ -434,7 +433,7 @@ void Daemon::teardown(const std::string& why) {
   link_threads_.clear();
   links.clear();
   agent.reset();  // stops its thread, after the PEs it runs were aborted
-  std::unique_ptr<Formation> formation;
+  std::unique_ptr<FormationTransports> formation;
   {
     std::lock_guard lock(mutex_);
     formation.swap(formation_);

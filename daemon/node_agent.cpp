@@ -104,15 +104,6 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
     if (spec.has_session()) {  // a session's calls are sized by its processes, as they come
       spec.mutable_session()->set_call_memory_bytes(limits_.job_memory /
                                                     uint64_t(node_.ranks_per_node()));
-      spec.mutable_session()->set_compute_threads(uint32_t(limits_.fused_threads.compute));
-      spec.mutable_session()->set_comm_threads(uint32_t(limits_.fused_threads.comm));
-    }
-    if (spec.has_matmul()) {  // threads the job leaves to the daemon: this node's split
-      wire::MatmulJob& matmul = *spec.mutable_matmul();
-      if (!matmul.compute_threads()) {
-        matmul.set_compute_threads(uint32_t(limits_.fused_threads.compute));
-      }
-      if (!matmul.comm_threads()) matmul.set_comm_threads(uint32_t(limits_.fused_threads.comm));
     }
   } catch (const std::exception&) {
     metrics_.error("bad_request");

@@ -20,14 +20,12 @@
 namespace symmesh {
 
 // What this daemon lets a job use: files only under its data directory, host memory up to
-// --job-memory (daemon/jobs/data_paths.h, daemon/jobs/host_memory.h), the CPUs each PE's
-// threads run on (--cpu-bind, NUMA nodes), and the fused operators' threads per PE when a job
-// does not say (the node's CPUs split over its PEs).
+// --job-memory (daemon/jobs/data_paths.h, daemon/jobs/host_memory.h), and the CPUs each PE's
+// threads run on (--cpu-bind, NUMA nodes).
 struct JobLimits {
   std::string data_dir;
   uint64_t job_memory = 0;
   CpuPlacement cpus;
-  FusedThreads fused_threads;
 };
 
 class NodeAgent {

@@ -9,7 +9,8 @@ namespace symmesh {
 PeerHealth::PeerHealth(int nodes)
     : down_(std::make_unique<std::atomic<bool>[]>(size_t(nodes))),
       reasons_(size_t(nodes)),
-      is_cause_(size_t(nodes), false) {}
+      is_cause_(size_t(nodes), false),
+      announced_(size_t(nodes), false) {}
 
 std::string PeerHealth::reason(int node) const {
   std::lock_guard lock(mutex_);
@@ -38,17 +39,28 @@ bool PeerHealth::mark_down(int node, const std::string& why, bool cause) {
 }
 
 void PeerHealth::on_down(DownCallback callback) {
-  std::lock_guard lock(mutex_);
-  callback_ = std::move(callback);
+  std::vector<std::pair<int, std::string>> missed;  // went down before anyone listened
+  {
+    std::lock_guard lock(mutex_);
+    callback_ = callback;
+    for (size_t node = 0; node < reasons_.size(); ++node) {
+      if (reasons_[node].empty() || announced_[node] || !callback_) continue;
+      announced_[node] = true;
+      missed.emplace_back(int(node), reasons_[node]);
+    }
+  }
+  for (const auto& [node, why] : missed) callback(node, why);
 }
 
-void PeerHealth::announce(int node, const std::string& why) const {
+void PeerHealth::announce(int node, const std::string& why) {
   DownCallback callback;
   {
     std::lock_guard lock(mutex_);
+    if (!callback_ || announced_.at(size_t(node))) return;
+    announced_[size_t(node)] = true;
     callback = callback_;
   }
-  if (callback) callback(node, why);
+  callback(node, why);
 }
 
 }  // namespace symmesh

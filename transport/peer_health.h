@@ -38,14 +38,16 @@ class PeerHealth {
   // announce() once it has failed what waited on the peer. A later report replaces the
   // reason only when it is the `cause` and the first was not.
   bool mark_down(int node, const std::string& why, bool cause = true);
+  // The callback hears of each lost peer once: one lost before it was set, at once.
   void on_down(DownCallback callback);
-  void announce(int node, const std::string& why) const;
+  void announce(int node, const std::string& why);
 
  private:
   std::unique_ptr<std::atomic<bool>[]> down_;
   mutable std::mutex mutex_;
   std::vector<std::string> reasons_;
   std::vector<bool> is_cause_;
+  std::vector<bool> announced_;  // the callback heard of it
   DownCallback callback_;
 };
 

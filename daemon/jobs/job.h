@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cpu_budget.h"
 #include "daemon/status/metrics.h"
 #include "ops/fused/mode_plans.h"
 #include "ops/gemm.h"
@@ -28,6 +29,9 @@ namespace symmesh {
 struct JobDefaults {
   wire::BarrierAlgo barrier_algo = wire::BARRIER_ALGO_UNSPECIFIED;
   uint32_t barrier_k = 0;
+  // The root's split of its CPUs over its PEs: every node runs a job with the same threads
+  // (a fused operator's layout of flags depends on them).
+  FusedThreads fused_threads;
 };
 
 // What one PE brings back from a job.

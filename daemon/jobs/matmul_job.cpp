@@ -103,6 +103,12 @@ class MatmulJobKind : public JobKind {
  public:
   wire::JobKind wire_kind(const wire::JobSpec&) const override { return wire::JOB_KIND_MATMUL; }
 
+  void fill_defaults(wire::JobSpec& spec, const JobDefaults& defaults) const override {
+    wire::MatmulJob& job = *spec.mutable_matmul();
+    if (!job.compute_threads()) job.set_compute_threads(uint32_t(defaults.fused_threads.compute));
+    if (!job.comm_threads()) job.set_comm_threads(uint32_t(defaults.fused_threads.comm));
+  }
+
   void check(const wire::JobSpec& spec, const ClusterShape& shape) const override {
     validate(fused_job(spec.matmul()).options, shape.n_pes());
     check_iterations(spec.matmul().iters(), 1000);

@@ -281,7 +281,7 @@ class SessionServer {
   Pe& pe_;
   Attachment& attachment_;
   const uint64_t call_memory_bytes_;  // the most a call may make the daemon hold (0: no cap)
-  const FusedThreads fused_threads_;  // a fused call's, per PE: the node's split
+  const FusedThreads fused_threads_;  // a fused call's, per PE: the root's split
   SessionMoe moe_;
   Allocations allocations_;  // what this process's malloc answered and it has not freed
 };
@@ -315,6 +315,12 @@ PeJobOutcome run_session(Pe& pe, const wire::SessionJob& job) {
 class SessionJobKind : public JobKind {
  public:
   wire::JobKind wire_kind(const wire::JobSpec&) const override { return wire::JOB_KIND_SESSION; }
+
+  void fill_defaults(wire::JobSpec& spec, const JobDefaults& defaults) const override {
+    wire::SessionJob& job = *spec.mutable_session();
+    job.set_compute_threads(uint32_t(defaults.fused_threads.compute));
+    job.set_comm_threads(uint32_t(defaults.fused_threads.comm));
+  }
 
   void check(const wire::JobSpec& spec, const ClusterShape&) const override {
     if (spec.session().attach_timeout_s() > 3600) {

@@ -51,8 +51,7 @@ class AgentHarness {
   explicit AgentHarness(int ranks)
       : node_(config(ranks)),
         agent_(
-            node_, metrics_,
-            JobLimits{"/nonexistent-data-dir", uint64_t{1} << 30, CpuPlacement{}, FusedThreads{}},
+            node_, metrics_, JobLimits{"/nonexistent-data-dir", uint64_t{1} << 30, CpuPlacement{}},
             progress_,
             [this](Deadline) {
               std::lock_guard lock(mutex_);

@@ -54,5 +54,22 @@ TEST(PeerHealth, AnnounceCallsTheCallbackWithTheNodeAndReason) {
   EXPECT_EQ(heard, std::vector<std::string>{"1: lost"});
 }
 
+// A peer lost while the transport was being made (a port that went down before the daemon
+// listened) is heard of when the callback is set, and only once.
+TEST(PeerHealth, APeerLostBeforeTheCallbackIsHeardOfWhenItIsSetAndOnce) {
+  PeerHealth health(3);
+  ASSERT_TRUE(health.mark_down(2, "port 1 of rxe0 went down"));
+  health.announce(2, "port 1 of rxe0 went down");  // no one listens yet
+  std::vector<std::string> heard;
+  health.on_down([&](int node, const std::string& why) {
+    heard.push_back(std::to_string(node) + ": " + why);
+  });
+  EXPECT_EQ(heard, std::vector<std::string>{"2: port 1 of rxe0 went down"});
+  health.announce(2, "port 1 of rxe0 went down");
+  ASSERT_TRUE(health.mark_down(0, "lost"));
+  health.announce(0, "lost");
+  EXPECT_EQ(heard, (std::vector<std::string>{"2: port 1 of rxe0 went down", "0: lost"}));
+}
+
 }  // namespace
 }  // namespace symmesh

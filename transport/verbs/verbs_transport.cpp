@@ -725,10 +725,11 @@ void VerbsTransport::take_async_events() {
 // takes the device's asynchronous events, and with progress_thread drains idle PEs' send
 // completions.
 void VerbsTransport::notifier_loop() {
+  // A descriptor that reports an error (the device was removed or reset) is polled no more:
+  // every peer goes down, and the loop waits for its stop.
+  int channel_fd = channel_->fd, async_fd = device_->context()->async_fd;
   for (;;) {
-    pollfd fds[3] = {{channel_->fd, POLLIN, 0},
-                     {stop_fd_, POLLIN, 0},
-                     {device_->context()->async_fd, POLLIN, 0}};
+    pollfd fds[3] = {{channel_fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {async_fd, POLLIN, 0}};
     if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("verbs: notifier poll failed: {}", std::strerror(errno));
@@ -736,6 +737,18 @@ void VerbsTransport::notifier_loop() {
     }
     if (fds[1].revents & POLLIN) return;
     if (fds[2].revents & POLLIN) take_async_events();
+    const short broken = POLLERR | POLLHUP | POLLNVAL;
+    if ((fds[0].revents | fds[2].revents) & broken) {
+      const std::string why = "the device " + device_->name() +
+                              " stopped answering (its event descriptor reports an error)";
+      spdlog::error("verbs: {}", why);
+      for (int peer = 0; peer < nodes_; ++peer) {
+        if (peer != node_) mark_down(peer, why, true);
+      }
+      if (fds[0].revents & broken) channel_fd = -1;
+      if (fds[2].revents & broken) async_fd = -1;
+      continue;
+    }
     if (!(fds[0].revents & POLLIN)) continue;
     ibv_cq* cq = nullptr;
     void* context = nullptr;

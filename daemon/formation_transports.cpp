@@ -1,4 +1,4 @@
-#include "daemon/formation.h"
+#include "daemon/formation_transports.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,8 +8,8 @@
 
 namespace symmesh {
 
-Formation::Formation(const DaemonConfig& config, Node& node, const std::string& secret,
-                     uint64_t incarnation)
+FormationTransports::FormationTransports(const DaemonConfig& config, Node& node,
+                                         const std::string& secret, uint64_t incarnation)
     : config_(config), node_(node), reasons_(config.nodes) {
   if (config.nodes == 1) {
     verbs_absent_ = "a single node has no peers";
@@ -50,11 +50,11 @@ Formation::Formation(const DaemonConfig& config, Node& node, const std::string& 
   }
 }
 
-Formation::~Formation() {
+FormationTransports::~FormationTransports() {
   shutdown();
 }
 
-void Formation::fill_hello(wire::NodeHello& hello) const {
+void FormationTransports::fill_hello(wire::NodeHello& hello) const {
   hello.clear_transports();
   hello.add_transports("tcp");
   if (wires_.verbs) {
@@ -67,7 +67,7 @@ void Formation::fill_hello(wire::NodeHello& hello) const {
   *hello.mutable_data_endpoint() = endpoint_message(data);
 }
 
-void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
+void FormationTransports::connect(const wire::ClusterView& view, Deadline deadline) {
   if (!wires_.tcp) return;
   wires_.tcp->connect(data_addresses(view), deadline);
   std::vector<bool> over_verbs(config_.nodes, false);
@@ -104,7 +104,7 @@ void Formation::connect(const wire::ClusterView& view, Deadline deadline) {
   wires_.attach(node_, over_verbs);
 }
 
-void Formation::on_peer_down(std::function<void(int, const std::string&)> callback) {
+void FormationTransports::on_peer_down(std::function<void(int, const std::string&)> callback) {
   if (wires_.tcp) {
     wires_.tcp->on_peer_down([callback](int peer, const std::string& why) {
       callback(peer, "data connection lost: " + why);
@@ -116,28 +116,28 @@ void Formation::on_peer_down(std::function<void(int, const std::string&)> callba
   }
 }
 
-void Formation::on_refused(std::function<void(const std::string&)> callback) {
+void FormationTransports::on_refused(std::function<void(const std::string&)> callback) {
   if (wires_.tcp) wires_.tcp->on_refused(std::move(callback));
 }
 
-bool Formation::peer_up(int node) const {
+bool FormationTransports::peer_up(int node) const {
   if (reason(node).rfind("verbs", 0) == 0) return wires_.verbs->peer_up(node);
   return wires_.tcp && wires_.tcp->peer_up(node);
 }
 
-std::string Formation::reason(int node) const {
+std::string FormationTransports::reason(int node) const {
   std::lock_guard lock(reasons_mutex_);
   return reasons_.at(node);
 }
 
-const std::vector<const NetworkTransport*> Formation::networks() const {
+const std::vector<const NetworkTransport*> FormationTransports::networks() const {
   std::vector<const NetworkTransport*> out;
   if (wires_.tcp) out.push_back(wires_.tcp.get());
   if (wires_.verbs) out.push_back(wires_.verbs.get());
   return out;
 }
 
-void Formation::shutdown() {
+void FormationTransports::shutdown() {
   wires_.shutdown(node_);
 }
 

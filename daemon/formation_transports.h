@@ -18,13 +18,14 @@
 
 namespace symmesh {
 
-class Formation {
+class FormationTransports {
  public:
   // Listens for data connections and opens the verbs device (unless --transport tcp).
-  // Throws InvalidArgument for a device the configuration names but cannot have.
-  Formation(const DaemonConfig& config, Node& node, const std::string& secret,
-            uint64_t incarnation);
-  ~Formation();
+  // Throws InvalidArgument for a device the configuration names but cannot have, and
+  // PortNotActive under --transport verbs when the device's port has no link.
+  FormationTransports(const DaemonConfig& config, Node& node, const std::string& secret,
+                      uint64_t incarnation);
+  ~FormationTransports();
 
   // The transport fields of this node's hello: data endpoint, transports, verbs.
   void fill_hello(wire::NodeHello& hello) const;
