@@ -119,7 +119,8 @@ nlohmann::json status_json(const wire::StatusReply& status) {
                      {"incarnation", status.incarnation()},
                      {"epoch", status.epoch()},
                      {"attach_socket", status.attach_socket()},
-                     {"attached_pids", status.attached_pids()}};
+                     {"attached_pids", status.attached_pids()},
+                     {"processes_taken", status.processes_taken()}};
   const wire::CpuStatus& cpus = status.cpus();
   out["cpus"] = {{"usable", cpus.usable()},
                  {"allowed", cpus.allowed()},

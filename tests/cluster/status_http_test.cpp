@@ -82,9 +82,11 @@ TEST(StatusHttp, StatusJsonHasTheClusterPeersAndJobs) {
   ASSERT_EQ(fetched.status, 200);
   EXPECT_EQ(fetched.content_type, "application/json");
   const auto json = nlohmann::json::parse(fetched.body);
-  for (const char* key : {"node_rank", "nodes", "ranks_per_node", "state", "heap_size", "heap_used",
-                          "heap_job_peak", "jobs_run", "jobs_failed", "jobs_queued", "version",
-                          "uptime_s", "status_url", "cluster", "peers", "jobs"}) {
+  for (const char* key :
+       {"node_rank", "nodes",         "ranks_per_node", "state",         "heap_size",
+        "heap_used", "heap_job_peak", "jobs_run",       "jobs_failed",   "jobs_queued",
+        "version",   "uptime_s",      "status_url",     "cluster",       "peers",
+        "jobs",      "cpus",          "attach_socket",  "attached_pids", "processes_taken"}) {
     EXPECT_TRUE(json.contains(key)) << key << ": " << fetched.body;
   }
   EXPECT_EQ(json["state"], "ready");
