@@ -358,6 +358,13 @@ class FlatCombiner final : public Combiner {
         outputs_.resize(outputs_.size() + partial_bytes_);
         store_from_f32(outputs_.data() + outputs_.size() - partial_bytes_, value.data(),
                        size_t(o.hidden), o.partial_dtype);
+        // From the dispatch's records in the shared heap: its slot must lie in `most` rows.
+        if (uint64_t(d.sources[i].source_token) >= most) {
+          throw PeerError("flat combine: received token " + std::to_string(i) + " names token " +
+                          std::to_string(d.sources[i].source_token) +
+                          " of its PE, past the most a PE holds here (" + std::to_string(most) +
+                          "): the shared heap was written by something other than a daemon");
+        }
         items_.push_back(Item{d.sources[i].source_pe, d.sources[i].source_token, k});
       }
     }
