@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 import symmesh
+from peers.torch_gloo_moe import gloo_exchange as peer_gloo_exchange  # bench/ is on sys.path
 
 WARMUP = 5
 
@@ -63,7 +64,6 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
     torch.set_num_threads(1)
     x = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(s.rank)).bfloat16()
     idx, weights = routing(s.rank, tokens, topk, experts)
-    per_pe = experts // s.world_size
     def dispatch_combine():
         recv_x, _, _, handle = s.dispatch(x, idx, weights, experts)
         return s.combine(recv_x, handle)
@@ -119,23 +119,8 @@ def bench_moe(s, tokens, hidden, topk, experts, iters, gloo_port):
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gloo_port}", rank=s.rank,
                             world_size=s.world_size)
-    # Which PEs each token goes to, once each: the same tokens symmesh moves.
-    to_pe = torch.zeros(tokens, s.world_size, dtype=torch.bool)
-    to_pe[torch.arange(tokens).unsqueeze(1), idx // per_pe] = True
-    order = [to_pe[:, p].nonzero().flatten() for p in range(s.world_size)]
-    send_rows = torch.cat(order)
-    send_counts = torch.tensor([len(o) for o in order])
-    recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts)
-    words = hidden // 2  # bf16 rows as float32 words: gloo moves float32
-    def gloo_exchange():
-        sent = x[send_rows].view(torch.float32)
-        received = torch.empty(int(recv_counts.sum()), words, dtype=torch.float32)
-        dist.all_to_all_single(received, sent, recv_counts.tolist(), send_counts.tolist())
-        back = torch.empty(len(send_rows), words, dtype=torch.float32)
-        dist.all_to_all_single(back, received, send_counts.tolist(), recv_counts.tolist())
-        summed = torch.zeros(tokens, hidden, dtype=torch.float32)
-        return summed.index_add_(0, send_rows, back.view(torch.bfloat16).float())
+    # Each token once to every PE holding one of its experts: the same tokens symmesh moves.
+    gloo_exchange = peer_gloo_exchange(x, idx, s.world_size, experts)
 
     times = []
     for i in range(WARMUP + iters):

@@ -5,6 +5,7 @@ unequal splits), gets the rows back the same way and sums them at home. An itera
 after a barrier and counts the slowest rank's time; rank 0 prints the median.
 Usage: torch_gloo_moe.py RANKS TOKENS HIDDEN TOPK EXPERTS ITERS PORT
 Prints: torch_gloo_moe ranks=R tokens=T hidden=H median_s=S
+bench/attach_bench.py runs the same exchange (gloo_exchange) next to symmesh's calls.
 """
 
 import statistics
@@ -18,14 +19,12 @@ import torch.multiprocessing as mp
 WARMUP = 2
 
 
-def run(rank, ranks, tokens, hidden, topk, experts, iters, port):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=ranks)
-    generator = torch.Generator().manual_seed(rank)
-    scores = torch.rand(tokens, experts, generator=generator)
-    idx = torch.topk(scores, topk, dim=-1).indices
-    x = torch.randn(tokens, hidden, generator=generator).to(torch.bfloat16)
+def gloo_exchange(x, idx, ranks, experts):
+    """In an initialised gloo process group: exchanges the counts once, then returns the
+    timed part, a call that sends each token of x (bf16, [tokens][hidden]) once to every rank
+    holding one of its experts (idx: [tokens][topk]), gets the rows back and sums them at home
+    (f32)."""
+    tokens, hidden = x.shape
     to_rank = torch.zeros(tokens, ranks, dtype=torch.bool)
     to_rank[torch.arange(tokens).unsqueeze(1), idx // (experts // ranks)] = True
     order = [to_rank[:, r].nonzero().flatten() for r in range(ranks)]
@@ -43,6 +42,19 @@ def run(rank, ranks, tokens, hidden, topk, experts, iters, port):
         dist.all_to_all_single(back, received, send_counts.tolist(), recv_counts.tolist())
         summed = torch.zeros(tokens, hidden, dtype=torch.float32)
         return summed.index_add_(0, send_rows, back.view(torch.bfloat16).float())
+
+    return exchange
+
+
+def run(rank, ranks, tokens, hidden, topk, experts, iters, port):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=ranks)
+    generator = torch.Generator().manual_seed(rank)
+    scores = torch.rand(tokens, experts, generator=generator)
+    idx = torch.topk(scores, topk, dim=-1).indices
+    x = torch.randn(tokens, hidden, generator=generator).to(torch.bfloat16)
+    exchange = gloo_exchange(x, idx, ranks, experts)
 
     times = []
     for i in range(WARMUP + iters):
