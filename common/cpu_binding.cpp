@@ -105,7 +105,7 @@ ScopedCpuBinding::ScopedCpuBinding(const std::vector<int>& cpus) {
   for (int cpu : cpus) {
     if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &process)) CPU_SET(cpu, &mask);
   }
-  if (CPU_COUNT(&mask) == 0 || (cpus.size() == 1 && CPU_COUNT(&mask) != 1)) return;
+  if (CPU_COUNT(&mask) == 0) return;
   if (!set_mask(mask)) return;
   saved_ = before;
   outer_unbound_ = unbound_mask;

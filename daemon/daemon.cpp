@@ -101,10 +101,11 @@ void Daemon::start() {
   data_dir_ = prepare_data_dir(config_.data_dir.empty() ? default_data_dir() : config_.data_dir);
   job_memory_ = config_.job_memory ? config_.job_memory : default_job_memory();
   cpu_budget_ = read_cpu_budget(allowed_cpus(), config_.cpus);
-  const FusedThreads threads = default_fused_threads(cpu_budget_.usable, config_.ranks_per_node);
+  fused_threads_ = default_fused_threads(cpu_budget_.usable, config_.ranks_per_node);
   spdlog::log(cpu_budget_.oversubscribed() ? spdlog::level::warn : spdlog::level::info,
               "node {}: {}; fused operators default to {} compute + {} comm threads per PE",
-              config_.node_rank, cpu_budget_.describe(), threads.compute, threads.comm);
+              config_.node_rank, cpu_budget_.describe(), fused_threads_.compute,
+              fused_threads_.comm);
   if (config_.cpu_bind == wire::CPU_BIND_CORE) {
     cpus_ = CpuPlacement(cpu_budget_.allowed, config_.node_rank, config_.ranks_per_node);
   } else {

@@ -123,8 +123,9 @@ class Daemon {
   std::string secret_;
   std::string data_dir_;  // canonical
   uint64_t job_memory_ = 0;
-  CpuBudget cpu_budget_;  // the CPUs jobs are sized for (--cpus, or the machine's)
-  CpuPlacement cpus_;     // where the job's PE threads run (--cpu-bind, NUMA nodes)
+  CpuBudget cpu_budget_;        // the CPUs jobs are sized for (--cpus, or the machine's)
+  FusedThreads fused_threads_;  // their split over the PEs: what a fused job runs unasked
+  CpuPlacement cpus_;           // where the job's PE threads run (--cpu-bind, NUMA nodes)
   Clock::time_point started_;
   double started_unix_s_;
   // Grows with every start (the start time in microseconds): peers fence an old one by it.

@@ -12,8 +12,7 @@ namespace symmesh {
 
 wire::JobSpec Daemon::with_defaults(wire::JobSpec spec) const {
   job_kind_of(spec).fill_defaults(
-      spec, JobDefaults{config_.barrier_algo, uint32_t(config_.barrier_k),
-                        default_fused_threads(cpu_budget_.usable, config_.ranks_per_node)});
+      spec, JobDefaults{config_.barrier_algo, uint32_t(config_.barrier_k), fused_threads_});
   return spec;
 }
 

@@ -20,14 +20,13 @@ wire::StatusReply Daemon::status() {
   }
   reply.set_uptime_s(std::chrono::duration<double>(Clock::now() - started_).count());
   wire::CpuStatus& cpus = *reply.mutable_cpus();
-  const FusedThreads threads = default_fused_threads(cpu_budget_.usable, config_.ranks_per_node);
   cpus.set_usable(uint32_t(cpu_budget_.usable));
   cpus.set_allowed(cpu_list_text(cpu_budget_.allowed));
   cpus.set_cgroup_quota(cpu_budget_.quota);
   cpus.set_numa_nodes(uint32_t(cpu_budget_.numa.size()));
   cpus.set_from_flag(cpu_budget_.from_flag);
-  cpus.set_fused_compute_threads(uint32_t(threads.compute));
-  cpus.set_fused_comm_threads(uint32_t(threads.comm));
+  cpus.set_fused_compute_threads(uint32_t(fused_threads_.compute));
+  cpus.set_fused_comm_threads(uint32_t(fused_threads_.comm));
   cpus.set_placement(cpus_.describe());
   if (node_) {
     reply.set_heap_size(node_->heap_capacity());

@@ -43,8 +43,8 @@ void PeerHealth::on_down(DownCallback callback) {
   {
     std::lock_guard lock(mutex_);
     callback_ = callback;
-    for (size_t node = 0; node < reasons_.size(); ++node) {
-      if (reasons_[node].empty() || announced_[node] || !callback_) continue;
+    for (size_t node = 0; callback_ && node < reasons_.size(); ++node) {
+      if (reasons_[node].empty() || announced_[node]) continue;
       announced_[node] = true;
       missed.emplace_back(int(node), reasons_[node]);
     }

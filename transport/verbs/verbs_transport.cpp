@@ -698,16 +698,21 @@ void VerbsTransport::flush_all(Deadline deadline) {
   }
 }
 
-// The device's news: a port or device failure takes every peer down (not only those connected
-// yet: nothing reaches any of them), a failed queue pair its own peer.
+// Not only the peers connected yet: through a dead port or device nothing reaches any of them.
+void VerbsTransport::mark_every_peer_down(const std::string& why) {
+  spdlog::error("verbs: {}", why);
+  for (int peer = 0; peer < nodes_; ++peer) {
+    if (peer != node_) mark_down(peer, why, true);
+  }
+}
+
+// The device's news: a port or device failure takes every peer down, a failed queue pair its
+// own peer.
 void VerbsTransport::take_async_events() {
   while (auto event = next_async_event(*device_)) {
     switch (event->reach) {
       case AsyncEvent::Reach::kEveryPeer:
-        spdlog::error("verbs: {}", event->what);
-        for (int peer = 0; peer < nodes_; ++peer) {
-          if (peer != node_) mark_down(peer, event->what, true);
-        }
+        mark_every_peer_down(event->what);
         break;
       case AsyncEvent::Reach::kQueuePair:
         if (auto it = by_qpn_.find(event->qpn); it != by_qpn_.end()) {
@@ -739,12 +744,8 @@ void VerbsTransport::notifier_loop() {
     if (fds[2].revents & POLLIN) take_async_events();
     const short broken = POLLERR | POLLHUP | POLLNVAL;
     if ((fds[0].revents | fds[2].revents) & broken) {
-      const std::string why = "the device " + device_->name() +
-                              " stopped answering (its event descriptor reports an error)";
-      spdlog::error("verbs: {}", why);
-      for (int peer = 0; peer < nodes_; ++peer) {
-        if (peer != node_) mark_down(peer, why, true);
-      }
+      mark_every_peer_down("the device " + device_->name() +
+                           " stopped answering (its event descriptor reports an error)");
       if (fds[0].revents & broken) channel_fd = -1;
       if (fds[2].revents & broken) async_fd = -1;
       continue;

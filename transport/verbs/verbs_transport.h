@@ -203,6 +203,7 @@ class VerbsTransport final : public RdmaTransport {
   void quiet_locked(PeState& pe, OperationDeadline deadline);
   // `cause`: a failed completion that is not a flush (its reason replaces a flush's).
   void mark_down(int peer, const std::string& why, bool cause);
+  void mark_every_peer_down(const std::string& why);
   void take_async_events();
   void notifier_loop();
 
