@@ -9,6 +9,7 @@
 #include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/host_memory.h"
 #include "runtime/barrier.h"
+#include "runtime/enum_words.h"
 #include "transport/auth.h"
 #include "transport/secret_file.h"
 #include "transport/tcp/address.h"
@@ -119,7 +120,8 @@ void Daemon::start() {
   node_config.heap_size = config_.heap_size;
   node_config.wait_timeout = config_.wait_timeout;
   node_config.barrier =
-      BarrierOptions{parse_barrier_algo(wire::enum_text(config_.barrier_algo)), config_.barrier_k};
+      BarrierOptions{wire::from_wire(config_.barrier_algo, BarrierAlgo::kAuto, "--barrier-algo"),
+                     config_.barrier_k};
   node_ = std::make_unique<Node>(node_config);
 
   if (is_root()) {

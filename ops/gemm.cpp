@@ -1,6 +1,7 @@
 #include "ops/gemm.h"
 
 #include "common/errors.h"
+#include "runtime/enum_words.h"
 
 namespace symmesh {
 namespace {
@@ -129,7 +130,7 @@ void Gemm::multiply(const GemmShape& s, DType type, const void* a, const void* b
 std::string Gemm::path(DType type) const {
   std::lock_guard lock(mutex_);
   auto it = paths_.find(int(type));
-  return std::string(dtype_name(type)) + ": " + (it == paths_.end() ? "not run yet" : it->second);
+  return wire::word(type) + ": " + (it == paths_.end() ? "not run yet" : it->second);
 }
 
 size_t Gemm::primitives_created() const {

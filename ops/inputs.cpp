@@ -2,6 +2,7 @@
 
 #include "common/errors.h"
 #include "ops/npy.h"
+#include "runtime/enum_words.h"
 
 namespace symmesh {
 
@@ -24,7 +25,7 @@ std::vector<std::byte> load_matrix(const std::string& path, int64_t rows, int64_
     return out;
   }
   throw InvalidArgument(path + ": dtype '" + array.descr + "' does not match the job's " +
-                        dtype_name(dtype) + " (allowed: '<f4', or '" +
+                        wire::word(dtype) + " (allowed: '<f4', or '" +
                         (dtype == DType::kF16 ? "<f2" : "<u2' / '|V2") + "')");
 }
 

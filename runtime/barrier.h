@@ -3,16 +3,10 @@
 // inter-node algorithm with the other leaders, and the leader then releases its node.
 #pragma once
 
-#include <string>
-
 #include "runtime/barrier_options.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
-
-// Parses "auto", "dissemination", "kary" or "pull"; throws InvalidArgument listing them.
-BarrierAlgo parse_barrier_algo(const std::string& name);
-const char* barrier_algo_name(BarrierAlgo algo);
 
 void barrier(Pe& pe, Team& team, const BarrierOptions& options);
 // With the node's configured algorithm (NodeConfig::barrier, symmeshd --barrier-algo).

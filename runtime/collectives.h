@@ -13,9 +13,8 @@
 namespace symmesh {
 
 // The reductions' and gathers' algorithms (all-to-all has one, direct puts, and takes none).
-enum class CollAlgo { kRing, kHier };
-CollAlgo parse_coll_algo(const std::string& name);  // ring, hier
-const char* coll_algo_name(CollAlgo algo);
+// The values are wire::CollectiveAlgo's, whose words they take (runtime/enum_words.h).
+enum class CollAlgo { kRing = 2, kHier = 3 };
 // What a collective runs when its caller (a job, a session call, a fused operator's sequential
 // mode) does not choose: hier on every shape. With one PE a node it is the exchange across
 // nodes alone, with one node the shared-memory part alone; across nodes an all-reduce takes

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/enum_words.h"
 #include "ops/fused/inputs.h"
 #include "ops/fused/operator.h"
 #include "ops/fused/tiles.h"
@@ -38,11 +39,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   FusedOptions o;
-  o.op = parse_fused_op(argv[1]);
+  o.op = wire::parse_word<FusedOp>(argv[1], "op");
   o.m = std::stoll(argv[2]);
   o.n = std::stoll(argv[3]);
   o.k = std::stoll(argv[4]);
-  o.dtype = parse_dtype(argv[5]);
+  o.dtype = wire::parse_word<DType>(argv[5], "dtype");
   const int iters = std::stoi(argv[6]);
 
   const RowSplit split = split_rows(o.m, size);

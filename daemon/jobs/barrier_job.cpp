@@ -3,6 +3,7 @@
 #include "common/progress.h"
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
+#include "runtime/enum_words.h"
 
 namespace symmesh {
 namespace {
@@ -30,9 +31,7 @@ class BarrierJobKind : public JobKind {
     const auto& job = spec.barrier();
     // A job that names no algorithm runs the daemon's configured one (--barrier-algo).
     BarrierOptions options = pe.node().config().barrier;
-    if (job.algo() != wire::BARRIER_ALGO_UNSPECIFIED) {
-      options.algo = parse_barrier_algo(wire::enum_text(job.algo()));
-    }
+    options.algo = wire::from_wire(job.algo(), options.algo, "--algo");
     if (job.k() != 0) options.k = int(job.k());
     PeJobOutcome outcome;
     for (int i = 0; i < 10; ++i) barrier_all(pe, options);  // warm up connections and caches

@@ -10,6 +10,7 @@
 #include "daemon/jobs/job.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
+#include "runtime/enum_words.h"
 
 namespace symmesh {
 namespace {
@@ -41,7 +42,7 @@ Buffers buffer_counts(wire::CollectiveOp op, size_t count, int n) {
 wire::CollectiveAlgo collective_algo(const wire::CollectiveJob& job) {
   if (job.op() == wire::COLLECTIVE_OP_ALLTOALL) return wire::COLLECTIVE_ALGO_DIRECT;
   if (job.algo() == wire::COLLECTIVE_ALGO_UNSPECIFIED || job.algo() == wire::COLLECTIVE_ALGO_AUTO) {
-    return wire::parse_enum<wire::CollectiveAlgo>(coll_algo_name(kDefaultCollAlgo), "algo");
+    return wire::to_wire(kDefaultCollAlgo);
   }
   return job.algo();
 }
@@ -56,10 +57,10 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   const int n = pe.n_pes();
   const int me = pe.my_pe();
   const wire::CollectiveAlgo wire_algo = collective_algo(job);
-  // All-to-all has one algorithm (direct puts) and takes none.
+  // All-to-all has one algorithm (direct puts) and takes none; the others take ring or hier.
   const CollAlgo algo = wire_algo == wire::COLLECTIVE_ALGO_DIRECT
                             ? kDefaultCollAlgo
-                            : parse_coll_algo(wire::enum_text(wire_algo));
+                            : wire::from_wire(wire_algo, kDefaultCollAlgo, "collective algorithm");
   const size_t element = dtype_size(dtype);
   const size_t count = job.bytes() / element;
   const Buffers sizes = buffer_counts(job.op(), count, n);
@@ -157,12 +158,12 @@ class CollectiveJobKind : public JobKind {
     const size_t element = dtype_size(dtype);
     if (job.bytes() < element || job.bytes() % element != 0) {
       throw InvalidArgument("--bytes " + std::to_string(job.bytes()) +
-                            " must be a positive multiple of the " + dtype_name(dtype) +
+                            " must be a positive multiple of the " + wire::word(dtype) +
                             " element size (" + std::to_string(element) + " bytes)");
     }
     if (job.op() == wire::COLLECTIVE_OP_ALLTOALL && job.bytes() % (element * n) != 0) {
       throw InvalidArgument("--bytes " + std::to_string(job.bytes()) + " must divide into " +
-                            std::to_string(n) + " equal blocks of " + dtype_name(dtype) +
+                            std::to_string(n) + " equal blocks of " + wire::word(dtype) +
                             " elements for alltoall (a multiple of " + std::to_string(element * n) +
                             " bytes)");
     }
@@ -190,7 +191,7 @@ class CollectiveJobKind : public JobKind {
     const auto& job = spec.collective();
     const int n = shape.n_pes();
     result.set_op(wire::enum_text(job.op()));
-    result.set_dtype(dtype_name(collective_dtype(job)));
+    result.set_dtype(wire::word(collective_dtype(job)));
     result.set_bytes(job.bytes());
     result.set_algo(wire::enum_text(collective_algo(job)));
     // NCCL-tests: algbw = S / t with S the op's "size"; busbw = algbw x the op's factor.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/errors.h"
+#include "runtime/enum_words.h"
 
 namespace symmesh {
 namespace {
@@ -50,13 +51,11 @@ void check_iterations(uint32_t iters, uint32_t max) {
 }
 
 DType dtype_of(wire::DataType dtype, DType unset) {
-  return dtype == wire::DATA_TYPE_UNSPECIFIED ? unset : parse_dtype(wire::enum_text(dtype));
+  return wire::from_wire(dtype, unset, "dtype");
 }
 
 ReduceOp reduce_of(wire::Reduction op) {
-  if (op == wire::REDUCTION_MAX) return ReduceOp::kMax;
-  if (op == wire::REDUCTION_MIN) return ReduceOp::kMin;
-  return ReduceOp::kSum;
+  return wire::from_wire(op, ReduceOp::kSum, "reduction");
 }
 
 void check_job_spec(const wire::JobSpec& spec, const ClusterShape& shape) {

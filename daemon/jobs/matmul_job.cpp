@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "daemon/jobs/job.h"
+#include "ops/enum_words.h"
 #include "ops/fused/runner.h"
 
 namespace symmesh {
@@ -15,7 +16,7 @@ FusedJob fused_job(const wire::MatmulJob& w) {
   wire::check_enum(w.transfer(), "--transfer", true);
   FusedJob job;
   FusedOptions& o = job.options;
-  o.op = parse_fused_op(wire::enum_text(w.op()));
+  o.op = wire::from_wire(w.op(), o.op, "--op");
   o.m = int64_t(w.m());
   o.n = int64_t(w.n());
   o.k = int64_t(w.k());
@@ -28,8 +29,8 @@ FusedJob fused_job(const wire::MatmulJob& w) {
   o.subtile_m = w.subtile_m();
   if (w.compute_threads()) o.compute_threads = int(w.compute_threads());
   if (w.comm_threads()) o.comm_threads = int(w.comm_threads());
-  if (w.transfer()) o.transfer = parse_stage_transfer(wire::enum_text(w.transfer()));
-  job.mode = w.mode() ? parse_fused_mode(wire::enum_text(w.mode())) : FusedMode::kBoth;
+  o.transfer = wire::from_wire(w.transfer(), o.transfer, "--transfer");
+  job.mode = wire::from_wire(w.mode(), FusedMode::kBoth, "--mode");
   job.iters = int(w.iters());
   job.verify = w.verify();
   job.inputs.dir = w.inputs();
@@ -70,11 +71,10 @@ PeJobOutcome run_matmul(Pe& pe, const wire::MatmulJob& job) {
   f.set_max_rel_err(r.max_rel_err);
   f.set_tolerance(r.tolerance);
   f.set_deterministic(r.deterministic);
-  f.set_mode(wire::parse_enum<wire::MatmulMode>(fused_mode_name(fused.mode), "mode"));
-  f.set_chosen(wire::parse_enum<wire::MatmulMode>(fused_mode_name(r.chosen), "mode"));
+  f.set_mode(wire::to_wire(fused.mode));
+  f.set_chosen(wire::to_wire(r.chosen));
   f.set_planned(r.planned);
-  f.set_transfer(wire::parse_enum<wire::StageTransfer>(stage_transfer_name(fused.options.transfer),
-                                                       "transfer"));
+  f.set_transfer(wire::to_wire(fused.options.transfer));
   return outcome;
 }
 
@@ -134,8 +134,8 @@ class MatmulJobKind : public JobKind {
     const auto& job = spec.matmul();
     const FusedJob fused = fused_job(job);
     result.set_op(wire::enum_text(job.op()));
-    result.set_dtype(dtype_name(fused.options.dtype));
-    result.set_algo(fused_mode_name(fused.mode));
+    result.set_dtype(wire::word(fused.options.dtype));
+    result.set_algo(wire::word(fused.mode));
   }
 };
 

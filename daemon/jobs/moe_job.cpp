@@ -4,6 +4,7 @@
 
 #include "common/errors.h"
 #include "daemon/jobs/job.h"
+#include "ops/enum_words.h"
 #include "ops/moe/low_latency.h"
 #include "ops/moe/runner.h"
 
@@ -22,11 +23,11 @@ MoeJob moe_job(const wire::MoeJob& w) {
   o.hidden = int64_t(w.hidden());
   o.topk = int(w.topk());
   o.experts = int(w.experts());
-  if (w.weighting()) o.weighting = parse_moe_weighting(wire::enum_text(w.weighting()));
+  o.weighting = wire::from_wire(w.weighting(), o.weighting, "--weighting");
   o.biases = int(w.biases());
   o.partial_dtype = dtype_of(w.partial_dtype(), o.partial_dtype);
   if (w.channels()) o.channels = int(w.channels());
-  if (w.algo()) o.algo = parse_moe_algo(wire::enum_text(w.algo()));
+  o.algo = wire::from_wire(w.algo(), o.algo, "--algo");
   if (w.chunk_tokens()) o.chunk_tokens = w.chunk_tokens();
   if (w.rdma_ring_tokens()) o.rdma_ring_tokens = w.rdma_ring_tokens();
   job.inputs.seed = w.seed() ? w.seed() : 1;
@@ -54,10 +55,8 @@ PeJobOutcome run_moe(Pe& pe, const wire::MoeJob& w) {
   f.set_inter_node_bytes(r.inter_node_bytes);
   f.set_intra_node_bytes(r.intra_node_bytes);
   f.set_flat_inter_node_bytes(r.flat_inter_node_bytes);
-  f.set_weighting(
-      wire::parse_enum<wire::MoeWeighting>(moe_weighting_name(job.options.weighting), "weighting"));
-  f.set_partial_dtype(
-      wire::parse_enum<wire::DataType>(dtype_name(job.options.partial_dtype), "partial dtype"));
+  f.set_weighting(wire::to_wire(job.options.weighting));
+  f.set_partial_dtype(wire::to_wire(job.options.partial_dtype));
   return outcome;
 }
 
@@ -129,7 +128,7 @@ class MoeJobKind : public JobKind {
                  wire::JobResult& result) const override {
     const auto& job = spec.moe();
     result.set_op(wire::enum_text(job.op()));
-    result.set_algo(moe_algo_name(moe_job(job).options.algo));
+    result.set_algo(wire::word(moe_job(job).options.algo));
   }
 };
 

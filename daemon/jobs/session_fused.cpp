@@ -8,6 +8,7 @@
 #include "api/staging_layout.h"
 #include "daemon/jobs/job.h"
 #include "daemon/jobs/staged_blocks.h"
+#include "ops/enum_words.h"
 #include "ops/fused/operator.h"
 #include "runtime/barrier.h"
 
@@ -72,9 +73,8 @@ uint64_t run_session_fused(Pe& pe, const attach::Request& r, attach::StagingArea
       memory_bytes ? std::min(memory_bytes, attach::kMaxStagingBytes) : attach::kMaxStagingBytes;
   if (held > most_held || flops > kMaxSessionFusedFlops) {
     throw InvalidArgument(
-        std::string(fused_op_name(o.op)) + " of " + std::to_string(o.m) + " x " +
-        std::to_string(o.k) + " by " + std::to_string(o.k) + " x " + std::to_string(o.n) +
-        " is too large for a session call" +
+        wire::word(o.op) + " of " + std::to_string(o.m) + " x " + std::to_string(o.k) + " by " +
+        std::to_string(o.k) + " x " + std::to_string(o.n) + " is too large for a session call" +
         (plan ? ""
               : " that plans (mode auto runs both modes " + std::to_string(kPlanRuns + 1) +
                     " times; pass fused or sequential)") +

@@ -7,6 +7,7 @@
 #include "daemon/jobs/job.h"
 #include "daemon/jobs/staged_blocks.h"
 #include "runtime/barrier.h"
+#include "runtime/enum_words.h"
 
 namespace symmesh {
 namespace {
@@ -322,8 +323,8 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
   wire::check_enum(wire::DataType(r.dtype), "dtype");
   if (dtype_of(wire::DataType(r.dtype), DType::kF32) != shape.dtype) {
     throw InvalidArgument(std::string("low-latency combine rows in ") +
-                          dtype_name(dtype_of(wire::DataType(r.dtype), DType::kF32)) +
-                          ": allowed the dispatch's type, " + dtype_name(shape.dtype));
+                          wire::word(dtype_of(wire::DataType(r.dtype), DType::kF32)) +
+                          ": allowed the dispatch's type, " + wire::word(shape.dtype));
   }
   const size_t element = dtype_size(shape.dtype), row = size_t(shape.hidden) * element;
   const uint64_t tokens = d.sent_record.size() / size_t(pe_.node().nodes());

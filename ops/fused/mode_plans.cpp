@@ -1,5 +1,6 @@
 #include "ops/fused/mode_plans.h"
 
+#include "ops/enum_words.h"
 #include "ops/fused/mode_run.h"
 #include "ops/pe_stats.h"
 #include "runtime/barrier.h"
@@ -35,7 +36,7 @@ size_t FusedModePlans::size() const {
 }
 
 std::string fused_plan_key(const FusedOptions& o, const Pe& pe) {
-  std::string key = std::string(fused_op_name(o.op)) + " " + dtype_name(o.dtype);
+  std::string key = wire::word(o.op) + " " + wire::word(o.dtype);
   // The subtile rows that run (0 and anything past a tile are a whole tile); only
   // gemm-allreduce has subtiles.
   const int64_t subtile_m = o.op == FusedOp::kGemmAllreduce ? gemm_allreduce_subtile_m(o) : 0;

@@ -23,7 +23,8 @@
 
 namespace symmesh {
 
-enum class FusedMode { kFused, kSequential, kBoth, kAuto };
+// The values are wire::MatmulMode's, whose words it takes (ops/enum_words.h).
+enum class FusedMode { kFused = 1, kSequential = 2, kBoth = 3, kAuto = 4 };
 
 // Per shape, the mode its plan chose. Thread-safe: a daemon's PEs share one table (they all store
 // the same plan). At most `capacity` plans, the least recently used dropped first: a process

@@ -1,4 +1,5 @@
 #include "ops/fused/operator.h"
+#include "ops/enum_words.h"
 
 namespace symmesh {
 
@@ -10,9 +11,9 @@ void shape_tensors(const FusedOptions& o, const Pe& pe, FusedTensors& t) {
   auto check = [&](const char* name, size_t have, int64_t rows, int64_t cols) {
     if (have == size_t(rows) * cols * element) return;
     throw InvalidArgument(std::string(name) + " of PE " + std::to_string(pe.my_pe()) + " holds " +
-                          std::to_string(have) + " bytes; " + fused_op_name(o.op) + " needs " +
+                          std::to_string(have) + " bytes; " + wire::word(o.op) + " needs " +
                           std::to_string(rows) + " x " + std::to_string(cols) + " " +
-                          dtype_name(o.dtype));
+                          wire::word(o.dtype));
   };
   check("A", t.a.size(), a_rows, o.k);
   check("B", t.b.size(), o.k, o.n);

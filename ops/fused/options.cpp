@@ -7,35 +7,6 @@
 
 namespace symmesh {
 
-FusedOp parse_fused_op(const std::string& name) {
-  if (name == "matmul-reduce-scatter") return FusedOp::kMatmulReduceScatter;
-  if (name == "gemm-allreduce") return FusedOp::kGemmAllreduce;
-  if (name == "allgather-matmul") return FusedOp::kAllgatherMatmul;
-  throw InvalidArgument("unknown fused op '" + name +
-                        "': allowed matmul-reduce-scatter, gemm-allreduce, allgather-matmul");
-}
-
-const char* fused_op_name(FusedOp op) {
-  switch (op) {
-    case FusedOp::kMatmulReduceScatter:
-      return "matmul-reduce-scatter";
-    case FusedOp::kGemmAllreduce:
-      return "gemm-allreduce";
-    default:
-      return "allgather-matmul";
-  }
-}
-
-StageTransfer parse_stage_transfer(const std::string& name) {
-  if (name == "pull") return StageTransfer::kPull;
-  if (name == "push") return StageTransfer::kPush;
-  throw InvalidArgument("unknown transfer '" + name + "': allowed pull, push");
-}
-
-const char* stage_transfer_name(StageTransfer transfer) {
-  return transfer == StageTransfer::kPull ? "pull" : "push";
-}
-
 void validate(const FusedOptions& o, int n_pes) {
   check_range("ranks", n_pes, 1, kMaxFusedPes, "PEs in the cluster");
   check_range("m", o.m, 1, kMaxFusedDim);

@@ -11,16 +11,13 @@
 
 namespace symmesh {
 
-enum class FusedOp { kMatmulReduceScatter, kGemmAllreduce, kAllgatherMatmul };
-FusedOp parse_fused_op(const std::string& name);  // matmul-reduce-scatter, gemm-allreduce, ...
-const char* fused_op_name(FusedOp op);
+// The enums' values are their wire enums' numbers, whose words they take (ops/enum_words.h).
+enum class FusedOp { kMatmulReduceScatter = 1, kGemmAllreduce = 2, kAllgatherMatmul = 3 };
 
 // How matmul-reduce-scatter moves a finished stage to its owner: the owner reads it from the
 // producer's workspace (pull, as CATCOC's CopyDirect::Get does) or the producer writes it into the
 // owner's inbox (push).
-enum class StageTransfer { kPull, kPush };
-StageTransfer parse_stage_transfer(const std::string& name);  // pull, push
-const char* stage_transfer_name(StageTransfer transfer);
+enum class StageTransfer { kPull = 1, kPush = 2 };
 
 struct FusedOptions {
   FusedOp op = FusedOp::kMatmulReduceScatter;

@@ -42,28 +42,6 @@ void write_outputs(const FusedJob& job, const Pe& pe, const FusedTensors& t) {
 
 }  // namespace
 
-FusedMode parse_fused_mode(const std::string& name) {
-  if (name == "fused") return FusedMode::kFused;
-  if (name == "sequential") return FusedMode::kSequential;
-  if (name == "both") return FusedMode::kBoth;
-  if (name == "auto") return FusedMode::kAuto;
-  throw InvalidArgument("unknown mode '" + name + "': allowed fused, sequential, both, auto");
-}
-
-const char* fused_mode_name(FusedMode mode) {
-  switch (mode) {
-    case FusedMode::kFused:
-      return "fused";
-    case FusedMode::kSequential:
-      return "sequential";
-    case FusedMode::kBoth:
-      return "both";
-    case FusedMode::kAuto:
-      return "auto";
-  }
-  return "?";
-}
-
 FusedReport run_fused_job(Pe& pe, Gemm& gemm, const FusedJob& job) {
   const FusedOptions& o = job.options;
   validate(o, pe.n_pes());

@@ -16,9 +16,6 @@
 
 namespace symmesh {
 
-FusedMode parse_fused_mode(const std::string& name);  // fused, sequential, both, auto
-const char* fused_mode_name(FusedMode mode);
-
 struct FusedJob {
   FusedOptions options;
   FusedMode mode = FusedMode::kBoth;

@@ -2,37 +2,9 @@
 
 #include "common/check_range.h"
 #include "common/errors.h"
+#include "runtime/enum_words.h"
 
 namespace symmesh {
-
-MoeWeighting parse_moe_weighting(const std::string& name) {
-  if (name == "none") return MoeWeighting::kNone;
-  if (name == "topk") return MoeWeighting::kTopk;
-  throw InvalidArgument("unknown weighting '" + name + "': allowed none, topk");
-}
-
-const char* moe_weighting_name(MoeWeighting weighting) {
-  return weighting == MoeWeighting::kNone ? "none" : "topk";
-}
-
-MoeAlgo parse_moe_algo(const std::string& name) {
-  if (name == "hier") return MoeAlgo::kHier;
-  if (name == "flat") return MoeAlgo::kFlat;
-  if (name == "low-latency") return MoeAlgo::kLowLatency;
-  throw InvalidArgument("unknown MoE algorithm '" + name + "': allowed hier, flat, low-latency");
-}
-
-const char* moe_algo_name(MoeAlgo algo) {
-  switch (algo) {
-    case MoeAlgo::kHier:
-      return "hier";
-    case MoeAlgo::kFlat:
-      return "flat";
-    case MoeAlgo::kLowLatency:
-      return "low-latency";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -50,7 +22,7 @@ void validate_low_latency(const MoeOptions& o) {
                           " is not available with --algo low-latency: allowed 0");
   }
   if (o.partial_dtype != DType::kBF16) {
-    throw InvalidArgument(std::string("partial dtype ") + dtype_name(o.partial_dtype) +
+    throw InvalidArgument(std::string("partial dtype ") + wire::word(o.partial_dtype) +
                           " is not available with --algo low-latency, which sends its node "
                           "sums in the tokens' type: allowed bf16");
   }
@@ -75,7 +47,7 @@ void validate(const MoeOptions& o, int nodes, int ranks_per_node) {
   check_range("topk", o.topk, 1, std::min(kMaxMoeTopk, o.experts), "distinct experts per token");
   check_range("biases", o.biases, 0, 2);
   if (o.partial_dtype != DType::kBF16 && o.partial_dtype != DType::kF32) {
-    throw InvalidArgument(std::string("partial dtype ") + dtype_name(o.partial_dtype) +
+    throw InvalidArgument(std::string("partial dtype ") + wire::word(o.partial_dtype) +
                           " is not allowed: bf16 or f32");
   }
   if (o.algo == MoeAlgo::kLowLatency) validate_low_latency(o);

@@ -17,18 +17,15 @@ inline constexpr const char* kMoeShrink =
 
 // none: DeepEP's normal mode (expert outputs summed as they are, weights passed through);
 // topk: each expert output scaled by its f32 gate weight before the first reduction.
-enum class MoeWeighting { kNone, kTopk };
-MoeWeighting parse_moe_weighting(const std::string& name);  // none, topk
-const char* moe_weighting_name(MoeWeighting weighting);
+// The values are wire::MoeWeighting's, whose words it takes (ops/enum_words.h), as MoeAlgo's.
+enum class MoeWeighting { kNone = 1, kTopk = 2 };
 
 // hier: one copy per destination node over the network, fanned out / reduced inside the node
 // (DeepEP's hierarchical combine); flat: every PE talks to every PE directly (combine's
 // baseline); low-latency: for decoding, one record per (token, node) to a landing PE there,
 // read in place by the node's PEs, with no notify round, double-buffered (DeepEP's low-latency
 // mode, ops/moe/low_latency.h).
-enum class MoeAlgo { kHier, kFlat, kLowLatency };
-MoeAlgo parse_moe_algo(const std::string& name);  // hier, flat, low-latency
-const char* moe_algo_name(MoeAlgo algo);
+enum class MoeAlgo { kHier = 1, kFlat = 2, kLowLatency = 3 };
 
 struct MoeOptions {
   int64_t tokens = 0;  // per PE

@@ -26,29 +26,6 @@ BarrierOptions resolved(const BarrierOptions& options, size_t leaders) {
 
 }  // namespace
 
-BarrierAlgo parse_barrier_algo(const std::string& name) {
-  if (name == "dissemination") return BarrierAlgo::kDissemination;
-  if (name == "kary") return BarrierAlgo::kKary;
-  if (name == "pull") return BarrierAlgo::kPull;
-  if (name == "auto") return BarrierAlgo::kAuto;
-  throw InvalidArgument("barrier algorithm '" + name +
-                        "' is not one of: auto, dissemination, kary, pull");
-}
-
-const char* barrier_algo_name(BarrierAlgo algo) {
-  switch (algo) {
-    case BarrierAlgo::kDissemination:
-      return "dissemination";
-    case BarrierAlgo::kKary:
-      return "kary";
-    case BarrierAlgo::kPull:
-      return "pull";
-    case BarrierAlgo::kAuto:
-      return "auto";
-  }
-  return "?";
-}
-
 void barrier(Pe& pe, Team& team) {
   barrier(pe, team, pe.node().config().barrier);
 }

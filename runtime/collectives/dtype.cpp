@@ -6,32 +6,12 @@
 #include <cstring>
 #include <type_traits>
 
-#include "common/errors.h"
 #include "runtime/collectives/bf16_weighted_sum.h"
 
 namespace symmesh {
 
 size_t dtype_size(DType dtype) {
   return dtype == DType::kF32 ? 4 : 2;
-}
-
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF16:
-      return "f16";
-  }
-  return "?";
-}
-
-DType parse_dtype(const std::string& name) {
-  if (name == "f32") return DType::kF32;
-  if (name == "bf16") return DType::kBF16;
-  if (name == "f16") return DType::kF16;
-  throw InvalidArgument("dtype '" + name + "' is not one of: f32, bf16, f16");
 }
 
 #if defined(__clang__) && __clang_major__ < 15

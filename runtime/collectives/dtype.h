@@ -5,16 +5,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <string>
 
 namespace symmesh {
 
-enum class DType { kF32, kBF16, kF16 };
-enum class ReduceOp { kSum, kMax, kMin };
+// Their values are wire::DataType's and wire::Reduction's, whose words (f32, bf16, f16; sum,
+// max, min) they take (runtime/enum_words.h).
+enum class DType { kF32 = 1, kBF16 = 2, kF16 = 3 };
+enum class ReduceOp { kSum = 1, kMax = 2, kMin = 3 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);
-DType parse_dtype(const std::string& name);  // f32, bf16, f16
 // a (op) b.
 inline float reduce_pair(float a, float b, ReduceOp op) {
   return op == ReduceOp::kSum ? a + b : op == ReduceOp::kMax ? (a < b ? b : a) : (b < a ? b : a);

@@ -4,6 +4,7 @@
 // emulates the CPU.
 #include <gtest/gtest.h>
 
+#include "ops/enum_words.h"
 #include "ops/fused/runner.h"
 #include "tests/softroce/verbs_job.h"
 
@@ -36,10 +37,10 @@ TEST(VerbsFused, EveryOperatorVerifiesOverRdma) {
       job.iters = 2;
       job.verify = true;
       const FusedReport r = run_on_verbs(job);
-      EXPECT_TRUE(r.verified) << fused_op_name(op) << " " << stage_transfer_name(transfer)
-                              << ": max_abs_err " << r.max_abs_err;
-      EXPECT_TRUE(r.deterministic) << fused_op_name(op);
-      EXPECT_GT(r.wire_bytes, 0u) << fused_op_name(op);
+      EXPECT_TRUE(r.verified) << wire::word(op) << " " << wire::word(transfer) << ": max_abs_err "
+                              << r.max_abs_err;
+      EXPECT_TRUE(r.deterministic) << wire::word(op);
+      EXPECT_GT(r.wire_bytes, 0u) << wire::word(op);
     }
   }
 }

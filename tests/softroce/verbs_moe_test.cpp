@@ -5,6 +5,7 @@
 // bitwise deterministic across runs. The guest emulates the CPU, hence the sizes.
 #include <gtest/gtest.h>
 
+#include "ops/enum_words.h"
 #include "ops/moe/runner.h"
 #include "tests/softroce/verbs_job.h"
 
@@ -37,8 +38,7 @@ TEST(VerbsMoe, DispatchAndBothCombinesVerifyOverRdma) {
       job.options.partial_dtype = partial;
       job.options.biases = partial == DType::kF32 ? 2 : 0;
       job.options.weighting = partial == DType::kF32 ? MoeWeighting::kNone : MoeWeighting::kTopk;
-      const std::string what =
-          std::string(moe_algo_name(algo)) + " combine, " + dtype_name(partial) + " partials";
+      const std::string what = wire::word(algo) + " combine, " + wire::word(partial) + " partials";
       SCOPED_TRACE(what);
       const MoeReport r = run_on_verbs(job);
       EXPECT_TRUE(r.verified) << what << ": max_abs_err " << r.max_abs_err;

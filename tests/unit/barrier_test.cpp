@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/enum_words.h"
 #include "tests/support/local_cluster.h"
 
 namespace symmesh {
@@ -74,7 +75,7 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(AlgorithmsAndSizes, Barrier, ::testing::ValuesIn(cases()),
                          [](const auto& info) {
-                           return std::string(barrier_algo_name(info.param.algo)) + "_k" +
+                           return wire::word(info.param.algo) + "_k" +
                                   std::to_string(info.param.k) + "_" +
                                   std::to_string(info.param.nodes) + "x" +
                                   std::to_string(info.param.ranks);

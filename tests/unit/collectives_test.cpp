@@ -10,6 +10,7 @@
 #include "common/streaming_copy.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives/ring.h"
+#include "runtime/enum_words.h"
 #include "tests/support/local_cluster.h"
 
 namespace symmesh {
@@ -74,7 +75,7 @@ void for_each_case(Pe& pe, DstCount dst_count, Check check) {
         void* src = pe.malloc(count * element);
         void* dst = pe.malloc(dst_count(count) * element);
         fill(src, pe.my_pe(), count, dtype);
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + coll_algo_name(algo) +
+        SCOPED_TRACE(wire::word(dtype) + " " + wire::word(algo) +
                      " count=" + std::to_string(count));
         check(dtype, algo, count, src, dst);
         // The next case's collective writes into peers' buffers at the same offsets: it may
@@ -281,7 +282,7 @@ TEST_P(Collectives, ManyChunksThroughThePipelinedRing) {
         auto got = read(dst, count, dtype);
         for (size_t i = 0; i < count; i += 3) {
           ASSERT_EQ(got[i], reduced(pe.n_pes(), i, ReduceOp::kSum))
-              << dtype_name(dtype) << " " << coll_algo_name(algo) << " i=" << i;
+              << wire::word(dtype) << " " << wire::word(algo) << " i=" << i;
         }
         reduce_scatter(pe, pe.team_world(), dst, src, count, dtype, ReduceOp::kSum, algo);
         const size_t begin = count * pe.my_pe() / pe.n_pes();
@@ -312,7 +313,7 @@ TEST_P(Collectives, AllreduceInPlace) {
         const auto got = read(data, count, dtype);
         for (size_t i = 0; i < count; ++i) {
           ASSERT_EQ(got[i], reduced(pe.n_pes(), i, ReduceOp::kSum))
-              << dtype_name(dtype) << " " << coll_algo_name(algo) << " i=" << i;
+              << wire::word(dtype) << " " << wire::word(algo) << " i=" << i;
         }
         barrier_all(pe);
         pe.free(data);

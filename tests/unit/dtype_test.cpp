@@ -3,6 +3,7 @@
 // alone (the combine's case, summed by a kernel of its own on a CPU with AVX-512) with NaNs,
 // infinities, signed zeros and subnormals, each row in an allocation of its own size.
 #include "runtime/collectives/dtype.h"
+#include "runtime/enum_words.h"
 
 #include <gtest/gtest.h>
 
@@ -49,8 +50,8 @@ TEST(ReduceRows, MatchesAddingEachElementInOrderThenRoundingOnce) {
         std::vector<std::byte> got(count * dtype_size(out_type)), want(got.size());
         reduce_rows(got.data(), out_type, rows, 3, count);
         store_from_f32(want.data(), sum->data(), count, out_type);
-        EXPECT_EQ(got, want) << count << " elements into " << dtype_name(out_type) << ", first row "
-                             << dtype_name(rows[0].dtype);
+        EXPECT_EQ(got, want) << count << " elements into " << wire::word(out_type) << ", first row "
+                             << wire::word(rows[0].dtype);
       }
     }
   }
@@ -106,7 +107,7 @@ TEST(WeightedGroupSum, MatchesScalingAndAddingEachElementInOrderAcrossBlockEdges
       std::vector<std::byte> got(count * dtype_size(out_type)), want(got.size());
       weighted_group_sum(got.data(), out_type, rows, ends, 3, count);
       store_from_f32(want.data(), sum.data(), count, out_type);
-      EXPECT_EQ(got, want) << count << " elements into " << dtype_name(out_type);
+      EXPECT_EQ(got, want) << count << " elements into " << wire::word(out_type);
     }
   }
 }

@@ -13,6 +13,7 @@
 
 #include "common/streaming_copy.h"
 #include "common/trace.h"
+#include "ops/enum_words.h"
 #include "ops/fused/runner.h"
 #include "tests/support/local_cluster.h"
 
@@ -87,7 +88,7 @@ TEST_P(FusedShapes, EveryDtypeAndModeMatchesTheReference) {
       FusedJob job = small_job(op, dtype);
       job.mode = mode;
       const FusedReport r = run_job(cluster, job);
-      expect_correct(r, std::string(dtype_name(dtype)) + " " + fused_mode_name(mode));
+      expect_correct(r, wire::word(dtype) + " " + wire::word(mode));
       EXPECT_EQ(r.pipelined_s.has_value(), mode != FusedMode::kSequential);
     }
   }
@@ -100,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Shape{1, 1}, Shape{1, 2}, Shape{1, 3}, Shape{2, 1},
                                          Shape{2, 3}, Shape{3, 1}, Shape{3, 2})),
     [](const auto& info) {
-      std::string name = fused_op_name(std::get<0>(info.param));
+      std::string name = wire::word(std::get<0>(info.param));
       std::erase(name, '-');
       const Shape s = std::get<1>(info.param);
       return name + "_" + std::to_string(s.nodes) + "x" + std::to_string(s.ranks);
@@ -123,7 +124,7 @@ TEST(MatmulReduceScatter, StagesIntervalsAndTransfers) {
     job.options.transfer = c.transfer;
     expect_correct(run_job(cluster, job), "stages " + std::to_string(c.stages) + " interval " +
                                               std::to_string(c.interval) + " " +
-                                              stage_transfer_name(c.transfer));
+                                              wire::word(c.transfer));
   }
 }
 
@@ -137,9 +138,8 @@ TEST(FusedThreads, SeveralComputeAndCommThreads) {
       job.options.compute_threads = compute;
       job.options.comm_threads = comm;
       job.options.transfer = comm == 2 ? StageTransfer::kPush : StageTransfer::kPull;
-      expect_correct(run_job(cluster, job), std::string(fused_op_name(op)) + " compute " +
-                                                std::to_string(compute) + " comm " +
-                                                std::to_string(comm));
+      expect_correct(run_job(cluster, job), wire::word(op) + " compute " + std::to_string(compute) +
+                                                " comm " + std::to_string(comm));
     }
   }
 }
@@ -229,8 +229,7 @@ TEST(FusedShapesEdge, FewerRowsThanPesAndSingleElements) {
       job.options.m = m;
       job.options.n = 1;
       job.options.k = 1;
-      expect_correct(run_job(cluster, job),
-                     std::string(fused_op_name(op)) + " m " + std::to_string(m));
+      expect_correct(run_job(cluster, job), wire::word(op) + " m " + std::to_string(m));
     }
   }
 }
@@ -262,7 +261,7 @@ TEST(FusedDeterminism, TwoJobsWriteBitwiseEqualOutputs) {
       outputs.push_back(all);
     }
     EXPECT_GT(outputs[0].size(), 4u * 301 * 37 / 4);
-    EXPECT_TRUE(outputs[0] == outputs[1]) << fused_op_name(op);
+    EXPECT_TRUE(outputs[0] == outputs[1]) << wire::word(op);
   }
   std::filesystem::remove_all(base);
 }
@@ -357,8 +356,8 @@ TEST(FusedErrors, BadOptionsNameTheFieldAndTheRange) {
   EXPECT_NE(error_of([](FusedJob& j) { j.iters = 0; }).find("iters = 0"), std::string::npos);
   EXPECT_NE(error_of([](FusedJob& j) { j.inputs.dir = "/nonexistent"; }).find("A_0.npy"),
             std::string::npos);
-  EXPECT_THROW(parse_fused_op("matmul"), InvalidArgument);
-  EXPECT_THROW(parse_stage_transfer("pushpull"), InvalidArgument);
+  EXPECT_THROW(wire::parse_word<FusedOp>("matmul", "--op"), InvalidArgument);
+  EXPECT_THROW(wire::parse_word<StageTransfer>("pushpull", "--transfer"), InvalidArgument);
 }
 
 TEST(FusedErrors, AHeapTooSmallNamesTheWorkspaceAndLeavesTheClusterUsable) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
+#include "runtime/enum_words.h"
 
 namespace symmesh {
 namespace {
@@ -54,12 +55,12 @@ TEST_P(GemmTypes, StridedTilesMatchTheReferenceExactly) {
   reference(s, a.data(), b.data(), expected.data(), true);
   gemm.multiply(s, type, pa, pb, got.data(), true);
   EXPECT_EQ(got, expected) << "accumulate: " << gemm.path(type);
-  EXPECT_EQ(gemm.path(type).rfind(dtype_name(type), 0), 0u) << gemm.path(type);
+  EXPECT_EQ(gemm.path(type).rfind(wire::word(type), 0), 0u) << gemm.path(type);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GemmTypes,
                          ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+                         [](const auto& info) { return wire::word(info.param); });
 
 TEST(Gemm, OnePrimitivePerTileShape) {
   Gemm gemm;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/enum_words.h"
 #include "tests/support/local_cluster.h"
 
 namespace symmesh {
@@ -68,7 +69,7 @@ Outcome run_combine(Shape shape, const MoeOptions& o, const std::string& routing
       const float want = bf16_to_f32(expected[i]),
                   got = load_one(r.combined_x.data(), i, DType::kBF16);
       ASSERT_NEAR(got, want, tolerance * std::max(1.0f, std::fabs(want)))
-          << moe_algo_name(o.algo) << " PE " << me << " element " << i;
+          << wire::word(o.algo) << " PE " << me << " element " << i;
     }
   });
   for (int64_t b : bytes) outcome.inter_node_bytes += b;

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/errors.h"
+#include "ops/enum_words.h"
 #include "ops/moe/reference.h"
 #include "ops/npy.h"
 #include "tests/support/moe_shape.h"
@@ -39,8 +40,8 @@ TEST(MoeOptions, BadFieldsAreNamedWithTheirRange) {
   o.chunk_tokens = 8;
   o.partial_dtype = DType::kF16;
   EXPECT_NE(error_of(o, 2, 2).find("bf16 or f32"), std::string::npos);
-  EXPECT_THROW(parse_moe_weighting("softmax"), InvalidArgument);
-  EXPECT_THROW(parse_moe_algo("ring"), InvalidArgument);
+  EXPECT_THROW(wire::parse_word<MoeWeighting>("softmax", "--weighting"), InvalidArgument);
+  EXPECT_THROW(wire::parse_word<MoeAlgo>("ring", "--algo"), InvalidArgument);
 }
 
 TEST(MoeRouting, UniformIsDistinctNormalisedAndSeeded) {
@@ -163,7 +164,7 @@ TEST(MoeReference, PartialsOfEveryPeSumToTheCombine) {
       for (int64_t h = 0; h < o.hidden; ++h) {
         const float expected = bf16_to_f32(combined[t * o.hidden + h]);
         EXPECT_NEAR(sum[h], expected, 1e-2f * std::max(1.0f, std::fabs(expected)))
-            << moe_weighting_name(weighting) << " token " << t;
+            << wire::word(weighting) << " token " << t;
       }
     }
   }
