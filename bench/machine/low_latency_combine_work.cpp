@@ -29,6 +29,7 @@
 
 #include "common/cpu_binding.h"
 #include "runtime/collectives/dtype.h"
+#include "runtime/collectives/reduce_kernels.h"
 
 namespace symmesh {
 namespace {

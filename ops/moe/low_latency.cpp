@@ -11,6 +11,7 @@
 #include "ops/moe/options.h"
 #include "ops/roles/workspace.h"
 #include "runtime/barrier.h"
+#include "runtime/collectives/reduce_kernels.h"
 #include "runtime/loan_scope.h"
 
 namespace symmesh {

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "runtime/collectives/dtype.h"
+#include "runtime/collectives/reduce_kernels.h"
 
 namespace symmesh {
 

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "runtime/collectives/reduce_kernels.h"
 #include "runtime/collectives/ring.h"
 #include "runtime/layout.h"
 

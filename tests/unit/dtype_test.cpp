@@ -3,6 +3,7 @@
 // alone (the combine's case, summed by a kernel of its own on a CPU with AVX-512) with NaNs,
 // infinities, signed zeros and subnormals, each row in an allocation of its own size.
 #include "runtime/collectives/dtype.h"
+#include "runtime/collectives/reduce_kernels.h"
 #include "runtime/enum_words.h"
 
 #include <gtest/gtest.h>
