@@ -1,6 +1,7 @@
 # The layers, lowest first. A layer may include its own headers and those of the layers below
-# it, never one above: client -> daemon -> ops -> runtime -> api -> transport -> wire -> common.
-set(SYMMESH_LAYERS common wire transport api runtime ops daemon client)
+# it, never one above:
+# client -> daemon -> jobs -> ops -> runtime -> api -> transport -> wire -> common.
+set(SYMMESH_LAYERS common wire transport api runtime ops jobs daemon client)
 
 # Gives `target` exactly one include directory of its own, holding only `layer`'s headers (a
 # link named after the layer's source directory), so `#include "layer/x.h"` resolves only for

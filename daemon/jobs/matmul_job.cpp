@@ -1,10 +1,10 @@
-// The matmul job: a fused operator (or its sequential baseline) through ops/fused/runner.
+// The matmul job: a fused operator (or its sequential baseline) through jobs/fused/runner.
 #include <algorithm>
 #include <filesystem>
 
 #include "daemon/jobs/job.h"
 #include "ops/enum_words.h"
-#include "ops/fused/runner.h"
+#include "jobs/fused/runner.h"
 
 namespace symmesh {
 namespace {

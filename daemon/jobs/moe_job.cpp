@@ -1,4 +1,4 @@
-// The MoE jobs: dispatch, or combine after an untimed dispatch, through ops/moe/runner.
+// The MoE jobs: dispatch, or combine after an untimed dispatch, through jobs/moe/runner.
 #include <algorithm>
 #include <filesystem>
 
@@ -6,7 +6,7 @@
 #include "daemon/jobs/job.h"
 #include "ops/enum_words.h"
 #include "ops/moe/low_latency.h"
-#include "ops/moe/runner.h"
+#include "jobs/moe/runner.h"
 
 namespace symmesh {
 namespace {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/enum_words.h"
-#include "ops/fused/runner.h"
+#include "jobs/fused/runner.h"
 #include "tests/softroce/verbs_job.h"
 
 namespace symmesh {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/enum_words.h"
-#include "ops/moe/runner.h"
+#include "jobs/moe/runner.h"
 #include "tests/softroce/verbs_job.h"
 
 namespace symmesh {

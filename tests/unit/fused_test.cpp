@@ -14,7 +14,7 @@
 #include "common/streaming_copy.h"
 #include "common/trace.h"
 #include "ops/enum_words.h"
-#include "ops/fused/runner.h"
+#include "jobs/fused/runner.h"
 #include "tests/support/local_cluster.h"
 
 namespace symmesh {

@@ -1,4 +1,4 @@
-#include "ops/fused/reference.h"
+#include "jobs/fused/reference.h"
 
 #include <algorithm>
 #include <cmath>

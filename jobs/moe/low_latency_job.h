@@ -1,4 +1,4 @@
-// The low-latency algorithm as a MoE job runs it (ops/moe/runner): one LowLatencyBuffer for the
+// The low-latency algorithm as a MoE job runs it (jobs/moe/runner): one LowLatencyBuffer for the
 // job's shape, allocated before the first call and reused by every call, as a decoding model
 // keeps its buffer. Each timed call starts after an untimed barrier, so every PE starts together
 // (as the MPI baseline's calls start after MPI_Barrier) and the time is the call's alone. A

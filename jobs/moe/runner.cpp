@@ -1,4 +1,4 @@
-#include "ops/moe/runner.h"
+#include "jobs/moe/runner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "common/check_range.h"
 #include "common/progress.h"
 #include "common/trace.h"
-#include "ops/moe/low_latency_job.h"
+#include "jobs/moe/low_latency_job.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
 #include "ops/roles/roles.h"

@@ -1,4 +1,4 @@
-#include "ops/moe/low_latency_job.h"
+#include "jobs/moe/low_latency_job.h"
 
 #include <cmath>
 #include <cstring>

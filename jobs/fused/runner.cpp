@@ -1,11 +1,11 @@
-#include "ops/fused/runner.h"
+#include "jobs/fused/runner.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/progress.h"
 #include "ops/fused/mode_run.h"
-#include "ops/fused/reference.h"
+#include "jobs/fused/reference.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
 
