@@ -49,7 +49,11 @@ Daemon::Daemon(DaemonConfig config)
           std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
               .count()),
       incarnation_(start_time_us()),
-      membership_(config_.nodes, config_.node_rank, config_.heartbeat, watched_by(config_)) {}
+      membership_(config_.nodes, config_.node_rank, config_.heartbeat, watched_by(config_)),
+      relay_(
+          incarnation_,
+          [this](int node, const wire::ControlMessage& message) { send_to(node, message); },
+          [this] { return client_handlers(); }) {}
 
 Daemon::~Daemon() {
   shutdown();
@@ -291,7 +295,7 @@ void Daemon::shutdown() {
       }
     }
   }
-  fail_relayed("node " + std::to_string(config_.node_rank) + " is shutting down");
+  relay_.fail_all("node " + std::to_string(config_.node_rank) + " is shutting down");
   if (control_) control_->stop();
   if (attach_) attach_->stop();
   teardown(why);

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -24,6 +23,7 @@
 #include "daemon/link.h"
 #include "daemon/membership.h"
 #include "daemon/node_agent.h"
+#include "daemon/relay.h"
 #include "daemon/status/metrics.h"
 #include "daemon/status/status_server.h"
 #include "runtime/node.h"
@@ -97,21 +97,6 @@ class Daemon {
   // What the control port and relayed requests are served by.
   ControlServer::Handlers client_handlers();
 
-  // Requests relayed between a member and the root (daemon_relay.cpp).
-  // A member: sends `request` to the root; its answers go to `sink`. Returns what gives the
-  // request up should its client leave first.
-  ControlServer::Abandon relay_to_root(const wire::ClientRequest& request,
-                                       ControlServer::Sink sink);
-  // A member: an answer from the root to a relayed request.
-  void answer_relayed(const wire::RelayResponse& relayed);
-  // A member: the root is gone; every relayed request still waiting fails with `why`.
-  void fail_relayed(const std::string& why);
-  // The root: serves a request `node` relayed, answering over its link.
-  void serve_relayed(int node, const wire::RelayRequest& relay);
-  // The root: the client of a request `node` relayed left.
-  void abandon_relayed(int node, uint64_t request_id);
-  void give_up_relayed(const std::pair<int, uint64_t>& key, const ControlServer::Abandon& abandon);
-
   // Status (daemon_status.cpp).
   wire::StatusReply status();
   StatusServer::Health health();
@@ -168,19 +153,8 @@ class Daemon {
   std::unique_ptr<NodeAgent> agent_;
   std::vector<std::thread> link_threads_;
 
-  std::mutex relay_mutex_;
-  // Starts at the incarnation, so a restarted member's ids never meet its last life's at the
-  // root (which keys what it serves by node and id).
-  uint64_t next_request_ = incarnation_;
-  std::map<uint64_t, ControlServer::Sink> relaying_;  // a member: requests at the root
-  // The root: a relayed request not answered last yet. Its abandon is empty while it is being
-  // served (a client that leaves meanwhile marks it, and it is given up once served) or when
-  // the request has nothing to give up.
-  struct Relayed {
-    ControlServer::Abandon abandon;
-    bool client_left = false;
-  };
-  std::map<std::pair<int, uint64_t>, Relayed> relayed_;
+  // Requests relayed between a member and the root (daemon/relay.h).
+  Relay relay_;
 };
 
 }  // namespace symmesh

@@ -468,8 +468,8 @@ void Daemon::lost(int node, uint64_t epoch, const std::string& why) {
   node_->doorbell().abort("node " + std::to_string(node) + " is down: " + why);
   apply(membership_.lost(node, why, Clock::now()));
   if (node == 0 && !is_root()) {
-    fail_relayed("lost the connection to the root (node 0 at " + config_.bootstrap.str() +
-                 "): " + why);
+    relay_.fail_all("lost the connection to the root (node 0 at " + config_.bootstrap.str() +
+                    "): " + why);
   }
 }
 
@@ -492,9 +492,9 @@ void Daemon::read_from_node(Link& link, uint64_t epoch) {
         ready_nodes_.insert(n);
         changed_.notify_all();
       } else if (message.has_abandon()) {
-        abandon_relayed(n, message.abandon().request_id());
+        relay_.abandon(n, message.abandon().request_id());
       } else if (message.has_relay()) {
-        serve_relayed(n, message.relay());
+        relay_.serve(n, message.relay());
       } else if (message.has_reform()) {
         spdlog::warn("node 0: node {} asks to re-form: {}", n, message.reform().why());
         std::lock_guard lock(mutex_);
@@ -527,7 +527,7 @@ void Daemon::read_from_root(Link& link, uint64_t epoch) {
         cluster_started_ = true;
         changed_.notify_all();
       } else if (message.has_relayed()) {
-        answer_relayed(message.relayed());
+        relay_.answer(message.relayed());
       } else if (message.has_reform()) {
         spdlog::info("node {}: the root re-forms the cluster: {}", config_.node_rank,
                      message.reform().why());

@@ -46,7 +46,7 @@ ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::
   }
   wire::ClientRequest request;
   *request.mutable_submit() = spec;
-  return relay_to_root(request, std::move(sink));
+  return relay_.to_root(request, std::move(sink));
 }
 
 void Daemon::wait(uint64_t job_id, ControlServer::Sink sink) {

@@ -105,10 +105,10 @@ void summarize_job(const wire::JobSpec& spec, const ClusterShape& shape,
                    const std::vector<double>& iteration_s, wire::JobResult& result);
 // Refuses an iteration count outside 1..max, naming --iters.
 void check_iterations(uint32_t iters, uint32_t max);
-// The runtime's element type for the wire's (`unset` when the field is), through the words both
-// share; throws InvalidArgument naming the allowed ones.
+// The runtime's element type for the wire's (`unset` when the field is); throws
+// InvalidArgument naming the allowed ones for a number DType does not cover.
 DType dtype_of(wire::DataType dtype, DType unset);
-// The runtime's reduction for the wire's (unset: sum).
+// The runtime's reduction for the wire's (unset: sum); throws InvalidArgument as dtype_of.
 ReduceOp reduce_of(wire::Reduction op);
 // The daemon's GEMM: one oneDNN primitive cache for its whole life, shared by its PEs and jobs.
 Gemm& daemon_gemm();

@@ -1,19 +1,19 @@
-// Requests relayed between a member and the root: a client may submit at any node, and a
-// member hands what only the root can serve to it over its link. The client's own request
-// and answers travel inside RelayRequest and RelayResponse, so every kind of request takes
-// this one path and the root serves it with the handlers of its own control port.
+#include "daemon/relay.h"
+
 #include <spdlog/spdlog.h>
 
 #include "daemon/client_requests.h"
-#include "daemon/daemon.h"
 
 namespace symmesh {
 
-ControlServer::Abandon Daemon::relay_to_root(const wire::ClientRequest& request,
-                                             ControlServer::Sink sink) {
+Relay::Relay(uint64_t first_request_id, Send send, Handlers handlers)
+    : send_(std::move(send)), handlers_(std::move(handlers)), next_request_(first_request_id) {}
+
+ControlServer::Abandon Relay::to_root(const wire::ClientRequest& request,
+                                      ControlServer::Sink sink) {
   uint64_t id = 0;
   {
-    std::lock_guard lock(relay_mutex_);
+    std::lock_guard lock(mutex_);
     id = next_request_++;
     relaying_[id] = std::move(sink);
   }
@@ -21,27 +21,27 @@ ControlServer::Abandon Daemon::relay_to_root(const wire::ClientRequest& request,
   message.mutable_relay()->set_request_id(id);
   *message.mutable_relay()->mutable_request() = request;
   try {
-    send_to(0, message);
+    send_(0, message);
   } catch (const std::exception&) {
-    std::lock_guard lock(relay_mutex_);
+    std::lock_guard lock(mutex_);
     relaying_.erase(id);
     throw;
   }
   return [this, id] {
     {
-      std::lock_guard lock(relay_mutex_);
+      std::lock_guard lock(mutex_);
       if (!relaying_.erase(id)) return;  // it ended meanwhile
     }
     wire::ControlMessage abandon;
     abandon.mutable_abandon()->set_request_id(id);
-    send_to(0, abandon);
+    send_(0, abandon);
   };
 }
 
-void Daemon::answer_relayed(const wire::RelayResponse& relayed) {
+void Relay::answer(const wire::RelayResponse& relayed) {
   ControlServer::Sink sink;
   {
-    std::lock_guard lock(relay_mutex_);
+    std::lock_guard lock(mutex_);
     auto it = relaying_.find(relayed.request_id());
     if (it == relaying_.end()) return;  // its client left
     sink = it->second;
@@ -50,38 +50,38 @@ void Daemon::answer_relayed(const wire::RelayResponse& relayed) {
   sink(relayed.response());
 }
 
-void Daemon::fail_relayed(const std::string& why) {
+void Relay::fail_all(const std::string& why) {
   std::map<uint64_t, ControlServer::Sink> orphans;
   {
-    std::lock_guard lock(relay_mutex_);
+    std::lock_guard lock(mutex_);
     orphans.swap(relaying_);
   }
   for (auto& [id, sink] : orphans) sink(refusal(PeerError(why)));
 }
 
-void Daemon::serve_relayed(int node, const wire::RelayRequest& relay) {
+void Relay::serve(int node, const wire::RelayRequest& relay) {
   const auto key = std::make_pair(node, relay.request_id());
   {
-    std::lock_guard lock(relay_mutex_);
+    std::lock_guard lock(mutex_);
     relayed_[key] = Relayed{};
   }
   // Runs on the coordinator's thread for a job's answers: send_to only queues.
   auto answer = [this, key](const wire::ClientResponse& response) {
     const bool last = !response.has_event();
     if (last) {
-      std::lock_guard lock(relay_mutex_);
+      std::lock_guard lock(mutex_);
       relayed_.erase(key);
     }
     wire::ControlMessage message;
     message.mutable_relayed()->set_request_id(key.second);
     *message.mutable_relayed()->mutable_response() = response;
     message.mutable_relayed()->set_last(last);
-    send_to(key.first, message);
+    send_(key.first, message);
   };
   try {
-    auto abandon = serve_client_request(client_handlers(), relay.request(), answer);
+    auto abandon = serve_client_request(handlers_(), relay.request(), answer);
     {
-      std::lock_guard lock(relay_mutex_);
+      std::lock_guard lock(mutex_);
       auto it = relayed_.find(key);
       if (it == relayed_.end() || !abandon) return;  // answered already, or nothing to give up
       if (!it->second.client_left) {
@@ -90,7 +90,7 @@ void Daemon::serve_relayed(int node, const wire::RelayRequest& relay) {
       }
       relayed_.erase(it);
     }
-    give_up_relayed(key, abandon);
+    give_up(key, abandon);
   } catch (const std::exception& e) {
     try {
       answer(refusal(e));
@@ -100,10 +100,10 @@ void Daemon::serve_relayed(int node, const wire::RelayRequest& relay) {
   }
 }
 
-void Daemon::abandon_relayed(int node, uint64_t request_id) {
+void Relay::abandon(int node, uint64_t request_id) {
   ControlServer::Abandon abandon;
   {
-    std::lock_guard lock(relay_mutex_);
+    std::lock_guard lock(mutex_);
     auto it = relayed_.find({node, request_id});
     if (it == relayed_.end()) return;  // it ended meanwhile
     if (!it->second.abandon) {
@@ -113,11 +113,10 @@ void Daemon::abandon_relayed(int node, uint64_t request_id) {
     abandon = std::move(it->second.abandon);
     relayed_.erase(it);
   }
-  give_up_relayed({node, request_id}, abandon);
+  give_up({node, request_id}, abandon);
 }
 
-void Daemon::give_up_relayed(const std::pair<int, uint64_t>& key,
-                             const ControlServer::Abandon& abandon) {
+void Relay::give_up(const Key& key, const ControlServer::Abandon& abandon) {
   spdlog::info("node 0: the client of request {} (at node {}) left: giving it up", key.second,
                key.first);
   abandon();
