@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "daemon/jobs/job.h"
-#include "ops/enum_words.h"
 #include "jobs/fused/runner.h"
+#include "ops/enum_words.h"
 
 namespace symmesh {
 namespace {

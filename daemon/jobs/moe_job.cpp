@@ -4,9 +4,9 @@
 
 #include "common/errors.h"
 #include "daemon/jobs/job.h"
+#include "jobs/moe/runner.h"
 #include "ops/enum_words.h"
 #include "ops/moe/low_latency.h"
-#include "jobs/moe/runner.h"
 
 namespace symmesh {
 namespace {

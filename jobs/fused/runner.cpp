@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "common/progress.h"
-#include "ops/fused/mode_run.h"
 #include "jobs/fused/reference.h"
+#include "ops/fused/mode_run.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
 

@@ -4,8 +4,8 @@
 // emulates the CPU.
 #include <gtest/gtest.h>
 
-#include "ops/enum_words.h"
 #include "jobs/fused/runner.h"
+#include "ops/enum_words.h"
 #include "tests/softroce/verbs_job.h"
 
 namespace symmesh {

@@ -5,8 +5,8 @@
 // bitwise deterministic across runs. The guest emulates the CPU, hence the sizes.
 #include <gtest/gtest.h>
 
-#include "ops/enum_words.h"
 #include "jobs/moe/runner.h"
+#include "ops/enum_words.h"
 #include "tests/softroce/verbs_job.h"
 
 namespace symmesh {

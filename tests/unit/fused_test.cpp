@@ -13,8 +13,8 @@
 
 #include "common/streaming_copy.h"
 #include "common/trace.h"
-#include "ops/enum_words.h"
 #include "jobs/fused/runner.h"
+#include "ops/enum_words.h"
 #include "tests/support/local_cluster.h"
 
 namespace symmesh {
