@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "jobs/fused/inputs.h"
 #include "ops/enum_words.h"
-#include "ops/fused/inputs.h"
 #include "ops/fused/operator.h"
 #include "ops/fused/tiles.h"
 #include "ops/gemm.h"

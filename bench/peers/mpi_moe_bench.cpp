@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/moe/reference.h"
+#include "jobs/moe/reference.h"
 
 int main(int argc, char** argv) {
   using namespace symmesh;

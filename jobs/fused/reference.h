@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "ops/fused/inputs.h"
+#include "jobs/fused/inputs.h"
 #include "ops/gemm.h"
 
 namespace symmesh {

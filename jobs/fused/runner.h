@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/fused/inputs.h"
+#include "jobs/fused/inputs.h"
 #include "ops/fused/mode_plans.h"
 #include "ops/fused/operator.h"
 

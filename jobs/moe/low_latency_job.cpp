@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/moe/reference.h"
+#include "jobs/moe/reference.h"
 #include "ops/roles/roles.h"
 #include "runtime/barrier.h"
 

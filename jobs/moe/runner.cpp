@@ -9,6 +9,7 @@
 #include "common/progress.h"
 #include "common/trace.h"
 #include "jobs/moe/low_latency_job.h"
+#include "jobs/moe/reference.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
 #include "ops/roles/roles.h"

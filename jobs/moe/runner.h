@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "jobs/inputs.h"
 #include "ops/moe/combine.h"
 
 namespace symmesh {

@@ -410,6 +410,10 @@ class FlatCombiner final : public Combiner {
 
 }  // namespace
 
+float expert_scale(int expert) {
+  return 1.0f + float(expert % 8) / 8.0f;
+}
+
 std::vector<std::byte> expert_outputs(const MoeOptions& o, const DispatchResult& d) {
   const size_t bytes = size_t(o.hidden) * dtype_size(o.partial_dtype);
   std::vector<std::byte> out(size_t(d.received) * bytes);

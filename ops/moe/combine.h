@@ -33,6 +33,10 @@
 
 namespace symmesh {
 
+// The stand-in expert: expert e maps x to x * expert_scale(e), a multiple of 1/8 in [1, 2), so
+// different experts give different outputs and a misrouted one is seen. The jobs and the tests
+// run it; a combine given no expert rows computes it.
+float expert_scale(int expert);
 // The stand-in experts' outputs for the received tokens, what the node's PEs read: per token
 // the sum over this PE's experts of it of (weight if topk weighting) * expert_scale * x, in f32,
 // rounded to options.partial_dtype: [received][hidden].

@@ -34,10 +34,16 @@
 #include <functional>
 #include <vector>
 
-#include "ops/moe/reference.h"
+#include "ops/moe/layout.h"
 #include "runtime/pe.h"
 
 namespace symmesh {
+
+// A received token, as dispatch returns it: from which PE and which of its tokens.
+struct ReceivedToken {
+  int source_pe;
+  int64_t source_token;
+};
 
 struct DispatchPaths {
   int channels = 0;

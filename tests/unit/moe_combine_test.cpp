@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "jobs/moe/reference.h"
 #include "ops/enum_words.h"
 #include "tests/support/local_cluster.h"
 

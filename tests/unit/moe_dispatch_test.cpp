@@ -14,6 +14,7 @@
 #include "api/op_limits.h"
 #include "common/errors.h"
 #include "common/streaming_copy.h"
+#include "jobs/moe/reference.h"
 #include "ops/moe/record_counts.h"
 #include "tests/support/local_cluster.h"
 

@@ -8,8 +8,8 @@
 #include <numeric>
 
 #include "common/errors.h"
+#include "jobs/moe/reference.h"
 #include "ops/enum_words.h"
-#include "ops/moe/reference.h"
 #include "ops/npy.h"
 #include "tests/support/moe_shape.h"
 

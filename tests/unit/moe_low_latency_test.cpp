@@ -12,7 +12,7 @@
 
 #include "common/streaming_copy.h"
 
-#include "ops/moe/reference.h"
+#include "jobs/moe/reference.h"
 #include "runtime/barrier.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/moe_shape.h"

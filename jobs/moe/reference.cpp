@@ -1,4 +1,4 @@
-#include "ops/moe/reference.h"
+#include "jobs/moe/reference.h"
 
 #include <algorithm>
 #include <cstring>
@@ -40,10 +40,6 @@ std::vector<uint16_t> moe_bias(const MoeOptions& o, int pe, int index, const Inp
   }
   return uniform_bf16(size_t(o.tokens) * o.hidden,
                       spec.seed * 1000003 + uint64_t(pe) * 7 + 2 + uint64_t(index), 0.125f);
-}
-
-float expert_scale(int expert) {
-  return 1.0f + float(expert % 8) / 8.0f;
 }
 
 void expert_partial(const MoeOptions& o, const Routing& routing, int64_t token, int pe, int n_pes,

@@ -1,4 +1,4 @@
-#include "ops/fused/inputs.h"
+#include "jobs/fused/inputs.h"
 
 #include "ops/seeded.h"
 

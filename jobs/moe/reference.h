@@ -1,13 +1,14 @@
 // The references MoE dispatch and combine are verified against, and the inputs they share:
-// each PE's tokens (bf16, generated from a seed), the stand-in expert every test and benchmark
-// runs, the bias tensors. Everything is computed from the routing alone, in f32 and in a fixed
-// order, without moving data.
+// each PE's tokens (bf16, generated from a seed) and the bias tensors; the stand-in expert every
+// test and benchmark runs is the combine's (expert_scale, ops/moe/combine.h). Everything is
+// computed from the routing alone, in f32 and in a fixed order, without moving data.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "ops/inputs.h"
+#include "jobs/inputs.h"
+#include "ops/moe/combine.h"
 #include "ops/moe/layout.h"
 
 namespace symmesh {
@@ -19,20 +20,11 @@ std::vector<uint16_t> moe_tokens(const MoeOptions& options, int pe, const InputS
 // read from <dir>/bias_<index>_<pe>.npy.
 std::vector<uint16_t> moe_bias(const MoeOptions& options, int pe, int index, const InputSpec& spec);
 
-// The stand-in expert: expert e maps x to x * expert_scale(e), a multiple of 1/8 in [1, 2), so
-// different experts give different outputs and a misrouted one is seen.
-float expert_scale(int expert);
-
 // What one PE's experts contribute to one token (DeepEP's per-rank combine input): the sum over
 // the token's experts held by `pe`, in topk order, of (weight if topk weighting) * scale * x.
 void expert_partial(const MoeOptions& options, const Routing& routing, int64_t token, int pe,
                     int n_pes, const uint16_t* x, float* out);
 
-// A received token, as dispatch returns it: from which PE and which of its tokens.
-struct ReceivedToken {
-  int source_pe;
-  int64_t source_token;
-};
 // The tokens PE `pe` receives, in the order dispatch delivers them: by source PE, then token.
 std::vector<ReceivedToken> reference_dispatch(const MoeOptions& options,
                                               const std::vector<Routing>& routings,

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "jobs/inputs.h"
 #include "ops/fused/options.h"
-#include "ops/inputs.h"
 
 namespace symmesh {
 

@@ -1,4 +1,4 @@
-#include "ops/inputs.h"
+#include "jobs/inputs.h"
 
 #include "common/errors.h"
 #include "ops/npy.h"
