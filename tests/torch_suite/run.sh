@@ -11,7 +11,7 @@
 # which fails under Python 3.11 with torch 1.13), made by
 #   BACKEND=gloo WORLD_SIZE=4 TEMP_DIR=$(mktemp -d) PYTHONPATH=tests/torch_suite/stand_ins \
 #     /usr/bin/python3 tests/torch_suite/suite.py --out gloo.jsonl
-# By default only the tests gloo passes run (each test spawns 4 processes, about 2 s even to
+# By default only the tests gloo passes run (each test starts 4 processes, about 1 s even to
 # skip); ALL=1 runs every CPU test and compares every outcome.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
