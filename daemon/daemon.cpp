@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include "common/errors.h"
-#include "common/thread_name.h"
 #include "common/units.h"
 #include "daemon/jobs/data_paths.h"
 #include "daemon/jobs/host_memory.h"
@@ -60,43 +59,18 @@ Daemon::~Daemon() {
 }
 
 void Daemon::request_stop(const std::string& why) {
-  {
-    std::lock_guard lock(mutex_);
-    if (stop_reason_.empty()) stop_reason_ = why;
-    if (joining_) joining_->stop();
+  std::lock_guard lock(stop_mutex_);
+  if (!loop_) {
+    if (early_stop_.empty()) early_stop_ = why;
+    return;
   }
-  changed_.notify_all();
-  if (join_) join_->notify();
-}
-
-bool Daemon::stopping() {
-  std::lock_guard lock(mutex_);
-  return !stop_reason_.empty();
-}
-
-void Daemon::set_state(wire::DaemonState state) {
-  std::lock_guard lock(mutex_);
-  if (state_ != wire::DAEMON_STATE_STOPPED) state_ = state;
-  changed_.notify_all();
+  loop_->request_stop(why);
 }
 
 int Daemon::run() {
   start();
-  monitor_ = std::thread([this] {
-    set_thread_name("monitor");
-    monitor_loop();
-  });
-  if (is_root()) {
-    run_root();
-  } else {
-    run_member();
-  }
-  std::string why;
-  {
-    std::lock_guard lock(mutex_);
-    why = stop_reason_;
-  }
-  spdlog::info("node {}: stopping: {}", config_.node_rank, why);
+  loop_->run();
+  spdlog::info("node {}: stopping: {}", config_.node_rank, loop_->stop_reason());
   shutdown();
   return 0;
 }
@@ -144,6 +118,15 @@ void Daemon::start() {
         std::make_unique<JoinListener>(config_.bootstrap, secret_, base_hello(),
                                        [this](const std::string& kind) { metrics_.error(kind); });
   }
+  {
+    std::lock_guard lock(stop_mutex_);
+    loop_ = std::make_unique<FormationLoop>(FormationLoop::Parts{
+        config_, secret_, incarnation_, *node_, membership_, metrics_, relay_, coordinator_.get(),
+        join_.get(), JobLimits{data_dir_, job_memory_, cpus_}, progress_,
+        [this] { return base_hello(); },
+        [this](wire::JobSpec spec) { return with_defaults(std::move(spec)); }});
+    if (!early_stop_.empty()) loop_->request_stop(early_stop_);
+  }
   if (config_.status_addr) {
     status_server_ = std::make_unique<StatusServer>(
         *config_.status_addr,
@@ -165,7 +148,7 @@ void Daemon::start() {
       status_server_ ? status_server_->url() : "off", data_dir_, attach_->path());
 
   if (is_root()) {
-    join_->on_joined([this] { changed_.notify_all(); });
+    join_->on_joined([this] { loop_->notify(); });
     join_->fence_with([this](const wire::NodeHello& hello) { return fenced(hello); });
     join_->start();
   }
@@ -222,83 +205,27 @@ std::string Daemon::fenced(const wire::NodeHello& hello) const {
   return "";
 }
 
-void Daemon::monitor_loop() {
-  const auto every = std::max(config_.heartbeat / 4, std::chrono::milliseconds(10));
-  std::unique_lock lock(mutex_);
-  while (stop_reason_.empty()) {
-    changed_.wait_for(lock, every);
-    lock.unlock();
-    apply(membership_.tick(Clock::now()));
-    lock.lock();
-  }
-}
-
-void Daemon::apply(const std::vector<MembershipChange>& changes) {
-  for (const auto& change : changes) {
-    if (change.node == config_.node_rank) continue;
-    const std::string what = "node " + std::to_string(change.node);
-    if (change.to == wire::NODE_STATE_DOWN || change.to == wire::NODE_STATE_SUSPECT) {
-      spdlog::warn("{} is {}: {}", what, wire::enum_text(change.to), change.reason);
-    } else {
-      spdlog::info("{} is {} (was {})", what, wire::enum_text(change.to),
-                   wire::enum_text(change.from));
-    }
-    if (change.to == wire::NODE_STATE_DOWN) metrics_.error("peer_down");
-    if (coordinator_ && change.to == wire::NODE_STATE_DOWN) {
-      coordinator_->on_node_down(change.node, change.reason);
-    }
-    if (coordinator_ && change.to == wire::NODE_STATE_UP) coordinator_->on_node_up(change.node);
-    // A member that stops hearing the root acts as if the link broke: a dead host or a cut
-    // network sends no reset, and the kernel would hold the connection for many minutes.
-    if (!is_root() && change.node == 0 && change.to == wire::NODE_STATE_DOWN) {
-      uint64_t epoch = 0;
-      {
-        std::lock_guard lock(mutex_);
-        epoch = epoch_;
-      }
-      lost(0, epoch, "no heartbeat from the root: " + change.reason);
-    }
-  }
-  if (changes.empty()) return;
-  std::lock_guard lock(mutex_);
-  if (state_ == wire::DAEMON_STATE_READY || state_ == wire::DAEMON_STATE_DEGRADED) {
-    state_ = membership_.all_up() ? wire::DAEMON_STATE_READY : wire::DAEMON_STATE_DEGRADED;
-  }
+void Daemon::send_to(int node, const wire::ControlMessage& message) {
+  if (!loop_) throw PeerError("no link to node " + std::to_string(node) + " (not formed yet)");
+  loop_->send_to(node, message);
 }
 
 void Daemon::shutdown() {
-  std::string why;
+  std::string why = "the daemon stopped";
   {
-    std::lock_guard lock(mutex_);
-    if (state_ == wire::DAEMON_STATE_STOPPED) return;
-    state_ = wire::DAEMON_STATE_STOPPED;
-    if (stop_reason_.empty()) stop_reason_ = "the daemon stopped";
-    why = stop_reason_;
+    std::lock_guard lock(stop_mutex_);
+    if (shut_down_) return;
+    shut_down_ = true;
   }
-  changed_.notify_all();
-  if (monitor_.joinable()) monitor_.join();
+  if (loop_) why = loop_->enter_stopped().value_or(why);
   status_server_.reset();  // its handlers read what is torn down below
   if (join_) join_->stop();
   if (coordinator_) coordinator_->stop("node 0 (the root) is shutting down: " + why);
-  // Tell the peers: the root tells every node, a node tells the root.
-  wire::ControlMessage bye;
-  bye.mutable_shutdown()->set_node_rank(config_.node_rank);
-  bye.mutable_shutdown()->set_reason(why);
-  {
-    std::lock_guard lock(links_mutex_);
-    for (auto& link : links_) {
-      if (!link) continue;
-      try {
-        link->send(bye);
-      } catch (const std::exception&) {
-        // Already gone.
-      }
-    }
-  }
+  if (loop_) loop_->say_goodbye(why);
   relay_.fail_all("node " + std::to_string(config_.node_rank) + " is shutting down");
   if (control_) control_->stop();
   if (attach_) attach_->stop();
-  teardown(why);
+  if (loop_) loop_->teardown(why);
   if (attach_) attached_pes().close_all("node " + std::to_string(config_.node_rank) + ": " + why);
 }
 

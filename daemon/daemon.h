@@ -1,15 +1,12 @@
 // symmeshd: one per node. Starts its control and status ports, then forms the cluster with
-// the others and serves jobs until it stops. Forming is the bootstrap exchange (every node's
-// hello to the root, the root's view back, data transports connected, a world barrier); the
-// cluster forms again whenever a node or the root restarts, so a daemon's life is a loop of
-// formations (daemon/formation_transports.h) watched by the membership (daemon/membership.h).
+// the others and serves jobs until it stops. Its parts: the formation loop that forms the
+// cluster again and again (daemon/formation_loop.h), the membership that watches the nodes
+// (daemon/membership.h), the relay between a member and the root (daemon/relay.h), the job
+// handlers (daemon_jobs.cpp) and what it says of itself (daemon_status.cpp).
 #pragma once
 
-#include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <set>
-#include <thread>
 
 #include "common/cpu_binding.h"
 #include "common/cpu_budget.h"
@@ -18,9 +15,8 @@
 #include "daemon/config.h"
 #include "daemon/control_server.h"
 #include "daemon/coordinator.h"
-#include "daemon/formation_transports.h"
+#include "daemon/formation_loop.h"
 #include "daemon/join_listener.h"
-#include "daemon/link.h"
 #include "daemon/membership.h"
 #include "daemon/node_agent.h"
 #include "daemon/relay.h"
@@ -50,41 +46,10 @@ class Daemon {
   // The configuration part of this daemon's hello (the formation adds its transports).
   wire::NodeHello base_hello() const;
 
-  // Forming and serving (daemon_formation.cpp).
-  void run_root();
-  void run_member();
-  void pause_if_port_down(const Error& e);
-  // Root: gathers every node's hello (the first time within --bootstrap-timeout, then for
-  // as long as it takes), answers them with the view, connects, runs the world barrier.
-  // Returns false when the daemon is stopping.
-  bool form_as_root(bool first);
-  // Root: serves until the daemon stops (false) or the cluster must re-form (true).
-  bool serve_as_root();
-  // Member: joins the root (retrying until `deadline`), connects, waits for the start.
-  // Returns false when the daemon is stopping.
-  bool form_as_member(Deadline deadline);
-  // Member: serves until the daemon stops (false) or it must join again (true); `lost`
-  // tells whether the root went away (then it may take --rejoin-timeout to come back).
-  bool serve_as_member(bool& lost);
-  // Builds this formation's transports; returns this node's hello.
-  wire::NodeHello open_formation();
-  // Adopts the view: links, transports connected, the agent.
-  void adopt(const wire::ClusterView& view, std::vector<std::unique_ptr<BlockingChannel>> channels);
-  // Ends the current formation: links, the agent, the transports.
-  void teardown(const std::string& why);
-  void read_from_node(Link& link, uint64_t epoch);
-  void read_from_root(Link& link, uint64_t epoch);
-  // Sends to node n's link (the root) or the root's (a member); throws PeerError when there
-  // is none.
-  void send_to(int node, const wire::ControlMessage& message);
-  // A link or transport to `node` failed during formation `epoch`.
-  void lost(int node, uint64_t epoch, const std::string& why);
-  void monitor_loop();
   // Why a joiner's hello may not wait at the bootstrap port (empty: it may).
   std::string fenced(const wire::NodeHello& hello) const;
-  void apply(const std::vector<MembershipChange>& changes);
-  void set_state(wire::DaemonState state);
-  bool stopping();
+  // Sends to node n through the formation loop; throws PeerError between formations.
+  void send_to(int node, const wire::ControlMessage& message);
 
   // Jobs (daemon_jobs.cpp).
   // Returns what cancels the job should its client leave before the result.
@@ -124,34 +89,13 @@ class Daemon {
   std::unique_ptr<AttachServer> attach_;
   std::unique_ptr<JoinListener> join_;        // root only
   std::unique_ptr<Coordinator> coordinator_;  // root only
-  std::thread monitor_;
 
-  // The current formation: swapped by the main thread, read by status under mutex_.
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::string stop_reason_;
-  wire::DaemonState state_ = wire::DAEMON_STATE_BOOTSTRAPPING;
-  std::unique_ptr<FormationTransports> formation_;
-  wire::ClusterView view_;
-  uint64_t epoch_ = 0;
-  bool tearing_down_ = false;
-  BlockingChannel* joining_ = nullptr;  // a member: the connection it joins the root on
-  // A member: the root asked it to join again. The root: a data connection broke (at
-  // reform_at_), so the cluster re-forms to connect it again.
-  bool reform_ = false;
-  Clock::time_point reform_at_;
-  bool root_lost_ = false;  // a member: the link to the root ended
-  std::string root_lost_why_;
-  std::set<int> ready_nodes_;  // the members whose data transport is connected
-  bool cluster_started_ = false;
-
-  // The links and the agent of the current formation. Its own lock, taken for a send and
-  // never held while calling anything that could lock another (sinks run under the
-  // coordinator's lock and send through here).
-  std::mutex links_mutex_;
-  std::vector<std::unique_ptr<Link>> links_;  // root: one per node; a member: [0], the root
-  std::unique_ptr<NodeAgent> agent_;
-  std::vector<std::thread> link_threads_;
+  // The formation loop (daemon/formation_loop.h), made in start() before the servers that ask
+  // it. A stop asked for before it exists waits in early_stop_.
+  std::mutex stop_mutex_;
+  std::string early_stop_;
+  bool shut_down_ = false;
+  std::unique_ptr<FormationLoop> loop_;
 
   // Requests relayed between a member and the root (daemon/relay.h).
   Relay relay_;

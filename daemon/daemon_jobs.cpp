@@ -17,13 +17,11 @@ wire::JobSpec Daemon::with_defaults(wire::JobSpec spec) const {
 }
 
 ControlServer::Abandon Daemon::submit(const wire::JobSpec& spec, ControlServer::Sink sink) {
-  {
-    std::lock_guard lock(mutex_);
-    if (state_ != wire::DAEMON_STATE_READY && state_ != wire::DAEMON_STATE_DEGRADED) {
-      throw PeerError(
-          std::string("the cluster is not serving (state: ") + wire::enum_text(state_) + "); " +
-          (membership_.problems().empty() ? "try again once it is ready" : membership_.problems()));
-    }
+  if (const wire::DaemonState state = loop_->state();
+      state != wire::DAEMON_STATE_READY && state != wire::DAEMON_STATE_DEGRADED) {
+    throw PeerError(
+        std::string("the cluster is not serving (state: ") + wire::enum_text(state) + "); " +
+        (membership_.problems().empty() ? "try again once it is ready" : membership_.problems()));
   }
   // Checked here for the client's sake; every node checks its own paths again before it runs.
   const wire::JobSpec confined = confine_job_paths(spec, data_dir_);

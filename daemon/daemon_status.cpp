@@ -34,60 +34,51 @@ wire::StatusReply Daemon::status() {
     reply.set_heap_job_peak(node_->heap_job_peak());
   }
   const std::vector<NodeSlot> slots = membership_.slots();
-  bool serving = false;
-  {
-    std::lock_guard lock(mutex_);
-    reply.set_state(state_);
-    reply.set_epoch(epoch_);
-    serving = state_ == wire::DAEMON_STATE_READY || state_ == wire::DAEMON_STATE_DEGRADED;
-    for (const auto& info : view_.node()) {
-      const int n = static_cast<int>(info.node_rank());
-      auto* node = reply.add_node();
-      node->set_node_rank(info.node_rank());
-      node->set_hostname(info.hostname());
-      node->set_control_endpoint(host_port(info.control_endpoint()).str());
-      node->set_ranks(view_.ranks_per_node());
-      node->set_status_url(info.status_url());
-      const NodeSlot& slot = slots.at(n);
-      node->set_state(slot.state);
-      node->set_incarnation(slot.incarnation);
-      node->set_state_since_unix_s(slot.since_unix_s);
-      node->set_last_heard_unix_s(slot.last_heard_unix_s);
-      node->set_state_reason(slot.reason);
-      if (n == config_.node_rank) continue;
-      auto* peer = reply.add_peer();
-      peer->set_node_rank(info.node_rank());
-      const std::string reason = formation_ ? formation_->reason(n) : "";
-      peer->set_transport(reason.empty() ? "pending" : node_->transport_name(n));
-      peer->set_reason(reason.empty() ? "forming" : reason);
-      peer->set_data_endpoint(host_port(info.data_endpoint()).str());
-      peer->set_up(!reason.empty() && formation_->peer_up(n) && slot.state == wire::NODE_STATE_UP);
-    }
+  const FormationLoop::Snapshot formation = loop_->snapshot();
+  reply.set_state(formation.state);
+  reply.set_epoch(formation.epoch);
+  for (const auto& info : formation.view.node()) {
+    const int n = static_cast<int>(info.node_rank());
+    auto* node = reply.add_node();
+    node->set_node_rank(info.node_rank());
+    node->set_hostname(info.hostname());
+    node->set_control_endpoint(host_port(info.control_endpoint()).str());
+    node->set_ranks(formation.view.ranks_per_node());
+    node->set_status_url(info.status_url());
+    const NodeSlot& slot = slots.at(n);
+    node->set_state(slot.state);
+    node->set_incarnation(slot.incarnation);
+    node->set_state_since_unix_s(slot.since_unix_s);
+    node->set_last_heard_unix_s(slot.last_heard_unix_s);
+    node->set_state_reason(slot.reason);
+    if (n == config_.node_rank) continue;
+    auto* peer = reply.add_peer();
+    peer->set_node_rank(info.node_rank());
+    const std::string& reason = formation.reasons.at(n);
+    peer->set_transport(reason.empty() ? "pending" : node_->transport_name(n));
+    peer->set_reason(reason.empty() ? "forming" : reason);
+    peer->set_data_endpoint(host_port(info.data_endpoint()).str());
+    peer->set_up(formation.peers_up.at(n) && slot.state == wire::NODE_STATE_UP);
   }
-  // The coordinator takes its own lock: asked outside this daemon's.
+  const bool serving =
+      formation.state == wire::DAEMON_STATE_READY || formation.state == wire::DAEMON_STATE_DEGRADED;
+  // Jobs are counted once the cluster serves.
   if (!serving) return reply;
   if (coordinator_) {
     reply.set_jobs_run(coordinator_->jobs_run());
     reply.set_jobs_failed(coordinator_->jobs_failed());
     reply.set_jobs_queued(coordinator_->jobs_queued());
     for (auto& job : coordinator_->jobs()) *reply.add_jobs() = std::move(job);
-  } else {
-    std::lock_guard lock(links_mutex_);
-    if (agent_) {
-      reply.set_jobs_run(agent_->jobs_run());
-      reply.set_jobs_failed(agent_->jobs_failed());
-    }
+  } else if (const auto counts = loop_->agent_jobs()) {
+    reply.set_jobs_run(counts->first);
+    reply.set_jobs_failed(counts->second);
   }
   return reply;
 }
 
 StatusServer::Health Daemon::health() {
   const std::string problems = membership_.problems();
-  wire::DaemonState state;
-  {
-    std::lock_guard lock(mutex_);
-    state = state_;
-  }
+  const wire::DaemonState state = loop_->state();
   if (state == wire::DAEMON_STATE_BOOTSTRAPPING || state == wire::DAEMON_STATE_STOPPED) {
     return {false, std::string("state ") + wire::enum_text(state)};
   }
@@ -153,9 +144,7 @@ std::string Daemon::metrics_text() {
     const char* help;
     uint64_t PeerTraffic::Totals::*field;
   };
-  std::lock_guard lock(mutex_);  // the formation's transports stay while they are read
-  const std::vector<const NetworkTransport*> networks =
-      formation_ ? formation_->networks() : std::vector<const NetworkTransport*>{};
+  const std::vector<FormationLoop::TransportTraffic> traffic = loop_->traffic();
   for (const Counter& c :
        {Counter{"symmesh_peer_sent_bytes_total",
                 "Bytes this node's operations carried to the peer.",
@@ -169,14 +158,13 @@ std::string Daemon::metrics_text() {
         Counter{"symmesh_peer_received_operations_total",
                 "Messages with data that came from the peer.",
                 &PeerTraffic::Totals::received_ops}}) {
-    for (const NetworkTransport* transport : networks) {
+    for (const auto& transport : traffic) {
       for (int n = 0; n < config_.nodes; ++n) {
         if (n == config_.node_rank) continue;
-        gauges.push_back(
-            {c.family,
-             c.help,
-             {{"peer", std::to_string(n)}, {"transport", std::string(transport->name())}},
-             double(transport->traffic().totals(n).*c.field)});
+        gauges.push_back({c.family,
+                          c.help,
+                          {{"peer", std::to_string(n)}, {"transport", transport.name}},
+                          double(transport.per_node.at(n).*c.field)});
       }
     }
   }
