@@ -118,6 +118,11 @@ void Daemon::start() {
         std::make_unique<JoinListener>(config_.bootstrap, secret_, base_hello(),
                                        [this](const std::string& kind) { metrics_.error(kind); });
   }
+  attach_ = std::make_unique<AttachServer>(
+      *node_,
+      config_.attach_dir.empty() ? data_dir_ + "/attach-node" + std::to_string(config_.node_rank)
+                                 : config_.attach_dir,
+      config_.attach_uids, [this](const std::string& kind) { metrics_.error(kind); });
   {
     std::lock_guard lock(stop_mutex_);
     loop_ = std::make_unique<FormationLoop>(FormationLoop::Parts{
@@ -127,19 +132,19 @@ void Daemon::start() {
         [this](wire::JobSpec spec) { return with_defaults(std::move(spec)); }});
     if (!early_stop_.empty()) loop_->request_stop(early_stop_);
   }
+  status_ = std::make_unique<DaemonStatus>(DaemonStatus::Sources{
+      config_, incarnation_, started_, started_unix_s_, cpu_budget_, fused_threads_, cpus_, *node_,
+      membership_, *loop_, metrics_, coordinator_.get(), *control_, *attach_});
   if (config_.status_addr) {
     status_server_ = std::make_unique<StatusServer>(
         *config_.status_addr,
         StatusServer::Handlers{
-            [this] { return health(); }, [this] { return status_json(status()).dump(); },
-            [this] { return metrics_text(); },
+            [this] { return status_->health(); },
+            [this] { return status_json(status_->status()).dump(); },
+            [this] { return status_->metrics_text(); },
             [this](uint64_t job_id) { return chrome_trace_json(job(job_id, true)).dump(); }});
+    status_->served_at(status_server_->url());
   }
-  attach_ = std::make_unique<AttachServer>(
-      *node_,
-      config_.attach_dir.empty() ? data_dir_ + "/attach-node" + std::to_string(config_.node_rank)
-                                 : config_.attach_dir,
-      config_.attach_uids, [this](const std::string& kind) { metrics_.error(kind); });
   spdlog::info(
       "node {} of {} (incarnation {}): {} ranks, heap {}, control {}, status {}, data {}, attach "
       "{}",
@@ -158,7 +163,7 @@ void Daemon::start() {
 
 ControlServer::Handlers Daemon::client_handlers() {
   return ControlServer::Handlers{
-      [this] { return status(); },
+      [this] { return status_->status(); },
       [this](const wire::JobSpec& spec, ControlServer::Sink sink) {
         return submit(spec, std::move(sink));
       },

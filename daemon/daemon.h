@@ -2,7 +2,7 @@
 // the others and serves jobs until it stops. Its parts: the formation loop that forms the
 // cluster again and again (daemon/formation_loop.h), the membership that watches the nodes
 // (daemon/membership.h), the relay between a member and the root (daemon/relay.h), the job
-// handlers (daemon_jobs.cpp) and what it says of itself (daemon_status.cpp).
+// handlers (daemon_jobs.cpp) and what it says of itself (daemon/status/daemon_status.h).
 #pragma once
 
 #include <memory>
@@ -20,6 +20,7 @@
 #include "daemon/membership.h"
 #include "daemon/node_agent.h"
 #include "daemon/relay.h"
+#include "daemon/status/daemon_status.h"
 #include "daemon/status/metrics.h"
 #include "daemon/status/status_server.h"
 #include "runtime/node.h"
@@ -62,11 +63,6 @@ class Daemon {
   // What the control port and relayed requests are served by.
   ControlServer::Handlers client_handlers();
 
-  // Status (daemon_status.cpp).
-  wire::StatusReply status();
-  StatusServer::Health health();
-  std::string metrics_text();
-
   void shutdown();
 
   DaemonConfig config_;
@@ -97,6 +93,8 @@ class Daemon {
   bool shut_down_ = false;
   std::unique_ptr<FormationLoop> loop_;
 
+  // What it says of itself (daemon/status/daemon_status.h), made after the loop.
+  std::unique_ptr<DaemonStatus> status_;
   // Requests relayed between a member and the root (daemon/relay.h).
   Relay relay_;
 };

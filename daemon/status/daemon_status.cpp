@@ -1,40 +1,47 @@
-// What the daemon says about itself: `symmesh status` and GET /status, /health and /metrics.
-#include "daemon/daemon.h"
+#include "daemon/status/daemon_status.h"
+
+#include "daemon/attach/attached_pes.h"
 #include "transport/tcp/address.h"
 #include "wire/json.h"
 
 namespace symmesh {
 
-wire::StatusReply Daemon::status() {
+void DaemonStatus::served_at(std::string url) {
+  std::lock_guard lock(mutex_);
+  url_ = std::move(url);
+}
+
+std::string DaemonStatus::url() {
+  std::lock_guard lock(mutex_);
+  return url_;
+}
+
+wire::StatusReply DaemonStatus::status() {
   wire::StatusReply reply;
-  reply.set_node_rank(config_.node_rank);
-  reply.set_nodes(config_.nodes);
-  reply.set_ranks_per_node(config_.ranks_per_node);
+  reply.set_node_rank(sources_.config.node_rank);
+  reply.set_nodes(sources_.config.nodes);
+  reply.set_ranks_per_node(sources_.config.ranks_per_node);
   reply.set_version(PROJECT_VERSION);
-  reply.set_incarnation(incarnation_);
-  if (status_server_) reply.set_status_url(status_server_->url());
-  if (attach_) {
-    reply.set_attach_socket(attach_->path());
-    for (const int pid : attached_pes().holders()) reply.add_attached_pids(uint32_t(pid));
-    for (const uint64_t count : attached_pes().taken()) reply.add_processes_taken(count);
-  }
-  reply.set_uptime_s(std::chrono::duration<double>(Clock::now() - started_).count());
+  reply.set_incarnation(sources_.incarnation);
+  if (std::string at = url(); !at.empty()) reply.set_status_url(std::move(at));
+  reply.set_attach_socket(sources_.attach.path());
+  for (const int pid : attached_pes().holders()) reply.add_attached_pids(uint32_t(pid));
+  for (const uint64_t count : attached_pes().taken()) reply.add_processes_taken(count);
+  reply.set_uptime_s(std::chrono::duration<double>(Clock::now() - sources_.started).count());
   wire::CpuStatus& cpus = *reply.mutable_cpus();
-  cpus.set_usable(uint32_t(cpu_budget_.usable));
-  cpus.set_allowed(cpu_list_text(cpu_budget_.allowed));
-  cpus.set_cgroup_quota(cpu_budget_.quota);
-  cpus.set_numa_nodes(uint32_t(cpu_budget_.numa.size()));
-  cpus.set_from_flag(cpu_budget_.from_flag);
-  cpus.set_fused_compute_threads(uint32_t(fused_threads_.compute));
-  cpus.set_fused_comm_threads(uint32_t(fused_threads_.comm));
-  cpus.set_placement(cpus_.describe());
-  if (node_) {
-    reply.set_heap_size(node_->heap_capacity());
-    reply.set_heap_used(node_->heap_used());
-    reply.set_heap_job_peak(node_->heap_job_peak());
-  }
-  const std::vector<NodeSlot> slots = membership_.slots();
-  const FormationLoop::Snapshot formation = loop_->snapshot();
+  cpus.set_usable(uint32_t(sources_.cpu_budget.usable));
+  cpus.set_allowed(cpu_list_text(sources_.cpu_budget.allowed));
+  cpus.set_cgroup_quota(sources_.cpu_budget.quota);
+  cpus.set_numa_nodes(uint32_t(sources_.cpu_budget.numa.size()));
+  cpus.set_from_flag(sources_.cpu_budget.from_flag);
+  cpus.set_fused_compute_threads(uint32_t(sources_.fused_threads.compute));
+  cpus.set_fused_comm_threads(uint32_t(sources_.fused_threads.comm));
+  cpus.set_placement(sources_.cpus.describe());
+  reply.set_heap_size(sources_.node.heap_capacity());
+  reply.set_heap_used(sources_.node.heap_used());
+  reply.set_heap_job_peak(sources_.node.heap_job_peak());
+  const std::vector<NodeSlot> slots = sources_.membership.slots();
+  const FormationLoop::Snapshot formation = sources_.loop.snapshot();
   reply.set_state(formation.state);
   reply.set_epoch(formation.epoch);
   for (const auto& info : formation.view.node()) {
@@ -51,11 +58,11 @@ wire::StatusReply Daemon::status() {
     node->set_state_since_unix_s(slot.since_unix_s);
     node->set_last_heard_unix_s(slot.last_heard_unix_s);
     node->set_state_reason(slot.reason);
-    if (n == config_.node_rank) continue;
+    if (n == sources_.config.node_rank) continue;
     auto* peer = reply.add_peer();
     peer->set_node_rank(info.node_rank());
     const std::string& reason = formation.reasons.at(n);
-    peer->set_transport(reason.empty() ? "pending" : node_->transport_name(n));
+    peer->set_transport(reason.empty() ? "pending" : sources_.node.transport_name(n));
     peer->set_reason(reason.empty() ? "forming" : reason);
     peer->set_data_endpoint(host_port(info.data_endpoint()).str());
     peer->set_up(formation.peers_up.at(n) && slot.state == wire::NODE_STATE_UP);
@@ -64,21 +71,21 @@ wire::StatusReply Daemon::status() {
       formation.state == wire::DAEMON_STATE_READY || formation.state == wire::DAEMON_STATE_DEGRADED;
   // Jobs are counted once the cluster serves.
   if (!serving) return reply;
-  if (coordinator_) {
-    reply.set_jobs_run(coordinator_->jobs_run());
-    reply.set_jobs_failed(coordinator_->jobs_failed());
-    reply.set_jobs_queued(coordinator_->jobs_queued());
-    for (auto& job : coordinator_->jobs()) *reply.add_jobs() = std::move(job);
-  } else if (const auto counts = loop_->agent_jobs()) {
+  if (Coordinator* coordinator = sources_.coordinator) {
+    reply.set_jobs_run(coordinator->jobs_run());
+    reply.set_jobs_failed(coordinator->jobs_failed());
+    reply.set_jobs_queued(coordinator->jobs_queued());
+    for (auto& job : coordinator->jobs()) *reply.add_jobs() = std::move(job);
+  } else if (const auto counts = sources_.loop.agent_jobs()) {
     reply.set_jobs_run(counts->first);
     reply.set_jobs_failed(counts->second);
   }
   return reply;
 }
 
-StatusServer::Health Daemon::health() {
-  const std::string problems = membership_.problems();
-  const wire::DaemonState state = loop_->state();
+StatusServer::Health DaemonStatus::health() {
+  const std::string problems = sources_.membership.problems();
+  const wire::DaemonState state = sources_.loop.state();
   if (state == wire::DAEMON_STATE_BOOTSTRAPPING || state == wire::DAEMON_STATE_STOPPED) {
     return {false, std::string("state ") + wire::enum_text(state)};
   }
@@ -88,11 +95,11 @@ StatusServer::Health Daemon::health() {
   return {true, ""};
 }
 
-std::string Daemon::metrics_text() {
+std::string DaemonStatus::metrics_text() {
   const wire::StatusReply now = status();
   using Sample = Metrics::Sample;
   std::vector<Sample> gauges;
-  const std::string node = std::to_string(config_.node_rank);
+  const std::string node = std::to_string(sources_.config.node_rank);
   gauges.push_back({"symmesh_info",
                     "This daemon: its node rank and version (value 1).",
                     {{"node", node}, {"version", now.version()}},
@@ -104,7 +111,7 @@ std::string Daemon::metrics_text() {
   gauges.push_back({"symmesh_incarnation",
                     "This daemon's incarnation (its start time in microseconds).",
                     {},
-                    double(incarnation_)});
+                    double(sources_.incarnation)});
   for (const auto& slot : now.node()) {
     for (const wire::NodeState state : {wire::NODE_STATE_JOINING, wire::NODE_STATE_UP,
                                         wire::NODE_STATE_SUSPECT, wire::NODE_STATE_DOWN}) {
@@ -144,7 +151,7 @@ std::string Daemon::metrics_text() {
     const char* help;
     uint64_t PeerTraffic::Totals::*field;
   };
-  const std::vector<FormationLoop::TransportTraffic> traffic = loop_->traffic();
+  const std::vector<FormationLoop::TransportTraffic> traffic = sources_.loop.traffic();
   for (const Counter& c :
        {Counter{"symmesh_peer_sent_bytes_total",
                 "Bytes this node's operations carried to the peer.",
@@ -159,8 +166,8 @@ std::string Daemon::metrics_text() {
                 "Messages with data that came from the peer.",
                 &PeerTraffic::Totals::received_ops}}) {
     for (const auto& transport : traffic) {
-      for (int n = 0; n < config_.nodes; ++n) {
-        if (n == config_.node_rank) continue;
+      for (int n = 0; n < sources_.config.nodes; ++n) {
+        if (n == sources_.config.node_rank) continue;
         gauges.push_back({c.family,
                           c.help,
                           {{"peer", std::to_string(n)}, {"transport", transport.name}},
@@ -168,14 +175,16 @@ std::string Daemon::metrics_text() {
       }
     }
   }
-  if (control_) {
+  {
     const char* help = "Connections to the control port: waiting to authenticate, or served.";
     gauges.push_back({"symmesh_control_connections",
                       help,
                       {{"state", "handshaking"}},
-                      double(control_->handshaking())});
-    gauges.push_back(
-        {"symmesh_control_connections", help, {{"state", "served"}}, double(control_->sessions())});
+                      double(sources_.control.handshaking())});
+    gauges.push_back({"symmesh_control_connections",
+                      help,
+                      {{"state", "served"}},
+                      double(sources_.control.sessions())});
   }
   gauges.push_back({"symmesh_jobs_queued",
                     "Jobs waiting to run (the root only).",
@@ -185,8 +194,8 @@ std::string Daemon::metrics_text() {
   gauges.push_back({"process_start_time_seconds",
                     "Start time of the process since unix epoch in seconds.",
                     {},
-                    started_unix_s_});
-  return metrics_.render(gauges);
+                    sources_.started_unix_s});
+  return sources_.metrics.render(gauges);
 }
 
 }  // namespace symmesh
