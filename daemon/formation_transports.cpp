@@ -19,11 +19,14 @@ FormationTransports::FormationTransports(const DaemonConfig& config, Node& node,
   tcp.connections_per_peer = config.tcp_connections;
   tcp.op_timeout = config.wait_timeout;
   tcp.incarnation = incarnation;
-  wires_.tcp = std::make_unique<TcpTransport>(config.node_rank, config.nodes, config.ranks_per_node,
-                                              node.segment(), node.doorbell(), secret, tcp);
-  wires_.tcp->listen(HostPort{config.listen, 0});
+  auto tcp_transport =
+      std::make_unique<TcpTransport>(config.node_rank, config.nodes, config.ranks_per_node,
+                                     node.segment(), node.doorbell(), secret, tcp);
+  tcp_transport->listen(HostPort{config.listen, 0});
+  tcp_ = tcp_transport.get();
   if (config.transport == wire::TRANSPORT_CHOICE_TCP) {
     verbs_absent_ = "--transport tcp";
+    wires_.networks.push_back(std::move(tcp_transport));
     return;
   }
   VerbsOptions options;
@@ -31,9 +34,11 @@ FormationTransports::FormationTransports(const DaemonConfig& config, Node& node,
   options.op_timeout = config.wait_timeout;
   options.progress_thread = config.verbs_progress == wire::VERBS_PROGRESS_THREAD;
   try {
-    wires_.verbs = open_verbs_transport(config.node_rank, config.nodes, config.ranks_per_node,
-                                        node.segment(), node.doorbell(), options);
-    spdlog::info("node {}: verbs on {}", config.node_rank, wires_.verbs->describe());
+    auto verbs = open_verbs_transport(config.node_rank, config.nodes, config.ranks_per_node,
+                                      node.segment(), node.doorbell(), options);
+    spdlog::info("node {}: verbs on {}", config.node_rank, verbs->describe());
+    verbs_ = verbs.get();
+    wires_.networks.push_back(std::move(verbs));
   } catch (const InvalidArgument&) {
     throw;  // a wrong --rdma-device or --rdma-gid-index is the user's to fix
   } catch (const std::exception& e) {
@@ -48,6 +53,7 @@ FormationTransports::FormationTransports(const DaemonConfig& config, Node& node,
     spdlog::info("node {}: no verbs ({}); peers use tcp", config.node_rank, why);
     verbs_absent_ = why;
   }
+  wires_.networks.push_back(std::move(tcp_transport));
 }
 
 FormationTransports::~FormationTransports() {
@@ -57,30 +63,32 @@ FormationTransports::~FormationTransports() {
 void FormationTransports::fill_hello(wire::NodeHello& hello) const {
   hello.clear_transports();
   hello.add_transports("tcp");
-  if (wires_.verbs) {
+  if (verbs_) {
     hello.add_transports("verbs");
-    *hello.mutable_verbs() = wires_.verbs->local_info();
+    *hello.mutable_verbs() = verbs_->local_info();
   } else {
     hello.set_verbs_absent(verbs_absent_);
   }
-  const HostPort data = wires_.tcp ? wires_.tcp->listening_on() : HostPort{config_.listen, 0};
+  const HostPort data = tcp_ ? tcp_->listening_on() : HostPort{config_.listen, 0};
   *hello.mutable_data_endpoint() = endpoint_message(data);
 }
 
 void FormationTransports::connect(const wire::ClusterView& view, Deadline deadline) {
-  if (!wires_.tcp) return;
-  wires_.tcp->connect(data_addresses(view), deadline);
-  std::vector<bool> over_verbs(config_.nodes, false);
+  if (!tcp_) return;
+  tcp_->connect(data_addresses(view), deadline);
+  // Index into wires_.networks per peer: verbs is first where this node has it, tcp is last.
+  const int over_tcp = int(wires_.networks.size()) - 1;
+  std::vector<int> choice(config_.nodes, over_tcp);
   std::vector<std::string> reasons(config_.nodes);
   for (const auto& info : view.node()) {
     const int n = static_cast<int>(info.node_rank());
     if (n == config_.node_rank) continue;
     const std::string peer = "node " + std::to_string(n);
-    if (wires_.verbs && info.has_verbs()) {
-      wires_.verbs->connect(n, info.verbs());
-      over_verbs[n] = true;
+    if (verbs_ && info.has_verbs()) {
+      verbs_->connect(n, info.verbs());
+      choice[n] = 0;
       reasons[n] =
-          "verbs: " + wires_.verbs->describe() +
+          "verbs: " + verbs_->describe() +
           (config_.transport == wire::TRANSPORT_CHOICE_VERBS ? ", forced by --transport"
                                                              : ", both ends have a device");
       continue;
@@ -91,8 +99,8 @@ void FormationTransports::connect(const wire::ClusterView& view, Deadline deadli
     }
     std::string why = "forced by --transport";
     if (config_.transport != wire::TRANSPORT_CHOICE_TCP) {
-      why = wires_.verbs ? "verbs: " + peer + " has none (" + info.verbs_absent() + ")"
-                         : "verbs: " + verbs_absent_;
+      why = verbs_ ? "verbs: " + peer + " has none (" + info.verbs_absent() + ")"
+                   : "verbs: " + verbs_absent_;
     }
     reasons[n] = "tcp: " + why;
   }
@@ -101,28 +109,28 @@ void FormationTransports::connect(const wire::ClusterView& view, Deadline deadli
     std::lock_guard lock(reasons_mutex_);
     reasons_ = std::move(reasons);
   }
-  wires_.attach(node_, over_verbs);
+  wires_.attach(node_, choice);
 }
 
 void FormationTransports::on_peer_down(std::function<void(int, const std::string&)> callback) {
-  if (wires_.tcp) {
-    wires_.tcp->on_peer_down([callback](int peer, const std::string& why) {
+  if (tcp_) {
+    tcp_->on_peer_down([callback](int peer, const std::string& why) {
       callback(peer, "data connection lost: " + why);
     });
   }
-  if (wires_.verbs) {
-    wires_.verbs->on_peer_down(
+  if (verbs_) {
+    verbs_->on_peer_down(
         [callback](int peer, const std::string& why) { callback(peer, "verbs failed: " + why); });
   }
 }
 
 void FormationTransports::on_refused(std::function<void(const std::string&)> callback) {
-  if (wires_.tcp) wires_.tcp->on_refused(std::move(callback));
+  if (tcp_) tcp_->on_refused(std::move(callback));
 }
 
 bool FormationTransports::peer_up(int node) const {
-  if (reason(node).rfind("verbs", 0) == 0) return wires_.verbs->peer_up(node);
-  return wires_.tcp && wires_.tcp->peer_up(node);
+  if (reason(node).rfind("verbs", 0) == 0) return verbs_->peer_up(node);
+  return tcp_ && tcp_->peer_up(node);
 }
 
 std::string FormationTransports::reason(int node) const {
@@ -132,8 +140,7 @@ std::string FormationTransports::reason(int node) const {
 
 const std::vector<const NetworkTransport*> FormationTransports::networks() const {
   std::vector<const NetworkTransport*> out;
-  if (wires_.tcp) out.push_back(wires_.tcp.get());
-  if (wires_.verbs) out.push_back(wires_.verbs.get());
+  for (const auto& network : wires_.networks) out.push_back(network.get());
   return out;
 }
 

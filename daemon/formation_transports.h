@@ -13,7 +13,9 @@
 #include "daemon/config.h"
 #include "runtime/node.h"
 #include "runtime/wire_set.h"
+#include "transport/rdma.h"
 #include "transport/tcp/address.h"
+#include "transport/tcp/tcp_transport.h"
 #include "wire/bootstrap.pb.h"
 
 namespace symmesh {
@@ -49,6 +51,9 @@ class FormationTransports {
   const DaemonConfig& config_;
   Node& node_;
   WireSet wires_;
+  // Where wires_ holds them: verbs first when this node has it, tcp last.
+  RdmaTransport* verbs_ = nullptr;
+  TcpTransport* tcp_ = nullptr;
   std::string verbs_absent_;  // why this node has no verbs transport
   mutable std::mutex reasons_mutex_;
   std::vector<std::string> reasons_;  // per node: which transport and why

@@ -1,41 +1,36 @@
 #include "runtime/wire_set.h"
 
-#include <algorithm>
-
 namespace symmesh {
 
-void WireSet::attach(Node& node, const std::vector<bool>& over_verbs) {
-  bool any_tcp = false;
-  bool any_verbs = false;
+void WireSet::attach(Node& node, const std::vector<int>& choice) {
+  std::vector<bool> used(networks.size(), false);
   for (int peer = 0; peer < node.nodes(); ++peer) {
     if (peer == node.rank()) continue;
-    if (over_verbs.at(peer)) {
-      node.set_transport(peer, verbs.get());
-      any_verbs = true;
-    } else {
-      node.set_transport(peer, tcp.get());
-      any_tcp = true;
+    used.at(choice.at(peer)) = true;
+    node.set_transport(peer, networks[choice[peer]].get());
+  }
+  WaitPolicy policy;
+  for (size_t i = 0; i < networks.size(); ++i) {
+    if (!used[i]) continue;
+    networks[i]->shape_wait_policy(policy);
+    if (!own_node) {
+      own_node = networks[i]->own_node_transport(node.transport_to(node.rank()), node.segment(),
+                                                 node.doorbell());
     }
   }
-  WaitPolicy policy = any_verbs ? verbs->wait_policy() : WaitPolicy{};
-  if (any_tcp) policy.progress = tcp.get();
   node.set_wait_policy(policy);
-  if (!any_verbs) return;
-  own_node =
-      verbs->own_node_transport(node.transport_to(node.rank()), node.segment(), node.doorbell());
   if (own_node) node.set_transport(node.rank(), own_node.get());
 }
 
 void WireSet::flush_all(Deadline deadline) {
-  if (tcp) tcp->flush_all(deadline);
-  if (verbs) verbs->flush_all(deadline);
+  for (auto& network : networks) network->flush_all(deadline);
 }
 
 void WireSet::shutdown(Node& node) {
   node.detach_transports();
-  if (tcp) tcp->expect_shutdown();
-  if (tcp) tcp->shutdown();
-  if (verbs) verbs->shutdown();
+  for (auto& network : networks) network->expect_shutdown();
+  // The fallback (tcp) first, as the daemon has always closed them.
+  for (auto it = networks.rbegin(); it != networks.rend(); ++it) (*it)->shutdown();
   own_node.reset();
 }
 

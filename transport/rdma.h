@@ -66,13 +66,6 @@ class RdmaTransport : public NetworkTransport {
   virtual bool connected(int peer) const = 0;
   // The device as logs and status name it: "rxe0 port 1, GID index 1 (::ffff:127.0.0.1), MTU 1024".
   virtual std::string describe() const = 0;
-  // The wait policy of a node that reaches a peer over this transport (Node::wait_policy).
-  virtual WaitPolicy wait_policy() const = 0;
-  // The transport this node's own PEs use instead of `shm` when peers' device atomics are
-  // not atomic against the CPU's; null when shm is right.
-  virtual std::unique_ptr<Transport> own_node_transport(Transport& shm, SegmentView segment,
-                                                        Doorbell& doorbell) = 0;
-  virtual void shutdown() = 0;
 };
 
 // Whether this build has the verbs transport.

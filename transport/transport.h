@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -83,6 +84,20 @@ class NetworkTransport : public Transport {
  public:
   explicit NetworkTransport(int nodes) : health_(nodes), traffic_(nodes) {}
   virtual void flush_all(Deadline deadline) = 0;
+  // Folds into `policy` what a node that reaches some peer over this transport needs of its
+  // waits (called once for each transport the node uses).
+  virtual void shape_wait_policy(WaitPolicy& policy) { (void)policy; }
+  // The transport this node's own PEs use instead of `shm` when some peer is reached over
+  // this one; null when shm is right.
+  virtual std::unique_ptr<Transport> own_node_transport(Transport& shm, SegmentView segment,
+                                                        Doorbell& doorbell) {
+    (void)shm, (void)segment, (void)doorbell;
+    return nullptr;
+  }
+  // Peers closing from now on are expected (the cluster is stopping): nothing is logged.
+  virtual void expect_shutdown() {}
+  // Closes every connection; the transport carries nothing after.
+  virtual void shutdown() = 0;
   virtual bool peer_up(int node) const { return health_.up(node); }
   std::string peer_down_reason(int node) const { return health_.reason(node); }
   // Called once per lost peer, from a transport thread or the PE that saw it.

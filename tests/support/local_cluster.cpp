@@ -34,10 +34,10 @@ void LocalCluster::connect_tcp() {
   for (int n = 0; n < options_.nodes; ++n) {
     TcpOptions tcp = options_.tcp;
     tcp.op_timeout = options_.wait_timeout;
-    wires_[n].tcp = std::make_unique<TcpTransport>(n, options_.nodes, options_.ranks_per_node,
-                                                   nodes_[n]->segment(), nodes_[n]->doorbell(),
-                                                   options_.secret, tcp);
-    endpoints.push_back(wires_[n].tcp->listen(HostPort{"127.0.0.1", 0}));
+    wires_[n].networks.push_back(std::make_unique<TcpTransport>(
+        n, options_.nodes, options_.ranks_per_node, nodes_[n]->segment(), nodes_[n]->doorbell(),
+        options_.secret, tcp));
+    endpoints.push_back(this->tcp(n).listen(HostPort{"127.0.0.1", 0}));
   }
   const Deadline deadline = deadline_after(options_.wait_timeout);
   std::vector<std::thread> connectors;
@@ -45,7 +45,7 @@ void LocalCluster::connect_tcp() {
   for (int n = 0; n < options_.nodes; ++n) {
     connectors.emplace_back([&, n] {
       try {
-        wires_[n].tcp->connect(endpoints, deadline);
+        this->tcp(n).connect(endpoints, deadline);
       } catch (...) {
         errors[n] = std::current_exception();
       }
@@ -56,7 +56,7 @@ void LocalCluster::connect_tcp() {
     if (error) std::rethrow_exception(error);
   }
   for (int n = 0; n < options_.nodes; ++n) {
-    wires_[n].attach(*nodes_[n], std::vector<bool>(options_.nodes, false));
+    wires_[n].attach(*nodes_[n], std::vector<int>(options_.nodes, 0));
   }
 }
 
@@ -65,23 +65,23 @@ void LocalCluster::connect_verbs() {
   for (int n = 0; n < options_.nodes; ++n) {
     VerbsOptions verbs = options_.verbs;
     verbs.op_timeout = options_.wait_timeout;
-    wires_[n].verbs = open_verbs_transport(n, options_.nodes, options_.ranks_per_node,
-                                           nodes_[n]->segment(), nodes_[n]->doorbell(), verbs);
-    infos.push_back(wires_[n].verbs->local_info());
+    wires_[n].networks.push_back(open_verbs_transport(n, options_.nodes, options_.ranks_per_node,
+                                                      nodes_[n]->segment(), nodes_[n]->doorbell(),
+                                                      verbs));
+    infos.push_back(this->verbs(n).local_info());
   }
   for (int n = 0; n < options_.nodes; ++n) {
-    std::vector<bool> over_verbs(options_.nodes, true);
-    over_verbs[n] = false;
     for (int peer = 0; peer < options_.nodes; ++peer) {
-      if (peer != n) wires_[n].verbs->connect(peer, infos[peer]);
+      if (peer != n) verbs(n).connect(peer, infos[peer]);
     }
-    wires_[n].attach(*nodes_[n], over_verbs);
+    wires_[n].attach(*nodes_[n], std::vector<int>(options_.nodes, 0));
   }
 }
 
 LocalCluster::~LocalCluster() {
+  // Before any closes: no node logs the others.
   for (auto& wires : wires_) {
-    if (wires.tcp) wires.tcp->expect_shutdown();  // before any closes: no node logs the others
+    for (auto& network : wires.networks) network->expect_shutdown();
   }
   for (int n = 0; n < static_cast<int>(wires_.size()); ++n) wires_[n].shutdown(*nodes_[n]);
 }

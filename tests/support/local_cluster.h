@@ -11,6 +11,8 @@
 #include "runtime/node.h"
 #include "runtime/pe.h"
 #include "runtime/wire_set.h"
+#include "transport/rdma.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace symmesh {
 
@@ -35,8 +37,13 @@ class LocalCluster {
   void run(const std::function<void(Pe&)>& body);
 
   Node& node(int index) { return *nodes_.at(index); }
-  TcpTransport& tcp(int index) { return *wires_.at(index).tcp; }
-  RdmaTransport& verbs(int index) { return *wires_.at(index).verbs; }
+  // The one network transport of node `index` (a cluster of one kind).
+  TcpTransport& tcp(int index) {
+    return dynamic_cast<TcpTransport&>(*wires_.at(index).networks.at(0));
+  }
+  RdmaTransport& verbs(int index) {
+    return dynamic_cast<RdmaTransport&>(*wires_.at(index).networks.at(0));
+  }
   int n_pes() const { return options_.nodes * options_.ranks_per_node; }
 
  private:

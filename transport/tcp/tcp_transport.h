@@ -63,9 +63,10 @@ class TcpTransport final : public NetworkTransport, public WaitProgress, private
   void connect(const std::vector<HostPort>& endpoints, Deadline deadline);
   // Ensures everything this node sent, on every connection, has been applied.
   void flush_all(Deadline deadline) override;
-  void shutdown();
-  // Peers closing from now on are expected (the cluster is stopping): log nothing.
-  void expect_shutdown() { closing_expected_.store(true); }
+  void shutdown() override;
+  void expect_shutdown() override { closing_expected_.store(true); }
+  // PEs that wait drive this transport's progress.
+  void shape_wait_policy(WaitPolicy& policy) override { policy.progress = this; }
 
   // Called (on the accept thread) for each data connection refused in its handshake, with
   // how to count it: "auth", "bad_request" or "timeout".

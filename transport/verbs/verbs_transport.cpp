@@ -213,10 +213,8 @@ void VerbsTransport::connect(int peer, const wire::VerbsInfo& remote) {
                 mtu_bytes(address.path_mtu));
 }
 
-WaitPolicy VerbsTransport::wait_policy() const {
-  WaitPolicy policy;
+void VerbsTransport::shape_wait_policy(WaitPolicy& policy) {
   policy.yield_for = options_.notify_interval;
-  return policy;
 }
 
 std::unique_ptr<Transport> VerbsTransport::own_node_transport(Transport& shm, SegmentView segment,

@@ -72,7 +72,7 @@ class VerbsTransport final : public RdmaTransport {
   bool connected(int peer) const override;
   std::string describe() const override { return device_->describe(); }
   // Waiters yield for notify_interval before they park (see VerbsOptions::notify_interval).
-  WaitPolicy wait_policy() const override;
+  void shape_wait_policy(WaitPolicy& policy) override;
   // DeviceAtomicsTransport on a device whose atomics are not atomic against the CPU's.
   std::unique_ptr<Transport> own_node_transport(Transport& shm, SegmentView segment,
                                                 Doorbell& doorbell) override;
