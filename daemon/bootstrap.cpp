@@ -15,12 +15,9 @@ wire::NodeInfo info_of(const wire::NodeHello& hello) {
   info.set_hostname(hello.hostname());
   info.set_status_url(hello.status_url());
   info.set_incarnation(hello.incarnation());
-  *info.mutable_data_endpoint() = hello.data_endpoint();
   *info.mutable_control_endpoint() = hello.control_endpoint();
-  *info.mutable_transports() = hello.transports();
   info.set_transport_request(hello.transport_request());
-  if (hello.has_verbs()) *info.mutable_verbs() = hello.verbs();
-  info.set_verbs_absent(hello.verbs_absent());
+  *info.mutable_transport() = hello.transport();
   return info;
 }
 

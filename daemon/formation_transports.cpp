@@ -2,58 +2,64 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-
 #include "common/errors.h"
+#include "transport/rdma.h"
+#include "wire/enum_text.h"
 
 namespace symmesh {
+namespace {
+
+// The kind --transport forces ("" for auto).
+std::string forced_kind(const DaemonConfig& config) {
+  return config.transport == wire::TRANSPORT_CHOICE_AUTO ? "" : wire::enum_text(config.transport);
+}
+
+}  // namespace
 
 FormationTransports::FormationTransports(const DaemonConfig& config, Node& node,
                                          const std::string& secret, uint64_t incarnation)
-    : config_(config), node_(node), reasons_(config.nodes) {
-  if (config.nodes == 1) {
-    verbs_absent_ = "a single node has no peers";
-    return;
-  }
-  TcpOptions tcp;
-  tcp.connections_per_peer = config.tcp_connections;
-  tcp.op_timeout = config.wait_timeout;
-  tcp.incarnation = incarnation;
-  auto tcp_transport =
-      std::make_unique<TcpTransport>(config.node_rank, config.nodes, config.ranks_per_node,
-                                     node.segment(), node.doorbell(), secret, tcp);
-  tcp_transport->listen(HostPort{config.listen, 0});
-  tcp_ = tcp_transport.get();
-  if (config.transport == wire::TRANSPORT_CHOICE_TCP) {
-    verbs_absent_ = "--transport tcp";
-    wires_.networks.push_back(std::move(tcp_transport));
-    return;
-  }
-  VerbsOptions options;
-  options.device = VerbsDeviceOptions{config.rdma_device, config.rdma_gid_index};
-  options.op_timeout = config.wait_timeout;
-  options.progress_thread = config.verbs_progress == wire::VERBS_PROGRESS_THREAD;
-  try {
-    auto verbs = open_verbs_transport(config.node_rank, config.nodes, config.ranks_per_node,
-                                      node.segment(), node.doorbell(), options);
-    spdlog::info("node {}: verbs on {}", config.node_rank, verbs->describe());
-    verbs_ = verbs.get();
-    wires_.networks.push_back(std::move(verbs));
-  } catch (const InvalidArgument&) {
-    throw;  // a wrong --rdma-device or --rdma-gid-index is the user's to fix
-  } catch (const std::exception& e) {
-    std::string why = e.what();
-    if (why.rfind("verbs: ", 0) == 0) why = why.substr(7);
-    if (config.transport == wire::TRANSPORT_CHOICE_VERBS) {
-      const std::string what = "--transport verbs: " + why + " (use --transport auto or tcp here)";
-      // A port without a link may come back: the daemon forms again later, as after any loss.
-      if (dynamic_cast<const PortNotActive*>(&e)) throw PortNotActive(what);
-      throw InvalidArgument(what);
+    : config_(config), node_(node), reasons_(config.nodes), chosen_(config.nodes, -1) {
+  const std::string forced = forced_kind(config);
+  const NetworkSetup setup{config, node, secret, incarnation};
+  for (const NetworkKind* kind : network_kinds()) {
+    LocalEnd& end = ends_.emplace_back();
+    end.kind = kind;
+    wire_index_.push_back(-1);
+    const std::string name(kind->name());
+    if (config.nodes == 1) {
+      end.absent = "a single node has no peers";
+      continue;
     }
-    spdlog::info("node {}: no verbs ({}); peers use tcp", config.node_rank, why);
-    verbs_absent_ = why;
+    if (!forced.empty() && forced != name && !kind->fallback()) {
+      end.absent = "--transport " + forced;
+      continue;
+    }
+    try {
+      std::unique_ptr<NetworkTransport> transport = kind->open(setup);
+      end.open = true;
+      end.described = kind->describe(*transport);
+      if (!end.described.empty()) {
+        spdlog::info("node {}: {} on {}", config.node_rank, name, end.described);
+      }
+      wire_index_.back() = int(wires_.networks.size());
+      wires_.networks.push_back(std::move(transport));
+    } catch (const InvalidArgument&) {
+      throw;  // a wrong --rdma-device or --rdma-gid-index is the user's to fix
+    } catch (const std::exception& e) {
+      std::string why = e.what();
+      if (why.rfind(name + ": ", 0) == 0) why = why.substr(name.size() + 2);
+      if (kind->fallback()) throw;  // every node needs it
+      if (forced == name) {
+        const std::string what = "--transport " + name + ": " + why + " (use --transport auto or " +
+                                 std::string(network_kinds().back()->name()) + " here)";
+        // A port without a link may come back: the daemon forms again later, as after any loss.
+        if (dynamic_cast<const PortNotActive*>(&e)) throw PortNotActive(what);
+        throw InvalidArgument(what);
+      }
+      spdlog::info("node {}: no {} ({})", config.node_rank, name, why);
+      end.absent = why;
+    }
   }
-  wires_.networks.push_back(std::move(tcp_transport));
 }
 
 FormationTransports::~FormationTransports() {
@@ -61,76 +67,71 @@ FormationTransports::~FormationTransports() {
 }
 
 void FormationTransports::fill_hello(wire::NodeHello& hello) const {
-  hello.clear_transports();
-  hello.add_transports("tcp");
-  if (verbs_) {
-    hello.add_transports("verbs");
-    *hello.mutable_verbs() = verbs_->local_info();
-  } else {
-    hello.set_verbs_absent(verbs_absent_);
+  hello.clear_transport();
+  for (size_t k = 0; k < ends_.size(); ++k) {
+    wire::TransportAddress& offer = *hello.add_transport();
+    offer.set_kind(std::string(ends_[k].kind->name()));
+    if (ends_[k].open) {
+      offer.set_address(ends_[k].kind->address(*wires_.networks[wire_index_[k]]));
+    } else {
+      offer.set_absent(ends_[k].absent);
+    }
   }
-  const HostPort data = tcp_ ? tcp_->listening_on() : HostPort{config_.listen, 0};
-  *hello.mutable_data_endpoint() = endpoint_message(data);
 }
 
 void FormationTransports::connect(const wire::ClusterView& view, Deadline deadline) {
-  if (!tcp_) return;
-  tcp_->connect(data_addresses(view), deadline);
-  // Index into wires_.networks per peer: verbs is first where this node has it, tcp is last.
-  const int over_tcp = int(wires_.networks.size()) - 1;
-  std::vector<int> choice(config_.nodes, over_tcp);
+  if (wires_.networks.empty()) return;  // a single node
+  const std::string forced = forced_kind(config_);
   std::vector<std::string> reasons(config_.nodes);
+  std::vector<int> chosen(config_.nodes, -1);
+  // Per kind: every node's address, and the peers that chose it.
+  std::vector<std::vector<std::string>> addresses(ends_.size(),
+                                                  std::vector<std::string>(config_.nodes));
+  std::vector<std::vector<bool>> choosers(ends_.size(), std::vector<bool>(config_.nodes, false));
   for (const auto& info : view.node()) {
     const int n = static_cast<int>(info.node_rank());
+    for (size_t k = 0; k < ends_.size(); ++k) {
+      if (const wire::TransportAddress* offer = offered(info, ends_[k].kind->name())) {
+        addresses[k][n] = offer->address();
+      }
+    }
     if (n == config_.node_rank) continue;
-    const std::string peer = "node " + std::to_string(n);
-    if (verbs_ && info.has_verbs()) {
-      verbs_->connect(n, info.verbs());
-      choice[n] = 0;
-      reasons[n] =
-          "verbs: " + verbs_->describe() +
-          (config_.transport == wire::TRANSPORT_CHOICE_VERBS ? ", forced by --transport"
-                                                             : ", both ends have a device");
-      continue;
-    }
-    if (config_.transport == wire::TRANSPORT_CHOICE_VERBS) {
-      throw PeerError("--transport verbs: " + peer + " cannot use verbs (" + info.verbs_absent() +
-                      "); give every node a device, or use auto");
-    }
-    std::string why = "forced by --transport";
-    if (config_.transport != wire::TRANSPORT_CHOICE_TCP) {
-      why = verbs_ ? "verbs: " + peer + " has none (" + info.verbs_absent() + ")"
-                   : "verbs: " + verbs_absent_;
-    }
-    reasons[n] = "tcp: " + why;
+    const PeerChoice choice = choose_transport(ends_, info, forced);
+    reasons[n] = choice.reason;
+    chosen[n] = wire_index_[choice.kind];
+    choosers[choice.kind][n] = true;
+  }
+  // The fallback first (it connects every pair, and the others may need it up), then the rest.
+  for (size_t k = ends_.size(); k-- > 0;) {
+    if (!ends_[k].open) continue;
+    ends_[k].kind->connect(*wires_.networks[wire_index_[k]], addresses[k], choosers[k], deadline);
   }
   {
     // Published at once: the status endpoint reads them from its own threads.
     std::lock_guard lock(reasons_mutex_);
     reasons_ = std::move(reasons);
+    chosen_ = chosen;
   }
-  wires_.attach(node_, choice);
+  wires_.attach(node_, chosen);
 }
 
 void FormationTransports::on_peer_down(std::function<void(int, const std::string&)> callback) {
-  if (tcp_) {
-    tcp_->on_peer_down([callback](int peer, const std::string& why) {
-      callback(peer, "data connection lost: " + why);
-    });
-  }
-  if (verbs_) {
-    verbs_->on_peer_down(
-        [callback](int peer, const std::string& why) { callback(peer, "verbs failed: " + why); });
+  for (size_t k = 0; k < ends_.size(); ++k) {
+    if (!ends_[k].open) continue;
+    const std::string name(ends_[k].kind->name());
+    wires_.networks[wire_index_[k]]->on_peer_down(
+        [callback, name](int peer, const std::string& why) { callback(peer, name + ": " + why); });
   }
 }
 
 void FormationTransports::on_refused(std::function<void(const std::string&)> callback) {
-  if (tcp_) tcp_->on_refused(std::move(callback));
+  for (auto& network : wires_.networks) network->on_refused(callback);
 }
 
 bool FormationTransports::peer_up(int node) const {
-  if (reason(node).rfind("verbs", 0) == 0) return verbs_->peer_up(node);
-  return tcp_ && tcp_->peer_up(node);
+  std::lock_guard lock(reasons_mutex_);
+  const int index = chosen_.at(node);
+  return index >= 0 && wires_.networks[index]->peer_up(node);
 }
 
 std::string FormationTransports::reason(int node) const {

@@ -15,10 +15,12 @@
 
 namespace symmesh {
 
+// Version 5: a node's hello lists its network transports (TransportAddress), in the order
+// of preference, where version 4 had tcp's and verbs' fields.
 // Version 4: enums in the job and status messages where version 3 had words.
 // Version 3: requests relayed from a member to the root as the client's own messages.
 // Version 2 brought the directional, identity-bound handshake. Other versions are refused.
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 // Frames before authentication: a hello, a proof or a result is well under this.
 inline constexpr uint32_t kMaxHandshakeFrame = 4096;
 inline constexpr auto kHandshakeTimeout = std::chrono::seconds(5);

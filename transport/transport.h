@@ -94,6 +94,9 @@ class NetworkTransport : public Transport {
     (void)shm, (void)segment, (void)doorbell;
     return nullptr;
   }
+  // Called for each connection refused in its handshake (auth, bad_request, timeout), with
+  // the kind of refusal; transports that accept no connections refuse none.
+  virtual void on_refused(std::function<void(const std::string& kind)> callback) { (void)callback; }
   // Peers closing from now on are expected (the cluster is stopping): nothing is logged.
   virtual void expect_shutdown() {}
   // Closes every connection; the transport carries nothing after.

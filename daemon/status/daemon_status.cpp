@@ -1,6 +1,7 @@
 #include "daemon/status/daemon_status.h"
 
 #include "daemon/attach/attached_pes.h"
+#include "daemon/network_kinds/network_kind.h"
 #include "transport/tcp/address.h"
 #include "wire/json.h"
 
@@ -64,7 +65,10 @@ wire::StatusReply DaemonStatus::status() {
     const std::string& reason = formation.reasons.at(n);
     peer->set_transport(reason.empty() ? "pending" : sources_.node.transport_name(n));
     peer->set_reason(reason.empty() ? "forming" : reason);
-    peer->set_data_endpoint(host_port(info.data_endpoint()).str());
+    const NetworkKind& fallback = *network_kinds().back();
+    if (const wire::TransportAddress* data = offered(info, fallback.name())) {
+      peer->set_data_endpoint(fallback.address_text(data->address()));
+    }
     peer->set_up(formation.peers_up.at(n) && slot.state == wire::NODE_STATE_UP);
   }
   const bool serving =

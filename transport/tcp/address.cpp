@@ -13,10 +13,4 @@ HostPort host_port(const wire::Endpoint& at) {
   return HostPort{at.host(), static_cast<uint16_t>(at.port())};
 }
 
-std::vector<HostPort> data_addresses(const wire::ClusterView& view) {
-  std::vector<HostPort> addresses;
-  for (const auto& node : view.node()) addresses.push_back(host_port(node.data_endpoint()));
-  return addresses;
-}
-
 }  // namespace symmesh

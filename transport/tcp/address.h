@@ -12,7 +12,5 @@ namespace symmesh {
 
 wire::Endpoint endpoint_message(const HostPort& at);
 HostPort host_port(const wire::Endpoint& at);
-// Every node's data address, by node rank (the view lists the nodes in rank order).
-std::vector<HostPort> data_addresses(const wire::ClusterView& view);
 
 }  // namespace symmesh

@@ -70,7 +70,7 @@ class TcpTransport final : public NetworkTransport, public WaitProgress, private
 
   // Called (on the accept thread) for each data connection refused in its handshake, with
   // how to count it: "auth", "bad_request" or "timeout".
-  void on_refused(std::function<void(const std::string& kind)> callback) {
+  void on_refused(std::function<void(const std::string& kind)> callback) override {
     device_.on_refused(std::move(callback));
   }
 
