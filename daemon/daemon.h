@@ -85,6 +85,8 @@ class Daemon {
   std::unique_ptr<AttachServer> attach_;
   std::unique_ptr<JoinListener> join_;        // root only
   std::unique_ptr<Coordinator> coordinator_;  // root only
+  // Requests relayed between a member and the root (daemon/relay.h).
+  Relay relay_;
 
   // The formation loop (daemon/formation_loop.h), made in start() before the servers that ask
   // it. A stop asked for before it exists waits in early_stop_.
@@ -95,8 +97,6 @@ class Daemon {
 
   // What it says of itself (daemon/status/daemon_status.h), made after the loop.
   std::unique_ptr<DaemonStatus> status_;
-  // Requests relayed between a member and the root (daemon/relay.h).
-  Relay relay_;
 };
 
 }  // namespace symmesh

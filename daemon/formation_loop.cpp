@@ -76,11 +76,6 @@ wire::DaemonState FormationLoop::state() {
   return state_;
 }
 
-bool FormationLoop::serving() {
-  const wire::DaemonState now = state();
-  return now == wire::DAEMON_STATE_READY || now == wire::DAEMON_STATE_DEGRADED;
-}
-
 void FormationLoop::set_state(wire::DaemonState state) {
   std::lock_guard lock(mutex_);
   if (state_ != wire::DAEMON_STATE_STOPPED) state_ = state;
@@ -93,10 +88,12 @@ FormationLoop::Snapshot FormationLoop::snapshot() {
   now.state = state_;
   now.epoch = epoch_;
   now.view = view_;
+  now.transports.resize(parts_.config.nodes);
   now.reasons.resize(parts_.config.nodes);
   now.peers_up.resize(parts_.config.nodes);
   for (int node = 0; node < parts_.config.nodes && formation_; ++node) {
     if (node == parts_.config.node_rank) continue;
+    now.transports[node] = formation_->transport_name(node);
     now.reasons[node] = formation_->reason(node);
     now.peers_up[node] = !now.reasons[node].empty() && formation_->peer_up(node);
   }

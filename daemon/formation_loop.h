@@ -34,7 +34,7 @@ namespace symmesh {
 
 class FormationLoop {
  public:
-  // What the loop works with; all outlive it.
+  // What the loop works with; all outlive it (the Daemon declares them before the loop).
   struct Parts {
     const DaemonConfig& config;
     const std::string& secret;
@@ -58,7 +58,9 @@ class FormationLoop {
     wire::DaemonState state = wire::DAEMON_STATE_BOOTSTRAPPING;
     uint64_t epoch = 0;
     wire::ClusterView view;
-    // Per node: how its data transport was chosen (empty: not yet), and whether it is up.
+    // Per node: its data transport and how it was chosen (empty: not yet), and whether it
+    // is up.
+    std::vector<std::string> transports;
     std::vector<std::string> reasons;
     std::vector<bool> peers_up;
   };
@@ -78,7 +80,6 @@ class FormationLoop {
   void notify() { changed_.notify_all(); }
 
   wire::DaemonState state();
-  bool serving();
   Snapshot snapshot();
   // Per network transport of the current formation: its name, and its traffic with each node.
   struct TransportTraffic {

@@ -21,37 +21,40 @@ FormationTransports::FormationTransports(const DaemonConfig& config, Node& node,
     : config_(config), node_(node), reasons_(config.nodes), chosen_(config.nodes, -1) {
   const std::string forced = forced_kind(config);
   const NetworkSetup setup{config, node, secret, incarnation};
-  for (const NetworkKind* kind : network_kinds()) {
-    LocalEnd& end = ends_.emplace_back();
-    end.kind = kind;
-    wire_index_.push_back(-1);
-    const std::string name(kind->name());
+  const std::vector<const NetworkKind*>& kinds = network_kinds();
+  ends_.resize(kinds.size());
+  wire_index_.assign(kinds.size(), -1);
+  // Opened from the fallback up (a bad --listen fails before a device is opened), then held in
+  // the order of preference.
+  std::vector<std::unique_ptr<NetworkTransport>> opened(kinds.size());
+  for (size_t k = kinds.size(); k-- > 0;) {
+    LocalEnd& end = ends_[k];
+    end.kind = kinds[k];
+    const std::string name(end.kind->name());
     if (config.nodes == 1) {
       end.absent = "a single node has no peers";
       continue;
     }
-    if (!forced.empty() && forced != name && !kind->fallback()) {
+    if (!forced.empty() && forced != name && !end.kind->fallback()) {
       end.absent = "--transport " + forced;
       continue;
     }
     try {
-      std::unique_ptr<NetworkTransport> transport = kind->open(setup);
+      opened[k] = end.kind->open(setup);
       end.open = true;
-      end.described = kind->describe(*transport);
+      end.described = end.kind->describe(*opened[k]);
       if (!end.described.empty()) {
         spdlog::info("node {}: {} on {}", config.node_rank, name, end.described);
       }
-      wire_index_.back() = int(wires_.networks.size());
-      wires_.networks.push_back(std::move(transport));
     } catch (const InvalidArgument&) {
       throw;  // a wrong --rdma-device or --rdma-gid-index is the user's to fix
     } catch (const std::exception& e) {
+      if (end.kind->fallback()) throw;  // every node needs it
       std::string why = e.what();
       if (why.rfind(name + ": ", 0) == 0) why = why.substr(name.size() + 2);
-      if (kind->fallback()) throw;  // every node needs it
       if (forced == name) {
         const std::string what = "--transport " + name + ": " + why + " (use --transport auto or " +
-                                 std::string(network_kinds().back()->name()) + " here)";
+                                 std::string(kinds.back()->name()) + " here)";
         // A port without a link may come back: the daemon forms again later, as after any loss.
         if (dynamic_cast<const PortNotActive*>(&e)) throw PortNotActive(what);
         throw InvalidArgument(what);
@@ -59,6 +62,11 @@ FormationTransports::FormationTransports(const DaemonConfig& config, Node& node,
       spdlog::info("node {}: no {} ({})", config.node_rank, name, why);
       end.absent = why;
     }
+  }
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (!opened[k]) continue;
+    wire_index_[k] = int(wires_.networks.size());
+    wires_.networks.push_back(std::move(opened[k]));
   }
 }
 
@@ -137,6 +145,12 @@ bool FormationTransports::peer_up(int node) const {
 std::string FormationTransports::reason(int node) const {
   std::lock_guard lock(reasons_mutex_);
   return reasons_.at(node);
+}
+
+std::string FormationTransports::transport_name(int node) const {
+  std::lock_guard lock(reasons_mutex_);
+  const int index = chosen_.at(node);
+  return index < 0 ? "" : std::string(wires_.networks[index]->name());
 }
 
 const std::vector<const NetworkTransport*> FormationTransports::networks() const {

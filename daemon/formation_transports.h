@@ -42,6 +42,8 @@ class FormationTransports {
   bool peer_up(int node) const;
   // "verbs: ..." or "tcp: ..." (empty before connect).
   std::string reason(int node) const;
+  // The name of the transport chosen for `node` (empty before connect).
+  std::string transport_name(int node) const;
   const std::vector<const NetworkTransport*> networks() const;
   // Closes every transport and detaches the node from them.
   void shutdown();

@@ -23,7 +23,8 @@ void WireSet::attach(Node& node, const std::vector<int>& choice) {
 }
 
 void WireSet::flush_all(Deadline deadline) {
-  for (auto& network : networks) network->flush_all(deadline);
+  // The fallback (tcp) first, as the daemon always has.
+  for (auto it = networks.rbegin(); it != networks.rend(); ++it) (*it)->flush_all(deadline);
 }
 
 void WireSet::shutdown(Node& node) {

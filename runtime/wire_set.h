@@ -2,7 +2,7 @@
 // LocalCluster, in the order of preference (verbs before tcp). Each peer is reached over the
 // one chosen for it; a transport used for some peer may shape the node's waits and give the
 // node's own PEs a transport instead of shm (verbs on a device whose atomics are not coherent
-// with the CPU's: RdmaTransport::own_node_transport).
+// with the CPU's: NetworkTransport::own_node_transport).
 #pragma once
 
 #include <memory>

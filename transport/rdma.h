@@ -44,7 +44,7 @@ struct VerbsOptions {
   bool progress_thread = false;
   // A signal or atomic carries a wake-up (the immediate) only when the last one on its QP is
   // at least this old. A waiter yields this long before it parks (the transport's
-  // wait_policy), so a wake-up sent sooner finds it still yielding: skipping it spares the
+  // shape_wait_policy), so a wake-up sent sooner finds it still yielding: skipping it spares the
   // target a thread switch per signal; a parked waiter is woken by the next wake-up or its
   // own re-check.
   std::chrono::microseconds notify_interval{1000};

@@ -63,7 +63,7 @@ wire::StatusReply DaemonStatus::status() {
     auto* peer = reply.add_peer();
     peer->set_node_rank(info.node_rank());
     const std::string& reason = formation.reasons.at(n);
-    peer->set_transport(reason.empty() ? "pending" : sources_.node.transport_name(n));
+    peer->set_transport(reason.empty() ? "pending" : formation.transports.at(n));
     peer->set_reason(reason.empty() ? "forming" : reason);
     const NetworkKind& fallback = *network_kinds().back();
     if (const wire::TransportAddress* data = offered(info, fallback.name())) {
