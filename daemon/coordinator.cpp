@@ -463,12 +463,10 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec,
     tally.add(report.iteration_s(), report.verified(), report.max_abs_err());
   }
   result.set_ok(true);
-  summarize_job(spec, ClusterShape{nodes_, ranks_per_node_}, tally.iteration_s, result);
-  for (const auto& report : reports) {
-    if (!report.transport().empty()) result.set_transport(report.transport());
-    if (report.has_matmul()) *result.mutable_matmul() = report.matmul();
-    if (report.has_moe()) *result.mutable_moe() = report.moe();
+  for (const auto& report : reports) {  // node 0's: PE 0's figures
+    if (report.has_figures()) *result.mutable_figures() = report.figures();
   }
+  summarize_job(spec, ClusterShape{nodes_, ranks_per_node_}, tally.iteration_s, result);
   if (result.verify_requested()) {
     result.set_verified(tally.verified);
     result.set_max_abs_err(tally.max_abs_err);

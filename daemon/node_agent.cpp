@@ -141,7 +141,10 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
         pe.quiet();
         if (global == 0) {
           std::lock_guard lock(error_mutex);
-          outcomes[local].report_figures(report);
+          const wire::KindFigures& figures = outcomes[local].figures;
+          if (figures.kind_case() != wire::KindFigures::KIND_NOT_SET) {
+            *report.mutable_figures() = figures;
+          }
         }
       } catch (const std::exception& e) {
         const bool aborted = dynamic_cast<const AbortedError*>(&e) != nullptr;

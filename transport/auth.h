@@ -15,12 +15,13 @@
 
 namespace symmesh {
 
+// Version 6: a job's figures are its kind's message (KindFigures) in reports and results.
 // Version 5: a node's hello lists its network transports (TransportAddress), in the order
 // of preference, where version 4 had tcp's and verbs' fields.
 // Version 4: enums in the job and status messages where version 3 had words.
 // Version 3: requests relayed from a member to the root as the client's own messages.
 // Version 2 brought the directional, identity-bound handshake. Other versions are refused.
-inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr uint32_t kProtocolVersion = 6;
 // Frames before authentication: a hello, a proof or a result is well under this.
 inline constexpr uint32_t kMaxHandshakeFrame = 4096;
 inline constexpr auto kHandshakeTimeout = std::chrono::seconds(5);

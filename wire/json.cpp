@@ -1,45 +1,47 @@
 #include "wire/json.h"
 
+#include <stdexcept>
+
 #include "wire/enum_text.h"
 
 namespace symmesh {
 namespace {
 
-void add_matmul_json(const wire::JobResult& result, nlohmann::json& out) {
-  const wire::MatmulFigures& f = result.matmul();
-  const nlohmann::json absent;  // null: a figure the mode did not measure
-  out["op"] = result.op();
-  out["dtype"] = result.dtype();
-  out["mode"] = wire::enum_text(f.mode());
-  out["chosen"] = wire::enum_text(f.chosen());  // whose time and output are the job's
-  out["planned"] = f.mode() == wire::MATMUL_MODE_AUTO ? nlohmann::json(f.planned()) : absent;
-  out["transfer"] = wire::enum_text(f.transfer());
-  if (!result.verify_requested()) {
-    out["verified"] = absent;
-    out["max_abs_err"] = absent;
+using google::protobuf::FieldDescriptor;
+
+// One field of a figures message as JSON: its value, the word of an enum, or null for an
+// optional field left out (a figure the job did not measure).
+nlohmann::json field_json(const google::protobuf::Message& message, const FieldDescriptor& field) {
+  if (field.is_repeated()) {
+    throw std::logic_error("figures field " + field.full_name() +
+                           " is repeated: a kind's figures are scalars and enums");
   }
-  out["max_rel_err"] = result.verify_requested() ? nlohmann::json(f.max_rel_err()) : absent;
-  out["tolerance"] = result.verify_requested() ? nlohmann::json(f.tolerance()) : absent;
-  out["deterministic"] = f.deterministic();
-  out["compute_s"] = f.compute_s();
-  out["compute_threads"] = f.compute_threads();
-  out["comm_threads"] = f.comm_threads();
-  out["comm_s"] = f.comm_s();
-  out["comm_cpu_s"] = f.comm_cpu_s();
-  out["sequential_s"] = f.sequential_s();
-  const bool fused = f.pipelined();
-  out["pipelined_s"] = fused ? nlohmann::json(f.pipelined_s()) : absent;
-  out["speedup"] = fused ? nlohmann::json(f.speedup()) : absent;
-  out["time_saved_s"] = fused ? nlohmann::json(f.time_saved_s()) : absent;
-  out["overlap_efficiency"] = fused ? nlohmann::json(f.overlap_efficiency()) : absent;
-  out["fused_compute_s"] = fused ? nlohmann::json(f.fused_compute_s()) : absent;
-  out["compute_slowdown"] = fused ? nlohmann::json(f.compute_slowdown()) : absent;
-  out["fused_gemm_gflops"] = fused ? nlohmann::json(f.fused_gemm_gflops()) : absent;
-  out["gflops"] = f.gflops();
-  out["compute_gflops"] = f.compute_gflops();
-  out["wire_gbps"] = f.wire_gbps();
-  out["wire_bytes"] = f.wire_bytes();
-  out["gemm_path"] = f.gemm_path();
+  const auto& reflection = *message.GetReflection();
+  if (field.has_presence() && !reflection.HasField(message, &field)) return nullptr;
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return reflection.GetDouble(message, &field);
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return reflection.GetFloat(message, &field);
+    case FieldDescriptor::CPPTYPE_INT32:
+      return reflection.GetInt32(message, &field);
+    case FieldDescriptor::CPPTYPE_INT64:
+      return reflection.GetInt64(message, &field);
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return reflection.GetUInt32(message, &field);
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return reflection.GetUInt64(message, &field);
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return reflection.GetBool(message, &field);
+    case FieldDescriptor::CPPTYPE_STRING:
+      return reflection.GetString(message, &field);
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return wire::enum_text(*field.enum_type(), reflection.GetEnumValue(message, &field));
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      break;
+  }
+  throw std::logic_error("figures field " + field.full_name() +
+                         " is a message: a kind's figures are scalars and enums");
 }
 
 }  // namespace
@@ -48,43 +50,30 @@ nlohmann::json job_result_json(const wire::JobResult& result) {
   nlohmann::json out{{"status", result.ok() ? "ok" : "error"}};
   if (!result.ok()) out["error"] = result.error();
   if (result.job_id()) out["job_id"] = result.job_id();
-  if (result.kind() != wire::JOB_KIND_UNSPECIFIED) {
-    out["kind"] = wire::enum_text(result.kind());
-    out["algo"] = result.algo();
-    out["iters"] = result.iters();
-    out["pes"] = result.pes();
-    out["nodes"] = result.nodes();
-    out["median_s"] = result.median_s();
-    out["p50_us"] = result.p50_us();
-    out["p99_us"] = result.p99_us();
-  }
-  if (result.kind() == wire::JOB_KIND_TRANSPORT) {
-    out["op"] = result.op();
-    out["bytes"] = result.bytes();
-    out["transport"] = result.transport();
-    out["gbps"] = result.algbw_gbps();
-  }
-  if (result.kind() == wire::JOB_KIND_COLLECTIVE) {
-    out["op"] = result.op();
-    out["dtype"] = result.dtype();
-    out["bytes"] = result.bytes();
-    out["algbw_gbps"] = result.algbw_gbps();
-    out["busbw_gbps"] = result.busbw_gbps();
-  }
-  if (result.verify_requested()) {
-    out["verified"] = result.verified();
-    out["max_abs_err"] = result.max_abs_err();
-  }
-  if (result.kind() == wire::JOB_KIND_MATMUL) add_matmul_json(result, out);
-  if (result.kind() == wire::JOB_KIND_DISPATCH || result.kind() == wire::JOB_KIND_COMBINE) {
-    const wire::MoeFigures& f = result.moe();
-    out["tolerance"] = f.tolerance();
-    out["deterministic"] = f.deterministic();
-    out["tokens_per_s"] = f.tokens_per_s();
-    out["algbw_gbps"] = f.algbw_gbps();
-    out["inter_node_bytes"] = f.inter_node_bytes();
-    out["intra_node_bytes"] = f.intra_node_bytes();
-    out["flat_inter_node_bytes"] = f.flat_inter_node_bytes();
+  if (result.kind() == wire::JOB_KIND_UNSPECIFIED) return out;
+  out["kind"] = wire::enum_text(result.kind());
+  out["algo"] = result.algo();
+  if (!result.op().empty()) out["op"] = result.op();
+  if (!result.dtype().empty()) out["dtype"] = result.dtype();
+  out["iters"] = result.iters();
+  out["pes"] = result.pes();
+  out["nodes"] = result.nodes();
+  out["median_s"] = result.median_s();
+  out["p50_us"] = result.p50_us();
+  out["p99_us"] = result.p99_us();
+  const bool verify = result.verify_requested();  // else null: not checked
+  out["verified"] = verify ? nlohmann::json(result.verified()) : nullptr;
+  out["max_abs_err"] = verify ? nlohmann::json(result.max_abs_err()) : nullptr;
+  // The kind's own figures, each field under its name.
+  const wire::KindFigures& figures = result.figures();
+  const FieldDescriptor* set = figures.GetReflection()->GetOneofFieldDescriptor(
+      figures, figures.GetDescriptor()->FindOneofByName("kind"));
+  if (set) {
+    const auto& message = figures.GetReflection()->GetMessage(figures, set);
+    const auto& type = *message.GetDescriptor();
+    for (int i = 0; i < type.field_count(); ++i) {
+      out[type.field(i)->name()] = field_json(message, *type.field(i));
+    }
   }
   return out;
 }

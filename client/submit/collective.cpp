@@ -37,13 +37,14 @@ SubmitKind collective_kind() {
                    .help = "check every PE's output against the reference"},
               },
           .print = [](const wire::JobResult& result) {
+            const wire::CollectiveFigures& f = result.figures().collective();
             std::printf(
                 "job %llu  %s %s %s (%s)  %u PEs  %u iters  median %.3f ms  algbw %.2f GB/s  "
                 "busbw %.2f GB/s%s\n",
                 static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
-                format_bytes(result.bytes()).c_str(), result.dtype().c_str(), result.algo().c_str(),
-                result.pes(), result.iters(), result.median_s() * 1e3, result.algbw_gbps(),
-                result.busbw_gbps(), verification(result).c_str());
+                format_bytes(f.bytes()).c_str(), result.dtype().c_str(), result.algo().c_str(),
+                result.pes(), result.iters(), result.median_s() * 1e3, f.algbw_gbps(),
+                f.busbw_gbps(), verification(result).c_str());
           }};
 }
 

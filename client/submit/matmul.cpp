@@ -9,7 +9,7 @@ namespace symmesh {
 namespace {
 
 void print_matmul(const wire::JobResult& result) {
-  const wire::MatmulFigures& f = result.matmul();
+  const wire::MatmulFigures& f = result.figures().matmul();
   std::printf("job %llu  %s %s  %s  mode %s  %u iters (medians)\n",
               static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
               result.dtype().c_str(), shape_text(result).c_str(), wire::enum_text(f.mode()).c_str(),
@@ -25,7 +25,7 @@ void print_matmul(const wire::JobResult& result) {
   std::printf("  comm        %10.3f ms  (%.3f ms of CPU per node)\n", f.comm_s() * 1e3,
               f.comm_cpu_s() * 1e3);
   std::printf("  sequential  %10.3f ms\n", f.sequential_s() * 1e3);
-  if (f.pipelined()) {
+  if (f.has_pipelined_s()) {
     std::printf("  pipelined   %10.3f ms  speedup %.3fx  saved %.3f ms  overlap %.1f%%\n",
                 f.pipelined_s() * 1e3, f.speedup(), f.time_saved_s() * 1e3,
                 f.overlap_efficiency() * 100);

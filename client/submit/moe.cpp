@@ -91,7 +91,7 @@ SubmitKind moe_kind(const std::string& op) {
                    "combine: directory for combined_x_<pe>.npy, inside the daemons' --data-dir"},
           },
       .print = [](const wire::JobResult& result) {
-        const wire::MoeFigures& f = result.moe();
+        const wire::MoeFigures& f = result.figures().moe();
         std::printf(
             "job %llu  %s %s  %s  %u iters  median %.3f ms  p99 %.3f ms  %.0f tokens/s  "
             "%.3f GB/s  inter-node %s (flat %s)  %s%s\n",

@@ -30,11 +30,12 @@ SubmitKind transport_kind() {
                    .accepts = in_range(1, 100000)},
               },
           .print = [](const wire::JobResult& result) {
+            const wire::TransportFigures& f = result.figures().transport();
             std::printf(
                 "job %llu  %s %s over %s  %u iters  median %.1f us  p99 %.1f us  %.3f GB/s\n",
                 static_cast<unsigned long long>(result.job_id()), result.op().c_str(),
-                format_bytes(result.bytes()).c_str(), result.transport().c_str(), result.iters(),
-                result.p50_us(), result.p99_us(), result.algbw_gbps());
+                format_bytes(f.bytes()).c_str(), f.transport().c_str(), result.iters(),
+                result.p50_us(), result.p99_us(), f.gbps());
           }};
 }
 

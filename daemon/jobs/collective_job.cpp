@@ -192,16 +192,17 @@ class CollectiveJobKind : public JobKind {
     const int n = shape.n_pes();
     result.set_op(wire::enum_text(job.op()));
     result.set_dtype(wire::word(collective_dtype(job)));
-    result.set_bytes(job.bytes());
     result.set_algo(wire::enum_text(collective_algo(job)));
+    wire::CollectiveFigures& f = *result.mutable_figures()->mutable_collective();
+    f.set_bytes(job.bytes());
     // NCCL-tests: algbw = S / t with S the op's "size"; busbw = algbw x the op's factor.
     double size = static_cast<double>(job.bytes());
     double factor = double(n - 1) / n;
     if (job.op() == wire::COLLECTIVE_OP_ALLREDUCE) factor = 2.0 * (n - 1) / n;
     if (job.op() == wire::COLLECTIVE_OP_ALLGATHER) size *= n;  // SIZE is each PE's contribution
     if (median > 0) {
-      result.set_algbw_gbps(size / median / 1e9);
-      result.set_busbw_gbps(size / median / 1e9 * factor);
+      f.set_algbw_gbps(size / median / 1e9);
+      f.set_busbw_gbps(size / median / 1e9 * factor);
     }
   }
 };

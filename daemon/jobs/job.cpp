@@ -37,12 +37,6 @@ const JobKind& job_kind_of(const wire::JobSpec& spec) {
   }
 }
 
-void PeJobOutcome::report_figures(wire::NodeJobReport& report) const {
-  if (matmul) *report.mutable_matmul() = *matmul;
-  if (moe) *report.mutable_moe() = *moe;
-  if (!transport.empty()) report.set_transport(transport);
-}
-
 void check_iterations(uint32_t iters, uint32_t max) {
   if (iters < 1 || iters > max) {
     throw InvalidArgument("--iters " + std::to_string(iters) + " is outside 1.." +

@@ -39,12 +39,9 @@ struct PeJobOutcome {
   std::vector<double> iteration_s;
   bool verified = true;
   double max_abs_err = 0;
-  // The kind's own figures (PE 0's go into the node's report).
-  std::optional<wire::MatmulFigures> matmul;
-  std::optional<wire::MoeFigures> moe;
-  std::string transport;  // the transport a transport job measured
-
-  void report_figures(wire::NodeJobReport& report) const;
+  // The kind's own figures: PE 0's reach the result whole, and the root's summarize adds to
+  // them. A kind with figures of its own adds its message to KindFigures (wire/jobs.proto).
+  wire::KindFigures figures;
 };
 
 // The slowest-PE fold: per iteration the slowest time, the verification of all, the largest
@@ -84,7 +81,8 @@ class JobKind {
   virtual PeJobOutcome run_on_pe(Pe& pe, const wire::JobSpec& spec) const = 0;
   // The kind's own metrics from this node's per-iteration times (slowest local PE each).
   virtual void record_metrics(Metrics&, const std::vector<double>& /*iteration_s*/) const {}
-  // The kind's fields of `result` (op, algo, dtype, bytes, bandwidths) given the median.
+  // The kind's fields of `result` given the median: op, algo, dtype, and the figures the
+  // cluster's times give (bytes, bandwidths); PE 0's figures are already there.
   virtual void summarize(const wire::JobSpec& spec, const ClusterShape& shape, double median_s,
                          wire::JobResult& result) const = 0;
 };

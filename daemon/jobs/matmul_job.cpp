@@ -48,32 +48,35 @@ PeJobOutcome run_matmul(Pe& pe, const wire::MatmulJob& job) {
   outcome.iteration_s = r.iteration_s;
   outcome.verified = r.verified;
   outcome.max_abs_err = r.max_abs_err;
-  wire::MatmulFigures& f = outcome.matmul.emplace();
+  wire::MatmulFigures& f = *outcome.figures.mutable_matmul();
   f.set_compute_s(r.compute_s);
   f.set_compute_threads(uint32_t(fused.options.compute_threads));
   f.set_comm_threads(uint32_t(fused.options.comm_threads));
   f.set_comm_s(r.comm_s);
   f.set_comm_cpu_s(r.comm_cpu_s);
   f.set_sequential_s(r.sequential_s);
-  f.set_pipelined(r.pipelined_s.has_value());
-  f.set_pipelined_s(r.pipelined_s.value_or(0));
-  f.set_fused_compute_s(r.fused_compute_s.value_or(0));
-  f.set_speedup(r.speedup);
-  f.set_time_saved_s(r.time_saved_s);
-  f.set_overlap_efficiency(r.overlap_efficiency);
-  f.set_compute_slowdown(r.compute_slowdown);
+  if (r.pipelined_s) {  // the sequential mode measures none of these
+    f.set_pipelined_s(*r.pipelined_s);
+    f.set_fused_compute_s(r.fused_compute_s.value_or(0));
+    f.set_speedup(r.speedup);
+    f.set_time_saved_s(r.time_saved_s);
+    f.set_overlap_efficiency(r.overlap_efficiency);
+    f.set_compute_slowdown(r.compute_slowdown);
+    f.set_fused_gemm_gflops(r.fused_gemm_gflops);
+  }
   f.set_gflops(r.gflops);
   f.set_compute_gflops(r.compute_gflops);
-  f.set_fused_gemm_gflops(r.fused_gemm_gflops);
   f.set_wire_gbps(r.wire_gbps);
   f.set_wire_bytes(r.wire_bytes);
   f.set_gemm_path(r.gemm_path);
-  f.set_max_rel_err(r.max_rel_err);
-  f.set_tolerance(r.tolerance);
+  if (job.verify()) {
+    f.set_max_rel_err(r.max_rel_err);
+    f.set_tolerance(r.tolerance);
+  }
   f.set_deterministic(r.deterministic);
   f.set_mode(wire::to_wire(fused.mode));
   f.set_chosen(wire::to_wire(r.chosen));
-  f.set_planned(r.planned);
+  if (fused.mode == FusedMode::kAuto) f.set_planned(r.planned);
   f.set_transfer(wire::to_wire(fused.options.transfer));
   return outcome;
 }

@@ -47,7 +47,7 @@ PeJobOutcome run_moe(Pe& pe, const wire::MoeJob& w) {
   outcome.iteration_s = r.iteration_s;
   outcome.verified = r.verified;
   outcome.max_abs_err = r.max_abs_err;
-  wire::MoeFigures& f = outcome.moe.emplace();
+  wire::MoeFigures& f = *outcome.figures.mutable_moe();
   f.set_tolerance(r.tolerance);
   f.set_deterministic(r.deterministic);
   f.set_tokens_per_s(r.tokens_per_s);

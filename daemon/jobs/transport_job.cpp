@@ -73,7 +73,10 @@ PeJobOutcome run_transport(Pe& pe, const wire::TransportJob& job) {
   }
   barrier_all(pe);
   // What the figures went over: the transport PE 0 uses to reach its partner.
-  if (sender) outcome.transport = pe.node().transport_name(pe.node_of(partner));
+  if (sender) {
+    outcome.figures.mutable_transport()->set_transport(
+        pe.node().transport_name(pe.node_of(partner)));
+  }
   return outcome;
 }
 
@@ -107,11 +110,12 @@ class TransportJobKind : public JobKind {
                  wire::JobResult& result) const override {
     const auto& job = spec.transport();
     result.set_op(wire::enum_text(job.op()));
-    result.set_bytes(job.bytes());
+    wire::TransportFigures& f = *result.mutable_figures()->mutable_transport();
+    f.set_bytes(job.bytes());
     const double moved =
         double(job.bytes()) *
         (job.op() == wire::TRANSPORT_OP_PUT_BW ? (job.window() ? job.window() : 64) : 1);
-    if (median > 0) result.set_algbw_gbps(moved / median / 1e9);
+    if (median > 0) f.set_gbps(moved / median / 1e9);
   }
 };
 

@@ -36,7 +36,7 @@ TEST_P(Daemons, EveryBarrierAndEveryCollectiveVerified) {
         EXPECT_TRUE(result.verified());
         EXPECT_EQ(result.max_abs_err(), 0.0);
         EXPECT_EQ(result.algo(), algo);
-        EXPECT_GT(result.algbw_gbps(), 0);
+        EXPECT_GT(result.figures().collective().algbw_gbps(), 0);
         EXPECT_EQ(result.pes(), uint32_t(pes));
       }
     }

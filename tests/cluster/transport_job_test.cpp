@@ -27,8 +27,9 @@ TEST(TransportJob, EachOpRunsItsRoundsOverTheNamedTransport) {
     const auto result = cluster.run(transport_job(op, bytes, 20));
     ASSERT_TRUE(result.ok()) << op << ": " << result.error();
     EXPECT_EQ(result.op(), op);
-    EXPECT_EQ(result.bytes(), bytes) << op;
-    EXPECT_EQ(result.transport(), "tcp") << op;
+    EXPECT_EQ(result.figures().transport().bytes(), bytes) << op;
+    EXPECT_EQ(result.figures().transport().transport(), "tcp") << op;
+    EXPECT_GT(result.figures().transport().gbps(), 0.0) << op;
     EXPECT_EQ(result.iters(), 20u) << op;
     EXPECT_GT(result.p50_us(), 0.0) << op;
     EXPECT_GE(result.p99_us(), result.p50_us()) << op;

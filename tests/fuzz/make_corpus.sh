@@ -28,13 +28,13 @@ framed DataHeader 'kind: PUT offset: 4096 length: 64 src_pe: 1' >"$out/frame/put
 framed DataHeader 'kind: PUT offset: 18446744073709551615 length: 2' >"$out/frame/wrap"
 
 nonce='nonce: "0123456789abcdef0123456789abcdef"'
-{ framed AuthHello "protocol_version: 5 role: ROLE_CONTROL $nonce"
+{ framed AuthHello "protocol_version: 6 role: ROLE_CONTROL $nonce"
   framed AuthProof 'mac: "0123456789abcdef0123456789abcdef"'
-  framed AuthHello "protocol_version: 5 role: ROLE_CONTROL node_rank: 0 incarnation: 1 $nonce"
+  framed AuthHello "protocol_version: 6 role: ROLE_CONTROL node_rank: 0 incarnation: 1 $nonce"
   framed AuthResult 'ok: true mac: "0123456789abcdef0123456789abcdef"'
-  framed NodeHello 'protocol_version: 5 node_rank: 1 nodes: 4 ranks_per_node: 2 heap_size: 1048576 tcp_connections: 2 transport { kind: "verbs" absent: "no RDMA device" } transport { kind: "tcp" address: "\n\t127.0.0.1\x10\xd0\x0f" }'
+  framed NodeHello 'protocol_version: 6 node_rank: 1 nodes: 4 ranks_per_node: 2 heap_size: 1048576 tcp_connections: 2 transport { kind: "verbs" absent: "no RDMA device" } transport { kind: "tcp" address: "\n\t127.0.0.1\x10\xd0\x0f" }'
 } >"$out/handshake/full"
-framed AuthHello "protocol_version: 4 $nonce" >"$out/handshake/old-version"
+framed AuthHello "protocol_version: 5 $nonce" >"$out/handshake/old-version"
 
 encode ClientRequest 'status {}' >"$out/control_request/status"
 encode ClientRequest 'submit { collective { op: COLLECTIVE_OP_ALLREDUCE bytes: 4096 dtype: DATA_TYPE_F32 algo: COLLECTIVE_ALGO_RING iters: 2 verify: true } }' >"$out/control_request/collective"
