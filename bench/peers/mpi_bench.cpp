@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "mpi_timing.h"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
@@ -33,19 +35,7 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
     }
   };
-  run();  // warm-up
-  std::vector<double> times(iters), slowest(iters);
-  for (int i = 0; i < iters; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double start = MPI_Wtime();
-    run();
-    times[i] = MPI_Wtime() - start;
-  }
-  MPI_Reduce(times.data(), slowest.data(), iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
-    std::sort(slowest.begin(), slowest.end());
-    std::printf("%.9f\n", slowest[slowest.size() / 2]);
-  }
+  print_slowest_median(rank, iters, run);
   MPI_Finalize();
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "jobs/moe/reference.h"
+#include "mpi_timing.h"
 
 int main(int argc, char** argv) {
   using namespace symmesh;
@@ -89,19 +90,7 @@ int main(int argc, char** argv) {
       store_from_f32(&combined[size_t(t) * o.hidden], sum.data(), size_t(o.hidden), DType::kBF16);
     }
   };
-  run();  // warm-up
-  std::vector<double> times(iters), slowest(iters);
-  for (int i = 0; i < iters; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double start = MPI_Wtime();
-    run();
-    times[i] = MPI_Wtime() - start;
-  }
-  MPI_Reduce(times.data(), slowest.data(), iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
-    std::sort(slowest.begin(), slowest.end());
-    std::printf("%.9f\n", slowest[slowest.size() / 2]);
-  }
+  print_slowest_median(rank, iters, run);
   MPI_Finalize();
   return 0;
 }
