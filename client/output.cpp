@@ -1,5 +1,6 @@
 #include "client/output.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -66,6 +67,9 @@ void print_status(const wire::StatusReply& status, bool json) {
   }
 }
 
+// A straggler's share from which the result's text names it (below it nobody stands out).
+constexpr double kStragglerShare = 0.5;
+
 void print_result(const wire::JobResult& result, bool json) {
   if (json) {
     std::cout << job_result_json(result).dump() << "\n";
@@ -76,14 +80,24 @@ void print_result(const wire::JobResult& result, bool json) {
                  static_cast<unsigned long long>(result.job_id()), result.error().c_str());
     return;
   }
-  for (const auto& kind : submit_kinds()) {
-    if (kind.name == wire::enum_text(result.kind()) && kind.print) return kind.print(result);
+  const std::vector<SubmitKind> kinds = submit_kinds();
+  const auto known = std::find_if(kinds.begin(), kinds.end(), [&](const SubmitKind& kind) {
+    return kind.name == wire::enum_text(result.kind()) && kind.print;
+  });
+  if (known != kinds.end()) {
+    known->print(result);
+  } else {  // a kind this CLI does not know (a newer daemon's): its figures are in --json
+    std::printf("job %llu  %s  %u PEs  %u iters  median %.3f ms%s\n",
+                static_cast<unsigned long long>(result.job_id()),
+                wire::enum_text(result.kind()).c_str(), result.pes(), result.iters(),
+                result.median_s() * 1e3, verification(result).c_str());
   }
-  // A kind this CLI does not know (a newer daemon's): its figures are in --json.
-  std::printf("job %llu  %s  %u PEs  %u iters  median %.3f ms%s\n",
-              static_cast<unsigned long long>(result.job_id()),
-              wire::enum_text(result.kind()).c_str(), result.pes(), result.iters(),
-              result.median_s() * 1e3, verification(result).c_str());
+  // A PE that stands out: it hardly waited while the others waited for it.
+  if (result.has_straggler() && result.straggler_share() >= kStragglerShare) {
+    std::printf("  straggler   PE %u: blocked %.3f s, %.0f%% less than the other PEs' mean\n",
+                result.straggler(), result.blocked_s(int(result.straggler())),
+                result.straggler_share() * 100);
+  }
 }
 
 namespace {

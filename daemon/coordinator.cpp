@@ -459,14 +459,21 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec,
   }
   // The slowest node in each iteration.
   JobTally tally;
+  std::vector<double> blocked_s(size_t(nodes_) * ranks_per_node_, 0.0);
   for (const auto& report : reports) {
     tally.add(report.iteration_s(), report.verified(), report.max_abs_err());
+    tally.add_waits(report.wait_by_peer_s());
+    const int local_pes = std::min(report.blocked_s_size(), ranks_per_node_);
+    for (int local = 0; local < local_pes && int(report.node_rank()) < nodes_; ++local) {
+      blocked_s[size_t(report.node_rank()) * ranks_per_node_ + local] = report.blocked_s(local);
+    }
   }
   result.set_ok(true);
   for (const auto& report : reports) {  // node 0's: PE 0's figures
     if (report.has_figures()) *result.mutable_figures() = report.figures();
   }
   summarize_job(spec, ClusterShape{nodes_, ranks_per_node_}, tally.iteration_s, result);
+  summarize_waits(tally.wait_by_peer_s, blocked_s, result);
   if (result.verify_requested()) {
     result.set_verified(tally.verified);
     result.set_max_abs_err(tally.max_abs_err);

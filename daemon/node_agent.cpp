@@ -139,6 +139,8 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
         Pe pe(node_, local);
         outcomes[local] = kind.run_on_pe(pe, spec);
         pe.quiet();
+        outcomes[local].wait_by_peer_s = pe.peer_waits().seconds();
+        outcomes[local].blocked_s = pe.peer_waits().blocked_seconds();
         if (global == 0) {
           std::lock_guard lock(error_mutex);
           const wire::KindFigures& figures = outcomes[local].figures;
@@ -181,10 +183,15 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
     return;
   }
   JobTally tally;
-  for (const auto& outcome : outcomes) {
+  for (int local = 0; local < ranks; ++local) {
+    const PeJobOutcome& outcome = outcomes[local];
     tally.add(outcome.iteration_s, outcome.verified, outcome.max_abs_err);
+    tally.add_waits(outcome.wait_by_peer_s);
+    report.add_blocked_s(outcome.blocked_s);
+    metrics_.peer_waits(node_.rank() * ranks + local, outcome.wait_by_peer_s);
   }
   *report.mutable_iteration_s() = {tally.iteration_s.begin(), tally.iteration_s.end()};
+  *report.mutable_wait_by_peer_s() = {tally.wait_by_peer_s.begin(), tally.wait_by_peer_s.end()};
   kind.record_metrics(metrics_, tally.iteration_s);
   report.set_verified(tally.verified);
   report.set_max_abs_err(tally.max_abs_err);

@@ -17,6 +17,22 @@ std::vector<int> range_members(int start, int stride, int count) {
   return members;
 }
 
+// Counts the time a wait blocks when it ends, by the word, a timeout or an abort, as `peer`'s
+// (a peer that never wrote is the one to blame).
+class BlockedOn {
+ public:
+  BlockedOn(PeerWaits& waits, int peer) : waits_(waits), peer_(peer), since_(Clock::now()) {}
+  ~BlockedOn() { waits_.add(peer_, Clock::now() - since_); }
+  BlockedOn(const BlockedOn&) = delete;
+  BlockedOn& operator=(const BlockedOn&) = delete;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  PeerWaits& waits_;
+  int peer_;
+  Clock::time_point since_;
+};
+
 }  // namespace
 
 const char* cmp_name(Cmp cmp) {
@@ -63,7 +79,8 @@ Pe::Pe(Node& node, int local_rank)
     : node_(node),
       local_rank_(local_rank),
       my_pe_(node.rank() * node.ranks_per_node() + local_rank),
-      slice_base_(node.segment().base + local_rank * node.slice_bytes()) {
+      slice_base_(node.segment().base + local_rank * node.slice_bytes()),
+      peer_waits_(node.n_pes()) {
   if (local_rank < 0 || local_rank >= node.ranks_per_node()) {
     throw InvalidArgument("local rank " + std::to_string(local_rank) + " outside 0.." +
                           std::to_string(node.ranks_per_node() - 1));
@@ -201,8 +218,10 @@ uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value) 
 }
 
 uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value,
-                               WaitDeadline deadline, std::string_view what) {
-  uint64_t seen = 0;
+                               WaitDeadline deadline, std::string_view what, int from_pe) {
+  uint64_t seen = signal_fetch(signal);
+  if (compare(seen, cmp, value)) return seen;  // already there: nobody was waited for
+  const BlockedOn counted(peer_waits_, from_pe);
   wait_until(
       node_.doorbell(), deadline,
       [&] {
@@ -249,7 +268,8 @@ std::vector<uint64_t> Pe::exchange(Team& team, uint64_t value) {
   for (int i = 0; i < team.size(); ++i) {
     signal_wait_until(
         sync_slot(team, slot::kPerSource + i), Cmp::kGe, sequence, until,
-        "exchange on team '" + team.name() + "' waiting for PE " + std::to_string(team.pe(i)));
+        "exchange on team '" + team.name() + "' waiting for PE " + std::to_string(team.pe(i)),
+        team.pe(i));
     values[i] = signal_fetch(sync_slot(team, slot::kExchangeValue + i));
   }
   // No member may overwrite a value slot before every member has read it.

@@ -10,6 +10,7 @@
 
 #include "runtime/layout.h"
 #include "runtime/node.h"
+#include "runtime/peer_waits.h"
 #include "runtime/team.h"
 
 namespace symmesh {
@@ -69,9 +70,11 @@ class Pe {
   void signal_set(uint64_t* signal, uint64_t value, int pe);
   void signal_add(uint64_t* signal, uint64_t value, int pe);
   // Waits until the local word `signal` compares true against `value`; returns what it saw.
+  // The time it blocks is counted in peer_waits(), as `from_pe`'s: the one peer whose write
+  // ends the wait (-1: a word several peers write).
   uint64_t signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value);
   uint64_t signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value, WaitDeadline deadline,
-                             std::string_view what = "signal_wait_until");
+                             std::string_view what = "signal_wait_until", int from_pe = -1);
   uint64_t signal_fetch(const uint64_t* signal) const;
   void fence();
   void quiet();
@@ -91,6 +94,10 @@ class Pe {
 
   // Small exchange: every member's value, in team order (collective over `team`).
   std::vector<uint64_t> exchange(Team& team, uint64_t value);
+
+  // How long this PE has waited for each peer (the waits that name one).
+  PeerWaits& peer_waits() { return peer_waits_; }
+  const PeerWaits& peer_waits() const { return peer_waits_; }
 
  private:
   uint64_t segment_offset(const void* address, int pe) const;
@@ -112,6 +119,7 @@ class Pe {
   std::shared_ptr<Team> cross_team_;
   uint64_t free_team_indices_;  // bit i set: team index i is free on this PE
   uint64_t epoch_floor_ = 0;    // the highest counter a destroyed team reached
+  PeerWaits peer_waits_;
 };
 
 }  // namespace symmesh

@@ -64,6 +64,12 @@ nlohmann::json job_result_json(const wire::JobResult& result) {
   const bool verify = result.verify_requested();  // else null: not checked
   out["verified"] = verify ? nlohmann::json(result.verified()) : nullptr;
   out["max_abs_err"] = verify ? nlohmann::json(result.max_abs_err()) : nullptr;
+  out["wait_by_peer_s"] =
+      std::vector<double>(result.wait_by_peer_s().begin(), result.wait_by_peer_s().end());
+  out["blocked_s"] = std::vector<double>(result.blocked_s().begin(), result.blocked_s().end());
+  out["straggler"] = result.has_straggler() ? nlohmann::json(result.straggler()) : nullptr;
+  out["straggler_share"] =
+      result.has_straggler_share() ? nlohmann::json(result.straggler_share()) : nullptr;
   // The kind's own figures, each field under its name.
   const wire::KindFigures& figures = result.figures();
   const FieldDescriptor* set = figures.GetReflection()->GetOneofFieldDescriptor(

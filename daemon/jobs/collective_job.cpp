@@ -8,6 +8,7 @@
 #include "common/errors.h"
 #include "common/progress.h"
 #include "daemon/jobs/job.h"
+#include "jobs/drill.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 #include "runtime/enum_words.h"
@@ -91,6 +92,7 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   for (uint32_t i = 0; i < job.iters(); ++i) {
     barrier_all(pe);
     const auto start = Clock::now();
+    drill_before_call(pe.my_pe());
     call();
     outcome.iteration_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     progress::step();

@@ -37,6 +37,19 @@ const JobKind& job_kind_of(const wire::JobSpec& spec) {
   }
 }
 
+void summarize_waits(const std::vector<double>& wait_by_peer_s,
+                     const std::vector<double>& blocked_s, wire::JobResult& result) {
+  *result.mutable_wait_by_peer_s() = {wait_by_peer_s.begin(), wait_by_peer_s.end()};
+  *result.mutable_blocked_s() = {blocked_s.begin(), blocked_s.end()};
+  double total = 0;
+  for (double seconds : blocked_s) total += seconds;
+  if (blocked_s.size() < 2 || total <= 0) return;
+  const auto least = std::min_element(blocked_s.begin(), blocked_s.end());
+  const double others = (total - *least) / double(blocked_s.size() - 1);
+  result.set_straggler(uint32_t(least - blocked_s.begin()));
+  result.set_straggler_share(others > 0 ? 1.0 - *least / others : 0.0);
+}
+
 void check_iterations(uint32_t iters, uint32_t max) {
   if (iters < 1 || iters > max) {
     throw InvalidArgument("--iters " + std::to_string(iters) + " is outside 1.." +

@@ -42,14 +42,26 @@ struct PeJobOutcome {
   // The kind's own figures: PE 0's reach the result whole, and the root's summarize adds to
   // them. A kind with figures of its own adds its message to KindFigures (wire/jobs.proto).
   wire::KindFigures figures;
+  std::vector<double> wait_by_peer_s;  // the PE's waits for each peer (Pe::peer_waits)
+  double blocked_s = 0;                // all its waits
 };
 
 // The slowest-PE fold: per iteration the slowest time, the verification of all, the largest
-// error. The node agent folds its PEs' outcomes, the coordinator its nodes' reports.
+// error, and the waits for each peer summed. The node agent folds its PEs' outcomes, the
+// coordinator its nodes' reports.
 struct JobTally {
   std::vector<double> iteration_s;
   bool verified = true;
   double max_abs_err = 0;
+  std::vector<double> wait_by_peer_s;
+
+  template <class Waits>
+  void add_waits(const Waits& seconds) {
+    if (wait_by_peer_s.size() < size_t(seconds.size())) {
+      wait_by_peer_s.resize(seconds.size(), 0.0);
+    }
+    for (size_t i = 0; i < size_t(seconds.size()); ++i) wait_by_peer_s[i] += seconds[i];
+  }
 
   template <class Times>
   void add(const Times& times, bool ok, double abs_err) {
@@ -101,6 +113,9 @@ void check_job_spec(const wire::JobSpec& spec, const ClusterShape& shape);
 // Fills the figures of `result` from the per-iteration times of the whole cluster.
 void summarize_job(const wire::JobSpec& spec, const ClusterShape& shape,
                    const std::vector<double>& iteration_s, wire::JobResult& result);
+// The waits of `result`: each peer's (summed over PEs), each PE's, and the straggler.
+void summarize_waits(const std::vector<double>& wait_by_peer_s,
+                     const std::vector<double>& blocked_s, wire::JobResult& result);
 // Refuses an iteration count outside 1..max, naming --iters.
 void check_iterations(uint32_t iters, uint32_t max);
 // The runtime's element type for the wire's (`unset` when the field is); throws

@@ -106,6 +106,13 @@ void Metrics::error(const std::string& kind) {
   ++errors_[kind];
 }
 
+void Metrics::peer_waits(int pe, const std::vector<double>& seconds_by_peer) {
+  std::lock_guard lock(mutex_);
+  for (size_t peer = 0; peer < seconds_by_peer.size(); ++peer) {
+    if (seconds_by_peer[peer] > 0) peer_wait_seconds_[{pe, int(peer)}] += seconds_by_peer[peer];
+  }
+}
+
 std::string Metrics::render(const std::vector<Sample>& gauges) const {
   Writer w;
   {
@@ -131,6 +138,13 @@ std::string Metrics::render(const std::vector<Sample>& gauges) const {
         "bad_request (garbage, a wrong version or role), timeout (a handshake past its deadline).");
     for (const auto& [kind, count] : errors_) {
       w.sample("symmesh_errors_total", {{"kind", kind}}, double(count));
+    }
+    w.family("symmesh_peer_wait_seconds_total", "counter",
+             "Seconds a PE of this node spent blocked in jobs on a word only the peer writes (its "
+             "data, its signal, its entering a call).");
+    for (const auto& [key, seconds] : peer_wait_seconds_) {
+      w.sample("symmesh_peer_wait_seconds_total",
+               {{"pe", std::to_string(key.first)}, {"peer", std::to_string(key.second)}}, seconds);
     }
   }
   std::string current;

@@ -28,6 +28,8 @@ class Metrics {
   void barrier_latencies(const std::vector<double>& seconds);
   // kind: job, peer_down, auth, bad_request, timeout.
   void error(const std::string& kind);
+  // How long local PE `pe` waited for each peer in a job (seconds, indexed by the peer's PE).
+  void peer_waits(int pe, const std::vector<double>& seconds_by_peer);
 
   std::string render(const std::vector<Sample>& gauges) const;
 
@@ -44,6 +46,7 @@ class Metrics {
   std::map<std::string, Histogram> job_seconds_;                  // by kind
   Histogram barrier_seconds_;
   std::map<std::string, uint64_t> errors_;
+  std::map<std::pair<int, int>, double> peer_wait_seconds_;  // (pe, peer)
 };
 
 // The process_* metrics Prometheus client libraries export: CPU seconds, resident and virtual

@@ -8,6 +8,7 @@
 #include "common/check_range.h"
 #include "common/progress.h"
 #include "common/trace.h"
+#include "jobs/drill.h"
 #include "jobs/moe/low_latency_job.h"
 #include "jobs/moe/reference.h"
 #include "ops/npy.h"
@@ -74,6 +75,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   progress::set_total(uint32_t(job.iters));
   for (int i = -1; i < job.iters; ++i) {  // -1: the warm-up
     const trace::Scope span(job.op == MoeOp::kCombine ? "combine" : "dispatch", "iteration");
+    drill_before_call(pe.my_pe());
     double seconds = 0;
     if (low_latency) {
       seconds = job.op == MoeOp::kCombine ? calls->combine(last) : calls->dispatch(last);

@@ -11,10 +11,12 @@ void dissemination_barrier(Pe& pe, const Team& team, const std::vector<int>& lea
   for (int round = 0, distance = 1; distance < n; ++round, distance *= 2) {
     uint64_t* slot = pe.sync_slot(team, slot::kDissemination + round);
     pe.signal_set(slot, epoch, leaders[(me + distance) % n]);
+    const int from = leaders[(me - distance + n) % n];
     pe.signal_wait_until(slot, Cmp::kGe, epoch, deadline,
                          "dissemination barrier on team '" + team.name() + "' (epoch " +
                              std::to_string(epoch) + ") round " + std::to_string(round) +
-                             " waiting for PE " + std::to_string(leaders[(me - distance + n) % n]));
+                             " waiting for PE " + std::to_string(from),
+                         from);
   }
 }
 

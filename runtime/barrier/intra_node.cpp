@@ -27,7 +27,8 @@ void intra_node_arrive(Pe& pe, const Team& team, uint64_t epoch, Deadline deadli
   if (!team.is_leader()) return publish(pe, mine, epoch);
   for (size_t i = 1; i < local.size(); ++i) {
     const auto* theirs = static_cast<const uint64_t*>(pe.ptr(mine, local[i]));
-    pe.signal_wait_until(theirs, Cmp::kGe, epoch, deadline, what(team, "arrival", local[i], epoch));
+    pe.signal_wait_until(theirs, Cmp::kGe, epoch, deadline, what(team, "arrival", local[i], epoch),
+                         local[i]);
   }
 }
 
@@ -38,7 +39,7 @@ void intra_node_release(Pe& pe, const Team& team, uint64_t epoch, Deadline deadl
   if (team.is_leader()) return publish(pe, release, epoch);
   const auto* leader_release = static_cast<const uint64_t*>(pe.ptr(release, local[0]));
   pe.signal_wait_until(leader_release, Cmp::kGe, epoch, deadline,
-                       what(team, "release", local[0], epoch));
+                       what(team, "release", local[0], epoch), local[0]);
 }
 
 }  // namespace symmesh

@@ -17,11 +17,12 @@ void kary_barrier(Pe& pe, const Team& team, const std::vector<int>& leaders, int
       pe.signal_set(slot_of(j), epoch, leaders[(me + j * step) % n]);
     }
     for (int j = 1; j < k && j * step < n; ++j) {
+      const int from = leaders[(me - j * step % n + n) % n];
       pe.signal_wait_until(slot_of(j), Cmp::kGe, epoch, deadline,
                            "kary barrier on team '" + team.name() + "' (epoch " +
                                std::to_string(epoch) + ", k=" + std::to_string(k) + ") round " +
-                               std::to_string(round) + " waiting for PE " +
-                               std::to_string(leaders[(me - j * step % n + n) % n]));
+                               std::to_string(round) + " waiting for PE " + std::to_string(from),
+                           from);
     }
   }
 }

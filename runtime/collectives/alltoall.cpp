@@ -37,7 +37,8 @@ void exchange_blocks(Pe& pe, Team& team, std::byte* dst, const std::byte* src,
   for (int i = 0; i < n; ++i) {
     pe.signal_wait_until(
         pe.sync_slot(team, slot::kPerSource + i), Cmp::kGe, sequence, pe.deadline(),
-        "all-to-all on team '" + team.name() + "' waiting for PE " + std::to_string(team.pe(i)));
+        "all-to-all on team '" + team.name() + "' waiting for PE " + std::to_string(team.pe(i)),
+        team.pe(i));
   }
 }
 
@@ -51,9 +52,9 @@ std::vector<uint64_t> alltoall_values(Pe& pe, Team& team, const std::vector<uint
   }
   std::vector<uint64_t> received(team.size());
   for (int i = 0; i < team.size(); ++i) {
-    pe.signal_wait_until(pe.sync_slot(team, slot::kPerSource + i), Cmp::kGe, sequence,
-                         pe.deadline(),
-                         "all-to-all-v counts waiting for PE " + std::to_string(team.pe(i)));
+    pe.signal_wait_until(
+        pe.sync_slot(team, slot::kPerSource + i), Cmp::kGe, sequence, pe.deadline(),
+        "all-to-all-v counts waiting for PE " + std::to_string(team.pe(i)), team.pe(i));
     received[i] = pe.signal_fetch(pe.sync_slot(team, slot::kExchangeValue + i));
   }
   barrier(pe, team);  // the value slots are read before anyone writes them again

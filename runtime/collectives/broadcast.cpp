@@ -41,7 +41,8 @@ void receive(const RootPlace& at) {
   announce_entered(at.pe, at.h.cross, at.sequence, {at.node});
   at.pe.signal_wait_until(
       at.arrived, Cmp::kGe, at.sequence, at.pe.deadline(),
-      "broadcast waiting for the bytes of PE " + std::to_string(at.h.cross.pe(at.node)));
+      "broadcast waiting for the bytes of PE " + std::to_string(at.h.cross.pe(at.node)),
+      at.h.cross.pe(at.node));
 }
 
 // The root: its bytes into every other node's member, each once it entered the call.

@@ -63,7 +63,8 @@ void one_shot_allreduce_f32(Pe& pe, Team& team, uint64_t sequence, void* dst, co
     pe.signal_wait_until(pe.sync_slot(team, slot::kPerSource + j), Cmp::kGe, sequence,
                          pe.deadline(),
                          "one-shot all-reduce on team '" + team.name() + "' waiting for PE " +
-                             std::to_string(team.pe(j)));
+                             std::to_string(team.pe(j)),
+                         team.pe(j));
     rows.push_back({scratch + size_t(j) * bytes, DType::kF32});
   }
   // Block by block, every row read before the block is written: acc may be dst.

@@ -42,6 +42,8 @@ bool RingChannel::can_receive() {
 }
 
 void RingChannel::wait_for_progress() {
+  if (can_send() || can_receive()) return;
+  const auto blocked_since = std::chrono::steady_clock::now();
   wait_until(
       pe_.node().doorbell(), pe_.deadline(), [&] { return can_send() || can_receive(); },
       [&] {
@@ -50,6 +52,9 @@ void RingChannel::wait_for_progress() {
                std::to_string(prev_) + " to send a chunk";
       },
       pe_.node().wait_policy());
+  // The neighbour that ended the wait was waited for (the previous one when both did).
+  pe_.peer_waits().add(can_receive() ? prev_ : next_,
+                       std::chrono::steady_clock::now() - blocked_since);
 }
 
 void RingChannel::send(const void* data, size_t bytes) {
@@ -60,7 +65,8 @@ void RingChannel::send(const void* data, size_t bytes) {
     pe_.signal_wait_until(pe_.sync_slot(team_, slot::kRingCredit), Cmp::kGe, sequence - kSlots,
                           pe_.deadline(),
                           "ring on team '" + team_.name() + "' waiting for PE " +
-                              std::to_string(next_) + " to free a scratch slot");
+                              std::to_string(next_) + " to free a scratch slot",
+                          next_);
   }
   std::byte* target = pe_.team_scratch(team_) + slot_index * kChunkBytes;
   pe_.put_signal(target, data, bytes, pe_.sync_slot(team_, slot::kRingReady + slot_index), sequence,
@@ -72,7 +78,8 @@ const std::byte* RingChannel::receive() {
   const int slot_index = static_cast<int>(sequence % kSlots);
   pe_.signal_wait_until(
       pe_.sync_slot(team_, slot::kRingReady + slot_index), Cmp::kGe, sequence, pe_.deadline(),
-      "ring on team '" + team_.name() + "' waiting for a chunk from PE " + std::to_string(prev_));
+      "ring on team '" + team_.name() + "' waiting for a chunk from PE " + std::to_string(prev_),
+      prev_);
   return pe_.team_scratch(team_) + slot_index * kChunkBytes;
 }
 
@@ -196,7 +203,8 @@ void ring_allgather_bytes(Pe& pe, Team& team, std::byte* dst, const std::vector<
                   SignalOp::kSet, team.pe(next));
     pe.signal_wait_until(step_signal, Cmp::kGe, sequence, pe.deadline(),
                          "all-gather on team '" + team.name() + "' step " + std::to_string(step) +
-                             " waiting for PE " + std::to_string(team.pe((me + n - 1) % n)));
+                             " waiting for PE " + std::to_string(team.pe((me + n - 1) % n)),
+                         team.pe((me + n - 1) % n));
   }
 }
 
@@ -209,7 +217,8 @@ void wait_entered(Pe& pe, Team& team, uint64_t sequence, int member) {
   pe.signal_wait_until(
       pe.sync_slot(team, slot::kEnteredFrom + member), Cmp::kGe, sequence, pe.deadline(),
       "collective on team '" + team.name() + "' waiting for PE " + std::to_string(team.pe(member)) +
-          " to enter call " + std::to_string(sequence));
+          " to enter call " + std::to_string(sequence),
+      team.pe(member));
 }
 
 }  // namespace symmesh

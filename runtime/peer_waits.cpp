@@ -1,0 +1,27 @@
+#include "runtime/peer_waits.h"
+
+namespace symmesh {
+
+PeerWaits::PeerWaits(int n_pes)
+    : n_pes_(n_pes), nanoseconds_(std::make_unique<std::atomic<uint64_t>[]>(n_pes)) {}
+
+void PeerWaits::add(int peer, std::chrono::nanoseconds blocked) {
+  const auto nanoseconds = uint64_t(blocked.count());
+  total_nanoseconds_.fetch_add(nanoseconds, std::memory_order_relaxed);
+  if (peer >= 0 && peer < n_pes_)
+    nanoseconds_[peer].fetch_add(nanoseconds, std::memory_order_relaxed);
+}
+
+std::vector<double> PeerWaits::seconds() const {
+  std::vector<double> out(n_pes_);
+  for (int p = 0; p < n_pes_; ++p) {
+    out[p] = double(nanoseconds_[p].load(std::memory_order_relaxed)) * 1e-9;
+  }
+  return out;
+}
+
+double PeerWaits::blocked_seconds() const {
+  return double(total_nanoseconds_.load(std::memory_order_relaxed)) * 1e-9;
+}
+
+}  // namespace symmesh

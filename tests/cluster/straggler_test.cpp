@@ -1,0 +1,78 @@
+// The straggler figures: with one PE made slow by the drill (it sleeps before each call of a
+// job), a collective, a dispatch and a combine each name it in the result, its text and /metrics.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "tests/cluster/http_get.h"
+#include "tests/cluster/prometheus_text.h"
+#include "tests/cluster/test_cluster.h"
+
+namespace symmesh::testing {
+namespace {
+
+constexpr int kSlowPe = 3;
+
+// The daemons a cluster starts inherit this process's environment.
+class SlowPeDrill {
+ public:
+  explicit SlowPeDrill(const char* value) { setenv("SYMMESH_DRILL_SLOW_PE", value, 1); }
+  ~SlowPeDrill() { unsetenv("SYMMESH_DRILL_SLOW_PE"); }
+};
+
+nlohmann::json submit(TestCluster& cluster, const std::string& args) {
+  CliRun run = cli(target(cluster) + " submit " + args + " --json");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  return nlohmann::json::parse(run.out);
+}
+
+TEST(Straggler, ASlowPeIsNamedByACollectiveADispatchAndACombine) {
+  std::unique_ptr<TestCluster> cluster;
+  {
+    const SlowPeDrill drill("3:40");  // 40 ms late into every call: far above any other wait
+    ClusterOptions options = shape(2, 2);
+    options.heap_size = "128MiB";
+    cluster = std::make_unique<TestCluster>(options);
+  }
+  const std::string moe = " --tokens 32 --hidden 64 --topk 2 --experts 8 --iters 4";
+  for (const std::string& job :
+       {std::string("collective --op allreduce --bytes 64KiB --algo ring --iters 4"),
+        std::string("collective --op alltoall --bytes 64KiB --iters 4"), "dispatch" + moe,
+        "combine" + moe}) {
+    const nlohmann::json json = submit(*cluster, job);
+    ASSERT_EQ(json["status"], "ok") << job << ": " << json.dump();
+    EXPECT_EQ(json["straggler"], kSlowPe) << job << ": " << json.dump();
+    EXPECT_GT(json["straggler_share"].get<double>(), 0.5) << job << ": " << json.dump();
+    ASSERT_EQ(json["blocked_s"].size(), 4u) << json.dump();
+    ASSERT_EQ(json["wait_by_peer_s"].size(), 4u) << json.dump();
+  }
+  // In an all-to-all every PE waits for every other directly: the slow one is waited for most.
+  const nlohmann::json alltoall =
+      submit(*cluster, "collective --op alltoall --bytes 4KiB --iters 3");
+  const auto waits = alltoall["wait_by_peer_s"].get<std::vector<double>>();
+  EXPECT_EQ(std::max_element(waits.begin(), waits.end()) - waits.begin(), kSlowPe)
+      << alltoall.dump();
+  // The text names it too.
+  const CliRun text =
+      cli(target(*cluster) + " submit collective --op alltoall --bytes 4KiB --iters 3");
+  EXPECT_NE(text.out.find("straggler   PE 3:"), std::string::npos) << text.out;
+
+  // /metrics on node 0: its leader, PE 0, waited for PE 3 more than for its node's other PE
+  // (PE 1 waits for PE 0's release in the node's barriers, which waits for PE 3).
+  const auto families = parse_prometheus_text(get(status_url(*cluster, 0), "/metrics").body);
+  auto waited = [&](int pe, int peer) {
+    for (const auto& s : families.at("symmesh_peer_wait_seconds_total").samples) {
+      if (s.labels == std::map<std::string, std::string>{{"pe", std::to_string(pe)},
+                                                         {"peer", std::to_string(peer)}}) {
+        return s.value;
+      }
+    }
+    return 0.0;
+  };
+  EXPECT_GT(waited(0, kSlowPe), waited(0, 1));
+}
+
+}  // namespace
+}  // namespace symmesh::testing
