@@ -22,7 +22,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 9;  // 9: kBroadcast
+inline constexpr uint32_t kAttachProtocolVersion = 10;  // 10: kWaitStats
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -75,8 +75,11 @@ enum class Op : uint32_t {
   kPutSignal = 20,
   // Collective: `count` bytes at `src` on PE args[0] land at `dst` on every PE (dst may be src).
   kBroadcast = 21,
+  // How long this PE's waits blocked (runtime/peer_waits.h), in nanoseconds: on PE args[0]'s
+  // words in `value`, in every wait in `value2`.
+  kWaitStats = 22,
 };
-inline constexpr uint32_t kLastOp = 21;
+inline constexpr uint32_t kLastOp = 22;
 
 // Where a MoE call's large input (a dispatch's x, a combine's expert rows) or output (a
 // dispatch's recv_x, a combine's tokens) lies: in the staging area where api/staging_layout.h

@@ -280,6 +280,18 @@ void Session::ping() {
   call(attach::Request{.op = attach::Op::kEmpty});
 }
 
+Session::WaitStats Session::wait_stats() {
+  WaitStats stats;
+  uint64_t blocked = 0;
+  for (int pe = 0; pe < place_.world_size; ++pe) {
+    attach::Request request{.op = attach::Op::kWaitStats};
+    request.args[0] = uint64_t(pe);
+    stats.wait_by_peer_s.push_back(double(call(request, &blocked)) * 1e-9);
+  }
+  stats.blocked_s = double(blocked) * 1e-9;
+  return stats;
+}
+
 attach::Request Session::one_sided(attach::Op op, const char* call, void* dst, const void* src,
                                    size_t bytes, int pe, const uint64_t* signal,
                                    uint64_t value) const {

@@ -151,6 +151,16 @@ class Session {
   void all_to_all(void* dst, const void* src, size_t count, wire::DataType dtype);
   // A call that does nothing: the round trip through the daemon.
   void ping();
+  // How long this PE's calls have waited since the session began, as DeepEP keeps its wait
+  // statistics per rank: for each PE, the seconds this PE's waits blocked on a word only that
+  // PE writes (its data, its signal, its entering a call), and all the seconds they blocked.
+  // The PE every other PE's process reports the most for, or that reports little itself while
+  // the others report much, is the slow one.
+  struct WaitStats {
+    std::vector<double> wait_by_peer_s;
+    double blocked_s = 0;
+  };
+  WaitStats wait_stats();
 
   // One-sided, between this PE's heap and PE `pe`'s at the same (symmetric) addresses, for
   // messages between processes: neither waits for `pe`'s process, only for the wire.

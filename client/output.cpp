@@ -8,7 +8,9 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "client/submit/submit_kind.h"
 #include "common/errors.h"
@@ -21,6 +23,32 @@ namespace symmesh {
 void print_error_json(const std::string& error) {
   std::cout << nlohmann::json{{"status", "error"}, {"error", error}}.dump() << "\n";
 }
+
+namespace {
+
+// A straggler's share from which the text names it (below it nobody stands out).
+constexpr double kStragglerShare = 0.5;
+
+bool stands_out(const wire::JobResult& result) {
+  return result.has_straggler() && result.straggler_share() >= kStragglerShare;
+}
+
+// The PEs that stood out as stragglers in the finished jobs the root keeps.
+void print_stragglers(const wire::StatusReply& status) {
+  std::map<uint32_t, std::vector<uint64_t>> jobs_of;
+  size_t finished = 0;
+  for (const auto& job : status.jobs()) {
+    if (!job.has_result()) continue;
+    ++finished;
+    if (stands_out(job.result())) jobs_of[job.result().straggler()].push_back(job.job_id());
+  }
+  for (const auto& [pe, ids] : jobs_of) {
+    std::printf("straggler: PE %u in %zu of the last %zu finished jobs (the latest: job %llu)\n",
+                pe, ids.size(), finished, static_cast<unsigned long long>(ids.back()));
+  }
+}
+
+}  // namespace
 
 void print_status(const wire::StatusReply& status, bool json) {
   if (json) {
@@ -59,6 +87,7 @@ void print_status(const wire::StatusReply& status, bool json) {
                   node.state_reason().c_str());
     }
   }
+  print_stragglers(status);
   if (status.peer_size() == 0) return;
   std::printf("%-5s %-9s %-5s %-22s %s\n", "PEER", "TRANSPORT", "UP", "DATA", "WHY");
   for (const auto& peer : status.peer()) {
@@ -66,9 +95,6 @@ void print_status(const wire::StatusReply& status, bool json) {
                 peer.up() ? "yes" : "no", peer.data_endpoint().c_str(), peer.reason().c_str());
   }
 }
-
-// A straggler's share from which the result's text names it (below it nobody stands out).
-constexpr double kStragglerShare = 0.5;
 
 void print_result(const wire::JobResult& result, bool json) {
   if (json) {
@@ -93,7 +119,7 @@ void print_result(const wire::JobResult& result, bool json) {
                 result.median_s() * 1e3, verification(result).c_str());
   }
   // A PE that stands out: it hardly waited while the others waited for it.
-  if (result.has_straggler() && result.straggler_share() >= kStragglerShare) {
+  if (stands_out(result)) {
     std::printf("  straggler   PE %u: blocked %.3f s, %.0f%% less than the other PEs' mean\n",
                 result.straggler(), result.blocked_s(int(result.straggler())),
                 result.straggler_share() * 100);
@@ -129,9 +155,10 @@ std::string summary(const wire::JobRecord& job) {
   if (!job.has_result()) return "";
   const wire::JobResult& r = job.result();
   if (!r.ok()) return r.error();
-  char text[96];
-  std::snprintf(text, sizeof(text), "median %.3f ms%s", r.median_s() * 1e3,
-                r.verify_requested() ? (r.verified() ? ", verified" : ", NOT VERIFIED") : "");
+  char text[128];
+  std::snprintf(text, sizeof(text), "median %.3f ms%s%s", r.median_s() * 1e3,
+                r.verify_requested() ? (r.verified() ? ", verified" : ", NOT VERIFIED") : "",
+                stands_out(r) ? (", straggler PE " + std::to_string(r.straggler())).c_str() : "");
   return text;
 }
 

@@ -462,7 +462,10 @@ wire::JobResult Coordinator::run(uint64_t job_id, const wire::JobSpec& spec,
   std::vector<double> blocked_s(size_t(nodes_) * ranks_per_node_, 0.0);
   for (const auto& report : reports) {
     tally.add(report.iteration_s(), report.verified(), report.max_abs_err());
-    tally.add_waits(report.wait_by_peer_s());
+    // A report's per-peer waits are as long as the cluster has PEs; a longer list is not used.
+    if (report.wait_by_peer_s_size() <= int(blocked_s.size())) {
+      tally.add_waits(report.wait_by_peer_s());
+    }
     const int local_pes = std::min(report.blocked_s_size(), ranks_per_node_);
     for (int local = 0; local < local_pes && int(report.node_rank()) < nodes_; ++local) {
       blocked_s[size_t(report.node_rank()) * ranks_per_node_ + local] = report.blocked_s(local);

@@ -169,6 +169,18 @@ PYBIND11_MODULE(_symmesh, m) {
           },
           Unlocked())
       .def("barrier", &Session::barrier, Unlocked())
+      .def("wait_stats",
+           [](Session& s) {
+             Session::WaitStats stats;
+             {
+               const py::gil_scoped_release unlocked;
+               stats = s.wait_stats();
+             }
+             py::dict out;
+             out["wait_by_peer_s"] = stats.wait_by_peer_s;
+             out["blocked_s"] = stats.blocked_s;
+             return out;
+           })
       .def(
           "all_reduce",
           [](Session& s, Address dst, Address src, size_t count, const std::string& dtype,

@@ -15,13 +15,21 @@ void PeerWaits::add(int peer, std::chrono::nanoseconds blocked) {
 std::vector<double> PeerWaits::seconds() const {
   std::vector<double> out(n_pes_);
   for (int p = 0; p < n_pes_; ++p) {
-    out[p] = double(nanoseconds_[p].load(std::memory_order_relaxed)) * 1e-9;
+    out[p] = double(nanoseconds(p)) * 1e-9;
   }
   return out;
 }
 
 double PeerWaits::blocked_seconds() const {
-  return double(total_nanoseconds_.load(std::memory_order_relaxed)) * 1e-9;
+  return double(total_nanoseconds()) * 1e-9;
+}
+
+uint64_t PeerWaits::nanoseconds(int peer) const {
+  return peer >= 0 && peer < n_pes_ ? nanoseconds_[peer].load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t PeerWaits::total_nanoseconds() const {
+  return total_nanoseconds_.load(std::memory_order_relaxed);
 }
 
 }  // namespace symmesh

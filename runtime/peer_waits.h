@@ -24,6 +24,8 @@ class PeerWaits {
   std::vector<double> seconds() const;
   // Seconds blocked in every wait, whoever ended it.
   double blocked_seconds() const;
+  uint64_t nanoseconds(int peer) const;  // 0 for no such peer
+  uint64_t total_nanoseconds() const;
 
  private:
   int n_pes_;

@@ -199,10 +199,21 @@ class SessionServer {
       case attach::Op::kBroadcast:
         broadcast_bytes(request);
         return 0;
+      case attach::Op::kWaitStats:
+        return wait_stats(request, completion);
       default:
         throw InvalidArgument("request op " + std::to_string(uint32_t(request.op)) +
                               " is none of the ops 1.." + std::to_string(attach::kLastOp));
     }
+  }
+
+  uint64_t wait_stats(const attach::Request& request, attach::Completion& completion) const {
+    if (request.args[0] >= uint64_t(pe_.n_pes())) {
+      throw InvalidArgument("wait stats: PE " + std::to_string(request.args[0]) +
+                            " is outside 0.." + std::to_string(pe_.n_pes() - 1));
+    }
+    completion.value2 = pe_.peer_waits().total_nanoseconds();
+    return pe_.peer_waits().nanoseconds(int(request.args[0]));
   }
 
   // Only what this process's malloc answered: the daemon's own regions in the PE's heap (a

@@ -286,6 +286,14 @@ class Session:
         """A call that does nothing: the round trip to the daemon."""
         self._s().ping()
 
+    def wait_stats(self):
+        """How long this PE's calls have waited since the session began, as DeepEP keeps its
+        wait statistics per rank: a dict with wait_by_peer_s (for each PE, the seconds this
+        PE's waits blocked on a word only that PE writes: its data, its signal, its entering a
+        call) and blocked_s (all the seconds they blocked). The slow PE is the one the others
+        wait for, and that itself hardly waits."""
+        return self._s().wait_stats()
+
     def all_reduce(self, x, op="sum"):
         """In place: x becomes the reduction (sum, max, min) of every PE's x. Returns x."""
         _kind(x, "all_reduce's tensor")

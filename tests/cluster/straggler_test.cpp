@@ -1,5 +1,6 @@
 // The straggler figures: with one PE made slow by the drill (it sleeps before each call of a
-// job), a collective, a dispatch and a combine each name it in the result, its text and /metrics.
+// job), a collective, a dispatch and a combine each name it in the result, its text, the root's
+// status and job list, and /metrics.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,6 +59,11 @@ TEST(Straggler, ASlowPeIsNamedByACollectiveADispatchAndACombine) {
   const CliRun text =
       cli(target(*cluster) + " submit collective --op alltoall --bytes 4KiB --iters 3");
   EXPECT_NE(text.out.find("straggler   PE 3:"), std::string::npos) << text.out;
+  // So do the root's lists of its last jobs.
+  const CliRun status = cli(target(*cluster) + " status");
+  EXPECT_NE(status.out.find("straggler: PE 3 in "), std::string::npos) << status.out;
+  const CliRun jobs = cli(target(*cluster) + " jobs");
+  EXPECT_NE(jobs.out.find(", straggler PE 3"), std::string::npos) << jobs.out;
 
   // /metrics on node 0: its leader, PE 0, waited for PE 3 more than for its node's other PE
   // (PE 1 waits for PE 0's release in the node's barriers, which waits for PE 3).

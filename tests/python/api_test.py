@@ -1,11 +1,13 @@
 """The Python API on a running cluster, one process per PE under `symmesh launch`: heap tensors
 (numpy and torch), every collective on and off the heap with the reductions, the fused ops
 against torch's matmul, dispatch/combine on numpy arrays (their outputs lent, or into `out`),
-the low-latency dispatch/combine on torch bfloat16 tensors, and wrong calls raising ValueError
-while the session goes on. Prints one line per check and exits non-zero on the first failure.
+the low-latency dispatch/combine on torch bfloat16 tensors, wrong calls raising ValueError
+while the session goes on, and the wait statistics naming a rank made late. Prints one line per
+check and exits non-zero on the first failure.
 """
 
 import sys
+import time
 
 import numpy
 import torch
@@ -244,6 +246,18 @@ def main():
     expect_value_error(s, "a wrong shape", lambda: s.reduce_scatter(numpy.ones((w + 1, 2),
                                                                                numpy.float32)),
                        "multiple of")
+
+    # Wait statistics, as DeepEP keeps them: rank 0 is late into a barrier, so it waits least.
+    before = s.wait_stats()
+    check(s, "wait_stats", len(before["wait_by_peer_s"]) == w and
+          min(before["wait_by_peer_s"]) >= 0 and
+          before["blocked_s"] >= sum(before["wait_by_peer_s"]) - 1e-6, f"{before}")
+    if r == 0:
+        time.sleep(0.3)
+    s.barrier()
+    grew = numpy.array([s.wait_stats()["blocked_s"] - before["blocked_s"]], dtype=numpy.float32)
+    everyone = s.all_gather(grew)
+    check(s, "the late rank waited least", int(numpy.argmin(everyone)) == 0, f"{everyone}")
     s.barrier()
     rank = s.rank
     s.close()

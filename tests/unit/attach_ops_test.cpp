@@ -3,8 +3,8 @@
 // expert indices; the combine's sums and bias; a backward combine of another width), tokens,
 // expert rows and combined tokens on the heap used where they lie, outputs lent where they
 // lie in the staging area, a hostile place, heap or staging offset refused, the three fused ops
-// against a plain matmul, a wrong routing refused before anything is sent, and PEs whose calls
-// disagree all refused together.
+// against a plain matmul, a wrong routing refused before anything is sent, PEs whose calls
+// disagree all refused together, and the wait statistics.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -524,6 +524,33 @@ TEST_F(AttachedOps, OneHostilePeEndsTheCallOnEveryPeAndTheNodeServesTheNext) {
   const std::vector<std::string> ended = endings(pes);
   EXPECT_NE(ended[0].find("dispatch's recv_x is at place 8"), std::string::npos) << ended[0];
   EXPECT_NE(ended[1], "ok");
+  serves_the_next_session();
+}
+
+// Wait statistics, as DeepEP keeps them: an entry per PE, within the PE's total; a PE number
+// outside the world is refused naming it, and the node serves the next session.
+TEST_F(AttachedOps, WaitStatsGiveEveryPeWithinTheTotalAndRefuseAPeOutsideTheWorld) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& session, int pe) {
+    session.barrier();
+    const Session::WaitStats stats = session.wait_stats();
+    double sum = 0;
+    for (double seconds : stats.wait_by_peer_s) sum += seconds;
+    EXPECT_EQ(stats.wait_by_peer_s.size(), size_t(session.place().world_size));
+    EXPECT_LE(sum, stats.blocked_s + 1e-9);
+    session.barrier();
+    if (pe != 0) return std::string("ok");
+    attach::Request hostile{.op = attach::Op::kWaitStats};
+    hostile.args[0] = 1000;
+    try {
+      SessionProbe::raw(session, hostile);
+      return std::string("accepted");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  });
+  EXPECT_NE(said[0].find("wait stats: PE 1000 is outside 0.."), std::string::npos) << said[0];
+  endings(pes);
   serves_the_next_session();
 }
 
