@@ -36,9 +36,11 @@ SlowPeDrill parse_slow_pe_drill(std::string_view text) {
 }
 
 void drill_before_call(int pe) {
-  static const char* const text = std::getenv(kVariable);  // the daemon's, read once
-  if (text == nullptr) return;
-  const SlowPeDrill drill = parse_slow_pe_drill(text);
+  // The daemon's environment, read and parsed once (a malformed value throws at every call).
+  static const SlowPeDrill drill = [] {
+    const char* text = std::getenv(kVariable);
+    return parse_slow_pe_drill(text ? text : "");
+  }();
   if (drill.pe == pe) std::this_thread::sleep_for(std::chrono::milliseconds(drill.milliseconds));
 }
 
