@@ -52,8 +52,8 @@ ThreadBinding::~ThreadBinding() {
   bound_thread = saved_thread_;
 }
 
-Scope::Scope(const char* name, const char* category) noexcept
-    : thread_(bound_thread), name_(name), category_(category) {
+Scope::Scope(const char* name, const char* category, int peer) noexcept
+    : thread_(bound_thread), name_(name), category_(category), peer_(peer) {
   if (thread_) start_ns_ = steady_now_ns();
 }
 
@@ -63,7 +63,7 @@ Scope::~Scope() {
     ++thread_->dropped;
     return;
   }
-  thread_->spans.push_back(Span{name_, category_, start_ns_, steady_now_ns()});
+  thread_->spans.push_back(Span{name_, category_, start_ns_, steady_now_ns(), peer_});
 }
 
 }  // namespace symmesh::trace

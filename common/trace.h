@@ -20,6 +20,7 @@ struct Span {
   const char* category;
   int64_t start_ns;  // steady clock
   int64_t end_ns;
+  int peer = -1;  // a wait's: the PE whose write ends it (-1: none, or several)
 };
 
 // The spans of one thread working for one PE, in the order they ended.
@@ -42,7 +43,7 @@ class Recorder {
   // hosts line up as well as their clocks do (exactly, for nodes on one host).
   int64_t unix_ns(int64_t steady_ns) const { return steady_ns + unix_minus_steady_ns_; }
 
-  static constexpr size_t kSpansPerThread = 16384;  // 512 KiB a thread
+  static constexpr size_t kSpansPerThread = 16384;  // 640 KiB a thread
 
  private:
   const size_t spans_per_thread_;
@@ -78,9 +79,10 @@ class ThreadBinding {
 int64_t steady_now_ns();
 
 // Records [construction, destruction) as a span of the calling thread, when it is bound.
+// `peer`: the PE a wait waits for (-1: none, or several).
 class Scope {
  public:
-  Scope(const char* name, const char* category) noexcept;
+  Scope(const char* name, const char* category, int peer = -1) noexcept;
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
@@ -89,6 +91,7 @@ class Scope {
   ThreadTrace* thread_;
   const char* name_;
   const char* category_;
+  int peer_;
   int64_t start_ns_ = 0;
 };
 

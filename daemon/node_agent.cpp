@@ -141,6 +141,7 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
         pe.quiet();
         outcomes[local].wait_by_peer_s = pe.peer_waits().seconds();
         outcomes[local].blocked_s = pe.peer_waits().blocked_seconds();
+        metrics_.call_waits(global, pe.peer_waits().calls());
         if (global == 0) {
           std::lock_guard lock(error_mutex);
           const wire::KindFigures& figures = outcomes[local].figures;

@@ -17,22 +17,6 @@ std::vector<int> range_members(int start, int stride, int count) {
   return members;
 }
 
-// Counts the time a wait blocks when it ends, by the word, a timeout or an abort, as `peer`'s
-// (a peer that never wrote is the one to blame).
-class BlockedOn {
- public:
-  BlockedOn(PeerWaits& waits, int peer) : waits_(waits), peer_(peer), since_(Clock::now()) {}
-  ~BlockedOn() { waits_.add(peer_, Clock::now() - since_); }
-  BlockedOn(const BlockedOn&) = delete;
-  BlockedOn& operator=(const BlockedOn&) = delete;
-
- private:
-  using Clock = std::chrono::steady_clock;
-  PeerWaits& waits_;
-  int peer_;
-  Clock::time_point since_;
-};
-
 }  // namespace
 
 const char* cmp_name(Cmp cmp) {
@@ -234,7 +218,7 @@ uint64_t Pe::signal_wait_until(const uint64_t* signal, Cmp cmp, uint64_t value,
                ": signal at segment offset " + std::to_string(offset) + " expected " +
                cmp_name(cmp) + " " + std::to_string(value) + ", saw " + std::to_string(seen);
       },
-      node_.wait_policy());
+      node_.wait_policy(), from_pe);
   return seen;
 }
 

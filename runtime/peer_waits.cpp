@@ -32,4 +32,20 @@ uint64_t PeerWaits::total_nanoseconds() const {
   return total_nanoseconds_.load(std::memory_order_relaxed);
 }
 
+void PeerWaits::call_ended(std::string_view op, uint64_t blocked_ns_at_start) {
+  const double seconds = double(total_nanoseconds() - blocked_ns_at_start) * 1e-9;
+  std::lock_guard lock(calls_mutex_);
+  auto it = calls_.find(op);
+  if (it == calls_.end()) {
+    it = calls_.emplace(std::string(op), Histogram{}).first;
+    it->second.bounds = kCallWaitBounds;
+  }
+  it->second.observe(seconds);
+}
+
+PeerWaits::CallHistograms PeerWaits::calls() const {
+  std::lock_guard lock(calls_mutex_);
+  return calls_;
+}
+
 }  // namespace symmesh

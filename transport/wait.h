@@ -198,15 +198,16 @@ void wait_for_change(const std::atomic<uint32_t>& word, uint32_t seen, Check&& c
 }
 
 // Returns when ready() is true. Throws TimeoutError (with describe()) at the deadline and
-// AbortedError when the doorbell is aborted.
+// AbortedError when the doorbell is aborted. `peer`: the PE whose write ends the wait, for the
+// trace (-1: none, or several).
 template <class Ready, class Describe>
 void wait_until(Doorbell& bell, WaitDeadline deadline, Ready&& ready, Describe&& describe,
-                const WaitPolicy& policy = WaitPolicy{}) {
+                const WaitPolicy& policy = WaitPolicy{}, int peer = -1) {
   for (int i = 0; i < policy.spins; ++i) {
     if (ready()) return;
     cpu_relax();
   }
-  const trace::Scope waited("wait", "wait");  // only waits that outlast the spin
+  const trace::Scope waited("wait", "wait", peer);  // only waits that outlast the spin
   {
     // No polling phase for a wait that does not yield (it would only raise and lower marks).
     const PollingPhase polling(policy.yield_for.count() > 0 ? policy.progress : nullptr);

@@ -36,13 +36,16 @@ nlohmann::json chrome_trace_json(const wire::JobRecord& job) {
     events.push_back(metadata("thread_name", pid, tid, {{"name", thread.name()}}));
     events.push_back(metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
     for (const auto& span : thread.span()) {
-      events.push_back({{"name", span.name()},
-                        {"cat", span.category()},
-                        {"ph", "X"},
-                        {"ts", double(span.start_unix_ns() - origin) / 1e3},
-                        {"dur", double(span.duration_ns()) / 1e3},
-                        {"pid", pid},
-                        {"tid", tid}});
+      nlohmann::json event = {{"name", span.name()},
+                              {"cat", span.category()},
+                              {"ph", "X"},
+                              {"ts", double(span.start_unix_ns() - origin) / 1e3},
+                              {"dur", double(span.duration_ns()) / 1e3},
+                              {"pid", pid},
+                              {"tid", tid}};
+      // A wait names the PE it waited for, as the job result's wait_by_peer_s counts it.
+      if (span.has_peer()) event["args"] = {{"peer", span.peer()}};
+      events.push_back(std::move(event));
     }
   }
   return {{"traceEvents", std::move(events)},

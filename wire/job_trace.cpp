@@ -65,6 +65,7 @@ wire::JobTrace job_trace_to_wire(const trace::Recorder& recorder, int node_rank,
       span->set_category(track.spans[i].category);
       span->set_start_unix_ns(recorder.unix_ns(track.spans[i].start_ns));
       span->set_duration_ns(track.spans[i].end_ns - track.spans[i].start_ns);
+      if (track.spans[i].peer >= 0) span->set_peer(uint32_t(track.spans[i].peer));
     }
   }
   return out;

@@ -12,6 +12,7 @@
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 #include "runtime/enum_words.h"
+#include "wire/enum_text.h"
 
 namespace symmesh {
 namespace {
@@ -89,11 +90,15 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
   PeJobOutcome outcome;
   call();  // warm-up
   progress::set_total(job.iters());
+  const std::string op_name = wire::enum_text(job.op());  // the per-call histogram's op
   for (uint32_t i = 0; i < job.iters(); ++i) {
     barrier_all(pe);
     const auto start = Clock::now();
     drill_before_call(pe.my_pe());
-    call();
+    {
+      const CountedCall counted(pe.peer_waits(), op_name);
+      call();
+    }
     outcome.iteration_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     progress::step();
   }

@@ -144,8 +144,42 @@ class SessionServer {
     }
   }
 
+  // The calls among the ops, by their names in the per-call histogram; nullptr for the rest.
+  static const char* call_name(attach::Op op) {
+    switch (op) {
+      case attach::Op::kBarrier:
+        return "barrier";
+      case attach::Op::kAllReduce:
+        return "allreduce";
+      case attach::Op::kReduceScatter:
+        return "reduce_scatter";
+      case attach::Op::kAllGather:
+        return "allgather";
+      case attach::Op::kAllToAll:
+        return "alltoall";
+      case attach::Op::kBroadcast:
+        return "broadcast";
+      case attach::Op::kDispatch:
+      case attach::Op::kLowLatencyDispatch:
+        return "dispatch";
+      case attach::Op::kCombine:
+      case attach::Op::kLowLatencyCombine:
+        return "combine";
+      case attach::Op::kGemmAllReduce:
+        return "gemm_allreduce";
+      case attach::Op::kMatmulReduceScatter:
+        return "matmul_reduce_scatter";
+      case attach::Op::kAllGatherMatmul:
+        return "allgather_matmul";
+      default:
+        return nullptr;
+    }
+  }
+
   uint64_t execute(const attach::Request& request, attach::Completion& completion) {
     attach::StagingArea& staging = attachment_.staging();
+    std::optional<CountedCall> counted;
+    if (const char* name = call_name(request.op)) counted.emplace(pe_.peer_waits(), name);
     if (const auto agreed = agreed_part(request)) check_agreement(*agreed);
     switch (request.op) {
       case attach::Op::kEmpty:

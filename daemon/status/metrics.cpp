@@ -78,15 +78,6 @@ class Writer {
 
 }  // namespace
 
-void Metrics::Histogram::observe(double value) {
-  if (counts.empty()) counts.assign(bounds.size() + 1, 0);
-  size_t i = 0;
-  while (i < bounds.size() && value > bounds[i]) ++i;
-  ++counts[i];
-  sum += value;
-  ++count;
-}
-
 void Metrics::job_ran(const std::string& kind, bool ok, double seconds) {
   std::lock_guard lock(mutex_);
   ++jobs_[{kind, ok ? "ok" : "error"}];
@@ -111,6 +102,11 @@ void Metrics::peer_waits(int pe, const std::vector<double>& seconds_by_peer) {
   for (size_t peer = 0; peer < seconds_by_peer.size(); ++peer) {
     if (seconds_by_peer[peer] > 0) peer_wait_seconds_[{pe, int(peer)}] += seconds_by_peer[peer];
   }
+}
+
+void Metrics::call_waits(int pe, const std::map<std::string, Histogram, std::less<>>& by_op) {
+  std::lock_guard lock(mutex_);
+  for (const auto& [op, h] : by_op) call_wait_seconds_[{pe, op}].merge(h);
 }
 
 std::string Metrics::render(const std::vector<Sample>& gauges) const {
@@ -145,6 +141,13 @@ std::string Metrics::render(const std::vector<Sample>& gauges) const {
     for (const auto& [key, seconds] : peer_wait_seconds_) {
       w.sample("symmesh_peer_wait_seconds_total",
                {{"pe", std::to_string(key.first)}, {"peer", std::to_string(key.second)}}, seconds);
+    }
+    w.family("symmesh_call_blocked_seconds", "histogram",
+             "Per call of a job or an attached process (a collective, a dispatch, a combine, ...): "
+             "the seconds a PE of this node blocked in it, waiting for its peers, by op.");
+    for (const auto& [key, h] : call_wait_seconds_) {
+      w.histogram("symmesh_call_blocked_seconds",
+                  {{"pe", std::to_string(key.first)}, {"op", key.second}}, h);
     }
   }
   std::string current;

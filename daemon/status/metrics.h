@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/histogram.h"
+
 namespace symmesh {
 
 class Metrics {
@@ -30,23 +32,19 @@ class Metrics {
   void error(const std::string& kind);
   // How long local PE `pe` waited for each peer in a job (seconds, indexed by the peer's PE).
   void peer_waits(int pe, const std::vector<double>& seconds_by_peer);
+  // Local PE `pe`'s calls in a job, per op, by the seconds each blocked (runtime/peer_waits.h).
+  void call_waits(int pe, const std::map<std::string, Histogram, std::less<>>& by_op);
 
   std::string render(const std::vector<Sample>& gauges) const;
 
  private:
-  struct Histogram {
-    std::vector<double> bounds;  // upper bounds, ascending; +Inf is implicit
-    std::vector<uint64_t> counts;
-    double sum = 0;
-    uint64_t count = 0;
-    void observe(double value);
-  };
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, uint64_t> jobs_;  // (kind, outcome)
   std::map<std::string, Histogram> job_seconds_;                  // by kind
   Histogram barrier_seconds_;
   std::map<std::string, uint64_t> errors_;
-  std::map<std::pair<int, int>, double> peer_wait_seconds_;  // (pe, peer)
+  std::map<std::pair<int, int>, double> peer_wait_seconds_;             // (pe, peer)
+  std::map<std::pair<int, std::string>, Histogram> call_wait_seconds_;  // (pe, op)
 };
 
 // The process_* metrics Prometheus client libraries export: CPU seconds, resident and virtual

@@ -73,13 +73,16 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
     dispatched = dispatch(pe, o, x, routing);  // the handle
   }
   progress::set_total(uint32_t(job.iters));
+  const char* const call_name = job.op == MoeOp::kCombine ? "combine" : "dispatch";
   for (int i = -1; i < job.iters; ++i) {  // -1: the warm-up
-    const trace::Scope span(job.op == MoeOp::kCombine ? "combine" : "dispatch", "iteration");
+    const trace::Scope span(call_name, "iteration");
     drill_before_call(pe.my_pe());
     double seconds = 0;
     if (low_latency) {
+      const CountedCall counted(pe.peer_waits(), call_name);
       seconds = job.op == MoeOp::kCombine ? calls->combine(last) : calls->dispatch(last);
     } else if (job.op == MoeOp::kCombine) {
+      const CountedCall counted(pe.peer_waits(), call_name);
       CombineResult r = combine(pe, o, dispatched, routing, biases);
       seconds = r.seconds;
       inter = r.inter_node_bytes;
@@ -87,6 +90,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
       last = std::move(r.combined_x);
     } else {
       barrier_all(pe);  // every PE starts its call together, as in every other job
+      const CountedCall counted(pe.peer_waits(), call_name);
       const double start = now_seconds();
       dispatched = dispatch(pe, o, x, routing, std::move(dispatched));
       seconds = now_seconds() - start;

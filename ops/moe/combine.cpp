@@ -95,13 +95,15 @@ class Combiner {
   void release() {
     for (auto it = allocations_.rbegin(); it != allocations_.rend(); ++it) pe_.free(*it);
   }
-  // Waits until ready(), naming `what` (PE, channel, ring, head, tail) if the deadline passes.
+  // Waits until ready(), a word PE `peer` writes, naming `what` (PE, channel, ring, head,
+  // tail) if the deadline passes; the time it blocks counts as a wait for `peer`.
   template <class Ready, class Describe>
-  void wait(Ready&& ready, Describe&& describe) {
+  void wait(int peer, Ready&& ready, Describe&& describe) {
+    const BlockedOn counted(pe_.peer_waits(), peer);
     wait_until(
         pe_.node().doorbell(), pe_.deadline(), ready,
         [&] { return "PE " + std::to_string(me_) + ": combine: " + describe(); },
-        pe_.node().wait_policy());
+        pe_.node().wait_policy(), peer);
   }
 
   Pe& pe_;
@@ -230,14 +232,16 @@ class HierCombiner final : public Combiner {
       uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + my_node_;
       auto make_room = [&](int64_t count) {  // until the ring takes `count` records after sent
         if (int64_t(sent - pe_.signal_fetch(head)) + count <= o_.rdma_ring_tokens) return;
-        wait([&] { return int64_t(sent - pe_.signal_fetch(head)) + count <= o_.rdma_ring_tokens; },
-             [&] {
-               return "forwarder, channel " + std::to_string(channel) + ", RDMA ring to PE " +
-                      std::to_string(home) + ": tail " + std::to_string(sent) + ", head " +
-                      std::to_string(pe_.signal_fetch(head)) + ", capacity " +
-                      std::to_string(o_.rdma_ring_tokens) + ", " + std::to_string(count) +
-                      " waiting";
-             });
+        wait(
+            home,
+            [&] { return int64_t(sent - pe_.signal_fetch(head)) + count <= o_.rdma_ring_tokens; },
+            [&] {
+              return "forwarder, channel " + std::to_string(channel) + ", RDMA ring to PE " +
+                     std::to_string(home) + ": tail " + std::to_string(sent) + ", head " +
+                     std::to_string(pe_.signal_fetch(head)) + ", capacity " +
+                     std::to_string(o_.rdma_ring_tokens) + ", " + std::to_string(count) +
+                     " waiting";
+            });
       };
       auto flush = [&] {  // the staged records into the home PE's ring, tail after data
         if (staged == 0) return;
@@ -301,13 +305,15 @@ class HierCombiner final : public Combiner {
         const uint64_t* tail = rdma_tail_ + size_t(channel) * nodes_ + b;
         if (pe_.signal_fetch(tail) <= consumed[b]) {
           return_heads(true);
-          wait([&] { return pe_.signal_fetch(tail) > consumed[b]; },
-               [&] {
-                 return "receiver, channel " + std::to_string(channel) + ", RDMA ring from node " +
-                        std::to_string(b) + ": head " + std::to_string(consumed[b]) + ", tail " +
-                        std::to_string(pe_.signal_fetch(tail)) + ", capacity " +
-                        std::to_string(o_.rdma_ring_tokens) + ", token " + std::to_string(t);
-               });
+          wait(
+              b * ranks_ + local_,  // node b's forwarder
+              [&] { return pe_.signal_fetch(tail) > consumed[b]; },
+              [&] {
+                return "receiver, channel " + std::to_string(channel) + ", RDMA ring from node " +
+                       std::to_string(b) + ": head " + std::to_string(consumed[b]) + ", tail " +
+                       std::to_string(pe_.signal_fetch(tail)) + ", capacity " +
+                       std::to_string(o_.rdma_ring_tokens) + ", token " + std::to_string(t);
+              });
         }
         rows.push_back({rdma_slot(channel, b, my_node_, consumed[b]), o_.partial_dtype});
       }

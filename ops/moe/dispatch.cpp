@@ -390,7 +390,8 @@ class Dispatcher {
         if (pe_.signal_fetch(tail) < uint64_t(i + 1)) {
           pe_.signal_wait_until(tail, Cmp::kGe, uint64_t(i + 1), pe_.deadline(),
                                 "dispatch channel " + std::to_string(channel) +
-                                    ": records from PE " + std::to_string(source));
+                                    ": records from PE " + std::to_string(source),
+                                source);
         }
         const std::byte* record = forward_region_ + size_t(in_region + i) * bytes;
         std::fill(to.begin(), to.end(), 0);
@@ -421,7 +422,8 @@ class Dispatcher {
         pe_.signal_wait_until(
             recv_tail_ + size_t(s) * channels_ + c, Cmp::kGe, uint64_t(from[1] - from[0]),
             pe_.deadline(),
-            "dispatch: tokens from PE " + std::to_string(s) + " in channel " + std::to_string(c));
+            "dispatch: tokens from PE " + std::to_string(s) + " in channel " + std::to_string(c),
+            s);
       }
     }
     DispatchResult& r = result_;

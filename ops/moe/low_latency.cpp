@@ -116,7 +116,7 @@ uint64_t LowLatencyBuffer::landed(const uint64_t* word, int source) const {
 void LowLatencyBuffer::wait_for(const uint64_t* word, uint64_t sequence, int peer,
                                 const char* what) {
   pe_.signal_wait_until(word, Cmp::kGe, sequence << kCountBits, pe_.deadline(),
-                        std::string("low-latency ") + what + " waiting for " + pe_name(peer));
+                        std::string("low-latency ") + what + " waiting for " + pe_name(peer), peer);
 }
 
 size_t LowLatencyBuffer::pack_headers(const Routing& routing, int node, std::byte* headers,

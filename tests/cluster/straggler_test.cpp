@@ -1,10 +1,13 @@
 // The straggler figures: with one PE made slow by the drill (it sleeps before each call of a
 // job), a collective, a dispatch and a combine each name it in the result, its text, the root's
-// status and job list, and /metrics.
+// status and job list, /metrics (the counters per peer and the per-call histogram) and the
+// trace's wait spans.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tests/cluster/http_get.h"
@@ -32,7 +35,9 @@ nlohmann::json submit(TestCluster& cluster, const std::string& args) {
 TEST(Straggler, ASlowPeIsNamedByACollectiveADispatchAndACombine) {
   std::unique_ptr<TestCluster> cluster;
   {
-    const SlowPeDrill drill("3:40");  // 40 ms late into every call: far above any other wait
+    // 100 ms late into every call: far above any other wait, even with other tests running
+    // beside it on two cores (at 40 ms a MoE job's share came out at 0.45 there).
+    const SlowPeDrill drill("3:100");
     ClusterOptions options = shape(2, 2);
     options.heap_size = "128MiB";
     cluster = std::make_unique<TestCluster>(options);
@@ -78,6 +83,36 @@ TEST(Straggler, ASlowPeIsNamedByACollectiveADispatchAndACombine) {
     return 0.0;
   };
   EXPECT_GT(waited(0, kSlowPe), waited(0, 1));
+  // The per-call histogram: PE 0's timed all-to-all calls (4 + 3 + 3 iterations), each
+  // blocked about the drill's 100 ms.
+  double calls = -1, sum = 0;
+  for (const auto& s : families.at("symmesh_call_blocked_seconds").samples) {
+    if (s.labels.at("pe") != "0" || s.labels.at("op") != "alltoall") continue;
+    if (s.name.ends_with("_count")) calls = s.value;
+    if (s.name.ends_with("_sum")) sum = s.value;
+  }
+  EXPECT_EQ(calls, 10);
+  EXPECT_GT(sum / calls, 0.03) << sum << " s over " << calls << " calls";
+
+  // The trace: the waits of the other PEs name the slow one longest.
+  const nlohmann::json traced =
+      submit(*cluster, "collective --op alltoall --bytes 4KiB --iters 3 --trace");
+  const std::string file = cluster->dir() + "/straggler-trace.json";
+  const CliRun written = cli(target(*cluster) + " job " +
+                             std::to_string(traced["job_id"].get<uint64_t>()) + " --trace " + file);
+  ASSERT_EQ(written.exit_code, 0) << written.out;
+  std::ifstream trace_file(file);
+  const nlohmann::json trace = nlohmann::json::parse(trace_file);
+  std::map<int, double> waited_us;  // by the peer waited for, over the PEs that are not slow
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] != "wait" || !e.contains("args")) continue;
+    if (e["pid"] == kSlowPe) continue;
+    waited_us[e["args"]["peer"].get<int>()] += e["dur"].get<double>();
+  }
+  ASSERT_FALSE(waited_us.empty()) << trace.dump().substr(0, 2000);
+  const auto longest = std::max_element(waited_us.begin(), waited_us.end(),
+                                        [](auto& a, auto& b) { return a.second < b.second; });
+  EXPECT_EQ(longest->first, kSlowPe);
 }
 
 }  // namespace

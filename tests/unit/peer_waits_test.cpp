@@ -23,6 +23,48 @@ TEST(PeerWaits, AWaitCountsForItsPeerAndEveryWaitForTheTotal) {
   EXPECT_DOUBLE_EQ(waits.blocked_seconds(), 0.05);
 }
 
+TEST(PeerWaits, EachCallAddsWhatItBlockedToItsOpsHistogramThrowingOrNot) {
+  PeerWaits waits(2);
+  waits.add(1, milliseconds(7));  // before any call: in no call's figure
+  {
+    const CountedCall call(waits, "allreduce");
+    waits.add(1, milliseconds(20));
+    waits.add(-1, milliseconds(30));
+  }
+  { const CountedCall call(waits, "allreduce"); }  // blocked on nothing
+  try {
+    const CountedCall call(waits, "combine");
+    waits.add(0, milliseconds(2));
+    throw TimeoutError("a peer never wrote");
+  } catch (const TimeoutError&) {
+  }
+  const PeerWaits::CallHistograms calls = waits.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  const Histogram& allreduce = calls.at("allreduce");
+  EXPECT_EQ(allreduce.bounds, kCallWaitBounds);
+  EXPECT_EQ(allreduce.count, 2u);
+  EXPECT_NEAR(allreduce.sum, 0.05, 1e-12);
+  ASSERT_EQ(allreduce.counts.size(), kCallWaitBounds.size() + 1);
+  EXPECT_EQ(allreduce.counts[0], 1u);  // 0 s: at most 10 us
+  EXPECT_EQ(allreduce.counts[4], 1u);  // 50 ms: above 10 ms, at most 100 ms
+  EXPECT_EQ(calls.at("combine").count, 1u);
+  EXPECT_NEAR(calls.at("combine").sum, 0.002, 1e-12);
+}
+
+TEST(Histogram, MergeAddsCountsSumsAndTakesTheBoundsWhenItHasNone) {
+  Histogram a, b, empty;
+  a.bounds = b.bounds = {1, 2};
+  a.observe(0.5);
+  b.observe(1.5);
+  b.observe(9);
+  empty.merge(a);
+  empty.merge(b);
+  EXPECT_EQ(empty.bounds, (std::vector<double>{1, 2}));
+  EXPECT_EQ(empty.counts, (std::vector<uint64_t>{1, 1, 1}));
+  EXPECT_DOUBLE_EQ(empty.sum, 11);
+  EXPECT_EQ(empty.count, 3u);
+}
+
 TEST(JobWaits, TheStragglerIsThePeThatWaitedLeastWhileTheOthersWaited) {
   wire::JobResult result;
   summarize_waits({0.1, 0.1, 0.0, 0.8}, {0.40, 0.01, 0.38, 0.42}, result);

@@ -147,6 +147,29 @@ TEST(Trace, ChromeJsonHasAProcessPerPeATrackPerThreadAndValidates) {
   EXPECT_EQ(json["otherData"]["job_id"], 7);
 }
 
+TEST(Trace, AWaitNamesThePeItWaitedForInTheWireFormAndTheChromeArgs) {
+  trace::Recorder recorder;
+  {
+    const trace::ThreadBinding bound({&recorder, 1}, "main");
+    { const trace::Scope wait("wait", "wait", 3); }
+    { const trace::Scope wait("wait", "wait"); }  // a word several peers write
+  }
+  wire::JobRecord job;
+  *job.mutable_trace() = job_trace_to_wire(recorder, 0, 100);
+  ASSERT_EQ(job.trace().thread(0).span_size(), 2);
+  EXPECT_EQ(job.trace().thread(0).span(0).peer(), 3u);
+  EXPECT_FALSE(job.trace().thread(0).span(1).has_peer());
+  const nlohmann::json json = chrome_trace_json(job);
+  EXPECT_EQ(testing::chrome_trace_problem(json), "");
+  std::vector<nlohmann::json> waits;
+  for (const auto& e : json["traceEvents"]) {
+    if (e["ph"] == "X") waits.push_back(e);
+  }
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(waits[0]["args"]["peer"], 3);
+  EXPECT_FALSE(waits[1].contains("args"));
+}
+
 TEST(Trace, TheCheckerRejectsBrokenTraces) {
   const nlohmann::json good = nlohmann::json::parse(R"({"traceEvents": [
     {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "PE 0"}},
