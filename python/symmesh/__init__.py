@@ -28,6 +28,7 @@ import math
 import numpy
 
 from . import _symmesh
+from ._active_ranks import mask_routing
 
 __all__ = ["attach", "Session", "DispatchHandle"]
 
@@ -197,6 +198,9 @@ class DispatchHandle:
         self.topk_idx = topk_idx
         self.topk_weights = topk_weights
         self._anchor = None  # a differentiable dispatch's output (symmesh.torch)
+        # With active_ranks: the mask, and this PE's tokens it left without an expert.
+        self.active_ranks = None
+        self.dropped_tokens = None
 
     def release(self):
         self._native = None
@@ -371,7 +375,18 @@ class Session:
 
     # -- MoE ---------------------------------------------------------------------------------
 
-    def dispatch(self, x, topk_idx, topk_weights, num_experts, out=None):
+    def _masked(self, topk_idx, num_experts, active_ranks):
+        if active_ranks is None:
+            return topk_idx, None
+        return mask_routing(topk_idx, num_experts, self.world_size, active_ranks)
+
+    @staticmethod
+    def _note_mask(handle, active_ranks, dropped):
+        if active_ranks is not None:
+            handle.active_ranks = [bool(a) for a in active_ranks]
+            handle.dropped_tokens = dropped
+
+    def dispatch(self, x, topk_idx, topk_weights, num_experts, out=None, active_ranks=None):
         """DeepEP's dispatch: PE r holds experts [r*E/W, (r+1)*E/W).
 
         x [tokens, hidden]; topk_idx [tokens, topk] (integers, -1 for an unused slot);
@@ -384,14 +399,23 @@ class Session:
         rows when they hold what arrives (all PEs' tokens together always do), written where
         they lie when `empty` made out (not over x); else, as with no out, a tensor over the
         staging area where the daemon wrote it (lent: nothing copied; see the module's notes).
+
+        active_ranks (one boolean per rank; Mooncake EP's mask) leaves the ranks it marks False
+        out: their experts' slots become -1, so nothing goes there, and a token whose experts
+        all sit there combines to zeros (or just the bias). handle.dropped_tokens lists those
+        tokens (int64), handle.active_ranks the mask. Gate weights are not renormalised.
         """
+        topk_idx, dropped = self._masked(topk_idx, num_experts, active_ranks)
         if _is_torch(x) and _torch().is_grad_enabled() and (
                 x.requires_grad or getattr(topk_weights, "requires_grad", False)):
             _no_gradients(out, "dispatch")
             from . import torch as symmesh_torch
 
-            return symmesh_torch.dispatch(self, x, topk_idx, topk_weights, num_experts)
-        return self._dispatch(x, topk_idx, topk_weights, num_experts, out)
+            result = symmesh_torch.dispatch(self, x, topk_idx, topk_weights, num_experts)
+        else:
+            result = self._dispatch(x, topk_idx, topk_weights, num_experts, out)
+        self._note_mask(result[3], active_ranks, dropped)
+        return result
 
     def _routing_inputs(self, x, topk_idx, topk_weights):
         """A dispatch's inputs checked and made contiguous: (x, ids int64, weights, word,
@@ -491,7 +515,7 @@ class Session:
     # -- the low-latency mode (decoding) -------------------------------------------------------
 
     def low_latency_dispatch(self, x, topk_idx, topk_weights, num_experts, max_tokens,
-                             out=None):
+                             out=None, active_ranks=None):
         """DeepEP's low_latency_dispatch, for decoding: the routing as for dispatch, at most
         max_tokens tokens per PE (every PE passes the same max_tokens, hidden, topk, experts and
         dtype: they size the session's buffer, made again when they change). x made by `empty`
@@ -502,8 +526,9 @@ class Session:
         token; a token once per local expert it chose), recv_counts (int64 [local experts]) and
         the handle low_latency_combine takes. Two dispatches may be in flight (two
         micro-batches); each is combined once, or its handle released, before a third. No
-        gradients: the mode is for inference.
+        gradients: the mode is for inference. active_ranks: as for dispatch.
         """
+        topk_idx, dropped = self._masked(topk_idx, num_experts, active_ranks)
         data, ids, weights, word, tokens, hidden = self._routing_inputs(x, topk_idx, topk_weights)
         room = _room(out, x, hidden, "low_latency_dispatch")
         outputs = []
@@ -519,6 +544,7 @@ class Session:
             _address(data), _address(ids), _address(weights), tokens, hidden, int(ids.shape[1]),
             int(num_experts), int(max_tokens), word, allocate, *_room_words(room))
         handle = DispatchHandle(self, native, ids, weights, int(num_experts))
+        self._note_mask(handle, active_ranks, dropped)
         recv_x = outputs[0] if outputs[0] is not None else _lent(loan, x, (native.received, hidden))
         return recv_x, outputs[1], handle
 

@@ -233,6 +233,35 @@ def main():
                        lambda: s.low_latency_combine(narrow, second[2]), "expert_out is")
     s.low_latency_combine(second[0], second[2])
 
+    # active_ranks: the last rank left out of both modes. Token 0 chose only its experts
+    # (dropped: zeros, or just the bias), token 1 one of them (the other expert's row alone).
+    if w > 1:
+        mask = [True] * (w - 1) + [False]
+        last = 2 * (w - 1)
+        midx = idx.copy()
+        midx[0], midx[1] = [last, last + 1], [0, last + 1]
+        mx, mrecv_idx, _, mh = s.dispatch(x, midx, weights, experts, active_ranks=mask)
+        check(s, "active_ranks: nothing reaches a rank left out", r != w - 1 or len(mx) == 0)
+        mrows = (mx * (mrecv_idx >= 0).sum(axis=1, keepdims=True)).astype(numpy.float32)
+        my = s.combine(mrows, mh, bias=numpy.ones_like(x))
+        active = numpy.array(mask)[midx // 2]  # per slot: its expert's rank is active
+        expected = x * active.sum(axis=1, keepdims=True) + 1
+        dropped = numpy.nonzero(~active.any(axis=1))[0].tolist()
+        check(s, "active_ranks: combine over the active experts", numpy.array_equal(my, expected),
+              f"{my} against {expected}")
+        check(s, "active_ranks: the dropped tokens",
+              dropped[0] == 0 and mh.dropped_tokens.tolist() == dropped and mh.active_ranks == mask)
+        ll_mx, _, ll_mh = s.low_latency_dispatch(tx, torch.from_numpy(midx), tw, experts, 8,
+                                                 active_ranks=torch.tensor(mask))
+        ly = s.low_latency_combine(ll_mx, ll_mh)
+        gate = (tw * torch.from_numpy(active)).sum(dim=1, keepdim=True)  # 0.75, 0.5 or 0
+        check(s, "active_ranks: the low-latency combine over the active experts",
+              torch.equal(ly, (gate * tx.float()).to(torch.bfloat16))
+              and ll_mh.dropped_tokens.tolist() == dropped)
+        expect_value_error(s, "an active_ranks of the wrong length",
+                           lambda: s.dispatch(x, idx, weights, experts, active_ranks=[True]),
+                           "one entry per rank")
+
     # Wrong calls: ValueError naming what, and the session goes on.
     expect_value_error(s, "a stale handle", lambda: (handle.release(), s.combine(rows_out, handle)),
                        "released")
