@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # One table of how symmesh holds up: the fault drills (tests/faults, and the verbs drills of the
 # soft-RoCE suite when it ran first), the soak (bench/soak.sh: mixed jobs under client kills,
-# cancels and node kills), the bad inputs (the BadInput and port
-# tests, the fuzz targets' executions when tests/fuzz/run.sh ran before), the connections
-# opened and dropped. Exits non-zero when anything that must be 0 is not, a bad input was not
+# cancels and node kills), the bad inputs (the BadInput and port tests, the fuzz targets'
+# executions when tests/fuzz/run.sh ran on FUZZ_BUILD before), the connections opened and
+# dropped. Exits non-zero when anything that must be 0 is not, a bad input was not
 # refused, or the soak failed (a wrong result, a hung job, a node kill not survived). The
 # drills are gated by ctest, which runs them first; a drill that fails here again is named
 # with its assertion, counted in the table, and left to ctest to gate.
-# Usage: tests/reliability-report.sh BUILD_DIR [SOAK_SECONDS (default 120)]
+# Usage: tests/reliability-report.sh BUILD_DIR [SOAK_SECONDS (default 120)] [FUZZ_BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:?usage: tests/reliability-report.sh BUILD_DIR [SOAK_SECONDS]}
+build=${1:?usage: tests/reliability-report.sh BUILD_DIR [SOAK_SECONDS] [FUZZ_BUILD]}
 soak_seconds=${2:-120}
+fuzz_build=${3:-build-asan}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -30,7 +31,7 @@ cat "$work/soak.log"
 grep -E -A4 'Failure$' "$work/faults.log" "$work/bad.log" "$work/load.log" \
   "$work/attach_load.log" || true
 fuzz_runs=0
-for log in build-fuzz/fuzz-artifacts/*.log; do
+for log in "$fuzz_build"/fuzz-artifacts/*.log; do
   [[ -e "$log" ]] || continue
   runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
   fuzz_runs=$((fuzz_runs + runs))
