@@ -141,7 +141,7 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
         pe.quiet();
         outcomes[local].wait_by_peer_s = pe.peer_waits().seconds();
         outcomes[local].blocked_s = pe.peer_waits().blocked_seconds();
-        metrics_.call_waits(global, pe.peer_waits().calls());
+        outcomes[local].calls = pe.peer_waits().calls();
         if (global == 0) {
           std::lock_guard lock(error_mutex);
           const wire::KindFigures& figures = outcomes[local].figures;
@@ -190,6 +190,7 @@ void NodeAgent::run_job(const wire::JobSpec& requested, wire::NodeJobReport& rep
     tally.add_waits(outcome.wait_by_peer_s);
     report.add_blocked_s(outcome.blocked_s);
     metrics_.peer_waits(node_.rank() * ranks + local, outcome.wait_by_peer_s);
+    metrics_.call_waits(node_.rank() * ranks + local, outcome.calls);
   }
   *report.mutable_iteration_s() = {tally.iteration_s.begin(), tally.iteration_s.end()};
   *report.mutable_wait_by_peer_s() = {tally.wait_by_peer_s.begin(), tally.wait_by_peer_s.end()};

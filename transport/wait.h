@@ -167,7 +167,10 @@ class OperationDeadline {
   // has passed.
   bool passed_at_wait() { return waits_++ > 0 && passed(); }
   // During a wait that lasts.
-  bool passed() { return Clock::now() >= deadline_.get(); }
+  bool passed() {
+    const Deadline at = deadline_.get();  // fixed first: a clock read after it is not earlier
+    return Clock::now() >= at;
+  }
   // Whether the doorbell given was aborted, and why.
   bool aborted() const { return aborts_ && aborts_->aborted(); }
   std::string abort_reason() const { return aborts_ ? aborts_->abort_reason() : std::string(); }

@@ -88,9 +88,12 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
     }
   };
   PeJobOutcome outcome;
-  call();  // warm-up
-  progress::set_total(job.iters());
   const std::string op_name = wire::enum_text(job.op());  // the per-call histogram's op
+  {
+    const CountedCall counted(pe.peer_waits(), op_name);
+    call();  // warm-up
+  }
+  progress::set_total(job.iters());
   for (uint32_t i = 0; i < job.iters(); ++i) {
     barrier_all(pe);
     const auto start = Clock::now();

@@ -44,6 +44,7 @@ struct PeJobOutcome {
   wire::KindFigures figures;
   std::vector<double> wait_by_peer_s;  // the PE's waits for each peer (Pe::peer_waits)
   double blocked_s = 0;                // all its waits
+  PeerWaits::CallHistograms calls;     // its calls by the time each blocked, per op
 };
 
 // The slowest-PE fold: per iteration the slowest time, the verification of all, the largest

@@ -144,7 +144,8 @@ class SessionServer {
     }
   }
 
-  // The calls among the ops, by their names in the per-call histogram; nullptr for the rest.
+  // The calls among the ops, by their names in the per-call histogram (the CLI's words, as the
+  // jobs' calls are named); nullptr for the rest.
   static const char* call_name(attach::Op op) {
     switch (op) {
       case attach::Op::kBarrier:
@@ -152,7 +153,7 @@ class SessionServer {
       case attach::Op::kAllReduce:
         return "allreduce";
       case attach::Op::kReduceScatter:
-        return "reduce_scatter";
+        return "reduce-scatter";
       case attach::Op::kAllGather:
         return "allgather";
       case attach::Op::kAllToAll:
@@ -160,17 +161,19 @@ class SessionServer {
       case attach::Op::kBroadcast:
         return "broadcast";
       case attach::Op::kDispatch:
-      case attach::Op::kLowLatencyDispatch:
         return "dispatch";
       case attach::Op::kCombine:
-      case attach::Op::kLowLatencyCombine:
         return "combine";
+      case attach::Op::kLowLatencyDispatch:
+        return "low-latency-dispatch";
+      case attach::Op::kLowLatencyCombine:
+        return "low-latency-combine";
       case attach::Op::kGemmAllReduce:
-        return "gemm_allreduce";
+        return "gemm-allreduce";
       case attach::Op::kMatmulReduceScatter:
-        return "matmul_reduce_scatter";
+        return "matmul-reduce-scatter";
       case attach::Op::kAllGatherMatmul:
-        return "allgather_matmul";
+        return "allgather-matmul";
       default:
         return nullptr;
     }

@@ -144,7 +144,8 @@ std::string Metrics::render(const std::vector<Sample>& gauges) const {
     }
     w.family("symmesh_call_blocked_seconds", "histogram",
              "Per call of a job or an attached process (a collective, a dispatch, a combine, ...): "
-             "the seconds a PE of this node blocked in it, waiting for its peers, by op.");
+             "the seconds a PE of this node blocked in it waiting for its peers, summed over the "
+             "PE's threads, by op.");
     for (const auto& [key, h] : call_wait_seconds_) {
       w.histogram("symmesh_call_blocked_seconds",
                   {{"pe", std::to_string(key.first)}, {"op", key.second}}, h);

@@ -32,8 +32,10 @@ void run_experts(const LowLatencyDispatch& d, int first_expert, int64_t hidden,
   }
 }
 
-double timed(Pe& pe, auto&& call) {
+// The call, after a barrier, timed and counted as `op` in the per-call wait histogram.
+double timed(Pe& pe, std::string_view op, auto&& call) {
   barrier_all(pe);
+  const CountedCall counted(pe.peer_waits(), op);
   const double start = now_seconds();
   call();
   return now_seconds() - start;
@@ -47,7 +49,8 @@ LowLatencyCalls::LowLatencyCalls(Pe& pe, const MoeOptions& options, const Routin
 
 double LowLatencyCalls::dispatch(std::vector<std::byte>& output) {
   dispatched_ = {};  // the last handle goes before the next is made
-  const double seconds = timed(pe_, [&] { dispatched_ = buffer_.dispatch(x_.data(), routing_); });
+  const double seconds = timed(pe_, "low-latency-dispatch",
+                               [&] { dispatched_ = buffer_.dispatch(x_.data(), routing_); });
   // The PEs meet before the untimed work below (the stand-in experts, the combine that frees
   // the handle's half), so a PE done early takes no core from one still in its call; the peers'
   // benches wait in their next barrier. (After a timed combine, the job's exchange of times
@@ -66,7 +69,8 @@ double LowLatencyCalls::combine(std::vector<std::byte>& output) {
   dispatched_ = buffer_.dispatch(x_.data(), routing_);
   run_experts(dispatched_, pe_.my_pe() * buffer_.local_experts(), options_.hidden, expert_rows_);
   output.resize(size_t(routing_.tokens * options_.hidden) * 2);
-  return timed(pe_, [&] { buffer_.combine(dispatched_, expert_rows_.data(), output.data()); });
+  return timed(pe_, "low-latency-combine",
+               [&] { buffer_.combine(dispatched_, expert_rows_.data(), output.data()); });
 }
 
 double low_latency_dispatch_error(const MoeOptions& o, const LowLatencyDispatch& got,

@@ -78,8 +78,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
     const trace::Scope span(call_name, "iteration");
     drill_before_call(pe.my_pe());
     double seconds = 0;
-    if (low_latency) {
-      const CountedCall counted(pe.peer_waits(), call_name);
+    if (low_latency) {  // LowLatencyCalls counts the timed call alone
       seconds = job.op == MoeOp::kCombine ? calls->combine(last) : calls->dispatch(last);
     } else if (job.op == MoeOp::kCombine) {
       const CountedCall counted(pe.peer_waits(), call_name);

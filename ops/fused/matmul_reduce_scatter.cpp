@@ -156,11 +156,13 @@ class MatmulReduceScatter final : public FusedOperator {
         pe_.signal_wait_until(
             flag(ready_, producer, stage), Cmp::kGe, epoch, pe_.deadline(),
             "stage " + std::to_string(stage) + " from PE " + std::to_string(producer));
-        const float* partials = slot(inbox_, stage, producer);
+        const float* partials = nullptr;
         if (o_.transfer == StageTransfer::kPull) {
           scratch.resize(slot_floats_);
           port.get(scratch.data(), slot(workspace_, stage, me_), bytes, producer);
           partials = scratch.data();
+        } else {
+          partials = slot(inbox_, stage, producer);  // push only: pull has no inbox
         }
         accumulate_round(t, round, partials);
         port.signal_set(flag(consumed_, me_, stage), epoch, producer);

@@ -417,13 +417,16 @@ class Dispatcher {
   // read it at notify: the counts in the heap may have been rewritten since).
   void receive() {
     for (int s = 0; s < n_; ++s) {
+      // A source of this node writes its tail itself; another node's, this node's forwarder
+      // with its local rank.
+      const int writer = pe_.node_of(s) == my_node_ ? s : my_node_ * ranks_ + pe_.local_rank_of(s);
       for (int c = 0; c < channels_; ++c) {
         const int64_t* from = &result_.paths.recv_prefix[size_t(s) * (channels_ + 1) + c];
         pe_.signal_wait_until(
             recv_tail_ + size_t(s) * channels_ + c, Cmp::kGe, uint64_t(from[1] - from[0]),
             pe_.deadline(),
             "dispatch: tokens from PE " + std::to_string(s) + " in channel " + std::to_string(c),
-            s);
+            writer);
       }
     }
     DispatchResult& r = result_;

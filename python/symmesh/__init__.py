@@ -179,6 +179,13 @@ def _shape2(x, what):
     return tuple(int(d) for d in x.shape)
 
 
+def _check_topk_idx(topk_idx):
+    _kind(topk_idx, "topk_idx")
+    _shape2(topk_idx, "topk_idx")
+    if not _dtype_name(topk_idx).startswith(("int", "uint")):
+        raise ValueError(f"topk_idx has dtype {_dtype_name(topk_idx)}: allowed an integer type")
+
+
 class DispatchHandle:
     """What combine needs to send rows back the way a dispatch's tokens came (DeepEP's handle).
 
@@ -378,6 +385,7 @@ class Session:
     def _masked(self, topk_idx, num_experts, active_ranks):
         if active_ranks is None:
             return topk_idx, None
+        _check_topk_idx(topk_idx)  # before it is read
         return mask_routing(topk_idx, num_experts, self.world_size, active_ranks)
 
     @staticmethod
@@ -403,7 +411,8 @@ class Session:
         active_ranks (one boolean per rank; Mooncake EP's mask) leaves the ranks it marks False
         out: their experts' slots become -1, so nothing goes there, and a token whose experts
         all sit there combines to zeros (or just the bias). handle.dropped_tokens lists those
-        tokens (int64), handle.active_ranks the mask. Gate weights are not renormalised.
+        tokens (int64, topk_idx's kind: a numpy array or a torch tensor), handle.active_ranks the
+        mask. Gate weights are not renormalised.
         """
         topk_idx, dropped = self._masked(topk_idx, num_experts, active_ranks)
         if _is_torch(x) and _torch().is_grad_enabled() and (
@@ -433,8 +442,7 @@ class Session:
                              f"{(tokens, topk)}")
         if _dtype_name(topk_weights) != "float32":
             raise ValueError(f"topk_weights has dtype {_dtype_name(topk_weights)}: allowed float32")
-        if not _dtype_name(topk_idx).startswith(("int", "uint")):
-            raise ValueError(f"topk_idx has dtype {_dtype_name(topk_idx)}: allowed an integer type")
+        _check_topk_idx(topk_idx)
         ids = (topk_idx.detach().to(dtype=_torch().int64).contiguous() if _is_torch(topk_idx)
                else numpy.ascontiguousarray(topk_idx, dtype=numpy.int64))
         weights = (topk_weights.detach().contiguous() if _is_torch(topk_weights)

@@ -261,6 +261,12 @@ def main():
         expect_value_error(s, "an active_ranks of the wrong length",
                            lambda: s.dispatch(x, idx, weights, experts, active_ranks=[True]),
                            "one entry per rank")
+        expect_value_error(s, "float topk_idx with active_ranks",
+                           lambda: s.dispatch(x, idx.astype("f4"), weights, experts,
+                                              active_ranks=mask), "allowed an integer type")
+        int_mask = [1] * (w - 1) + [0]
+        _, _, _, ih = s.dispatch(x, midx, weights, experts, active_ranks=int_mask)
+        check(s, "active_ranks as 0 and 1", ih.dropped_tokens.tolist() == dropped)
 
     # Wrong calls: ValueError naming what, and the session goes on.
     expect_value_error(s, "a stale handle", lambda: (handle.release(), s.combine(rows_out, handle)),
