@@ -75,7 +75,9 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
     fill(src, me, count, dtype);
   }
   Team& world = pe.team_world();
+  const std::string op_name = wire::enum_text(job.op());  // the per-call histogram's op
   auto call = [&] {
+    const CountedCall counted(pe.peer_waits(), op_name);
     switch (job.op()) {
       case wire::COLLECTIVE_OP_ALLREDUCE:
         return allreduce(pe, world, dst, src, count, dtype, reduce, algo);
@@ -88,20 +90,13 @@ PeJobOutcome run_collective(Pe& pe, const wire::CollectiveJob& job) {
     }
   };
   PeJobOutcome outcome;
-  const std::string op_name = wire::enum_text(job.op());  // the per-call histogram's op
-  {
-    const CountedCall counted(pe.peer_waits(), op_name);
-    call();  // warm-up
-  }
+  call();  // warm-up
   progress::set_total(job.iters());
   for (uint32_t i = 0; i < job.iters(); ++i) {
     barrier_all(pe);
     const auto start = Clock::now();
     drill_before_call(pe.my_pe());
-    {
-      const CountedCall counted(pe.peer_waits(), op_name);
-      call();
-    }
+    call();
     outcome.iteration_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     progress::step();
   }
