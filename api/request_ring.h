@@ -22,7 +22,7 @@
 namespace symmesh::attach {
 
 // Version of AttachRequest/AttachReply and of this layout; both sides must agree.
-inline constexpr uint32_t kAttachProtocolVersion = 10;  // 10: kWaitStats
+inline constexpr uint32_t kAttachProtocolVersion = 11;  // 11: kDispatch's active nodes
 // AttachRequest and AttachReply are read with this cap on either side.
 inline constexpr uint32_t kAttachFrameCap = 4096;
 inline constexpr uint32_t kRingMagic = 0x53594d52;  // "SYMR"
@@ -44,7 +44,8 @@ enum class Op : uint32_t {
   kStage = 10,
   // MoE dispatch (api/staging_layout.h for where each tensor sits in the staging area; x may
   // lie on the heap instead: `input_place`, and recv_x go onto it when it fits in `dst_bytes`:
-  // `output_place`). count: tokens; args: hidden, topk, experts. Answers the handle in `value`
+  // `output_place`). count: tokens; args: hidden, topk, experts, and the nodes taking part (a
+  // bit per node; 0: all), which the combine of its handle keeps. Answers the handle in `value`
   // and the tokens received in `value2`.
   kDispatch = 11,
   // MoE combine along the dispatch args[0]; count: the received tokens; args[1]: 1 with a

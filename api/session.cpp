@@ -47,6 +47,30 @@ void check_moe_width(const char* call, int64_t hidden) {
                         std::to_string(kMaxMoeHidden));
 }
 
+// A dispatch that leaves nodes out, checked before it is sent (a call the daemon refuses ends
+// the session): the mask names this cluster's nodes, this process's among them, and no token
+// goes to an expert on a node left out.
+void check_active_nodes(uint64_t active, const SessionPlace& place, const int64_t* topk_idx,
+                        int64_t tokens, int topk, int experts) {
+  if (active == 0) return;
+  const int nodes = place.world_size / place.local_size;
+  if (nodes > 64 || (nodes < 64 && active >> nodes != 0) || !(active >> place.node_rank & 1)) {
+    throw InvalidArgument("dispatch: the active nodes (mask " + std::to_string(active) +
+                          ") must be some of the cluster's " + std::to_string(nodes) +
+                          " (at most 64), this process's node " + std::to_string(place.node_rank) +
+                          " among them: the processes of a node left out do not call");
+  }
+  const int per_pe = experts / place.world_size;
+  for (int64_t slot = 0; slot < tokens * topk; ++slot) {
+    if (topk_idx[slot] < 0) continue;
+    const int node = int(topk_idx[slot] / per_pe) / place.local_size;
+    if (active >> node & 1) continue;
+    throw InvalidArgument("dispatch: token " + std::to_string(slot / topk) + " goes to expert " +
+                          std::to_string(topk_idx[slot]) + " on node " + std::to_string(node) +
+                          ", which the active nodes leave out: mask the routing first (-1)");
+  }
+}
+
 std::string environment(const char* name) {
   const char* value = std::getenv(name);
   if (!value || !*value) {
@@ -522,15 +546,17 @@ std::shared_ptr<DispatchHandle> Session::dispatch(
     const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
     int64_t hidden, int topk, int experts, wire::DataType dtype,
     const std::function<DispatchOutputs(int64_t received)>& allocate, RecvRoom room,
-    std::shared_ptr<StagingLoan>* lent_x) {
+    std::shared_ptr<StagingLoan>* lent_x, uint64_t active_nodes) {
   const std::lock_guard staging_held(staging_mutex_);
   const size_t e = element_bytes(dtype);
   const MoeTokens tokens_in{x, topk_idx, topk_weights, tokens, hidden, topk, experts, dtype};
-  attach::Request request{.op = attach::Op::kDispatch,
-                          .dtype = uint32_t(dtype),
-                          .count = uint64_t(tokens),
-                          .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts)}};
+  attach::Request request{
+      .op = attach::Op::kDispatch,
+      .dtype = uint32_t(dtype),
+      .count = uint64_t(tokens),
+      .args = {uint64_t(hidden), uint64_t(topk), uint64_t(experts), active_nodes}};
   stage_tokens("dispatch", tokens_in, kMaxMoeTokens, dispatch_outputs_, request);
+  check_active_nodes(active_nodes, place_, topk_idx, tokens, topk, experts);
   offer_room(request, room, tokens, hidden, e, "dispatch");
   uint64_t received = 0;
   const uint64_t id = call(request, &received);

@@ -186,12 +186,15 @@ class Session {
   // source PE, then token: the same on every run. x on this PE's symmetric heap (made by malloc)
   // is read where it is; any other is copied in first. recv_x goes into `room` when it fits.
   // With `lent_x`, allocate may answer no x: recv_x is then lent (*lent_x, null for no rows),
-  // unless it went into the room.
+  // unless it went into the room. `active_nodes` (a bit per node; 0: all) leaves the other nodes
+  // out, as an elastic session serves without the nodes it lost: their processes do not call,
+  // no token may go to their experts (mask the routing: -1), and the combine of the handle
+  // leaves them out too. Every process that calls passes the same mask.
   std::shared_ptr<DispatchHandle> dispatch(
       const void* x, const int64_t* topk_idx, const float* topk_weights, int64_t tokens,
       int64_t hidden, int topk, int experts, wire::DataType dtype,
       const std::function<DispatchOutputs(int64_t received)>& allocate, RecvRoom room = {},
-      std::shared_ptr<StagingLoan>* lent_x = nullptr);
+      std::shared_ptr<StagingLoan>* lent_x = nullptr, uint64_t active_nodes = 0);
   // MoE combine: out [tokens][hidden] = for each token dispatched from here, the sum over the
   // PEs that received it of their row in `rows` ([received][hidden]; typically the sum over
   // k of weight * expert(x)), plus bias [tokens][hidden] when given. Rows may be of any width

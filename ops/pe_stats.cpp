@@ -14,8 +14,12 @@ double max_over_pes(Pe& pe, double value) {
 }
 
 uint64_t max_over_pes(Pe& pe, uint64_t value) {
+  return max_over(pe, pe.team_world(), value);
+}
+
+uint64_t max_over(Pe& pe, Team& team, uint64_t value) {
   uint64_t result = value;
-  for (uint64_t v : pe.exchange(pe.team_world(), value)) result = std::max(result, v);
+  for (uint64_t v : pe.exchange(team, value)) result = std::max(result, v);
   return result;
 }
 

@@ -220,7 +220,8 @@ PYBIND11_MODULE(_symmesh, m) {
           "dispatch",
           [](Session& s, Address x, Address topk_idx, Address topk_weights, int64_t tokens,
              int64_t hidden, int topk, int experts, const std::string& dtype,
-             const std::function<py::tuple(int64_t)>& allocate, Address room, int64_t room_rows) {
+             const std::function<py::tuple(int64_t)>& allocate, Address room, int64_t room_rows,
+             uint64_t active_nodes) {
             std::shared_ptr<StagingLoan> lent;
             const auto handle = s.dispatch(
                 at(x), static_cast<const int64_t*>(at(topk_idx)),
@@ -233,7 +234,7 @@ PYBIND11_MODULE(_symmesh, m) {
                                          static_cast<int64_t*>(at(to[1].cast<Address>())),
                                          static_cast<float*>(at(to[2].cast<Address>()))};
                 },
-                RecvRoom{at(room), room_rows}, &lent);
+                RecvRoom{at(room), room_rows}, &lent, active_nodes);
             return std::make_pair(handle, lent);
           },
           Unlocked())

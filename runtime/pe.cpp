@@ -10,6 +10,9 @@ namespace {
 constexpr int kWorldIndex = 0;
 constexpr int kNodeIndex = 1;
 constexpr int kCrossIndex = 2;
+constexpr int kNodesIndex = 3;  // team_of_nodes()'s
+// Counters each team_of_nodes() team may use: a MoE call takes a handful.
+constexpr uint64_t kEpochsPerTeamOfNodes = uint64_t{1} << 24;
 
 std::vector<int> range_members(int start, int stride, int count) {
   std::vector<int> members;
@@ -78,7 +81,7 @@ Pe::Pe(Node& node, int local_rank)
       "cross", kCrossIndex, range_members(local_rank, per_node, node.nodes()), my_pe_, per_node);
   world_->node_part = node_team_;
   world_->cross_part = cross_team_;
-  free_team_indices_ = ((uint64_t{1} << kMaxTeams) - 1) & ~uint64_t{0b111};
+  free_team_indices_ = ((uint64_t{1} << kMaxTeams) - 1) & ~uint64_t{0b1111};
 }
 
 void* Pe::malloc(size_t bytes, size_t alignment) {
@@ -285,6 +288,31 @@ void Pe::team_destroy(const Team& team) {
   if (team.index() <= kCrossIndex) return;
   epoch_floor_ = std::max(epoch_floor_, team.high_water());
   free_team_indices_ |= uint64_t{1} << team.index();
+}
+
+std::unique_ptr<Team> Pe::team_of_nodes(uint64_t nodes) {
+  const int count = node_.nodes();
+  if (count > 64) {
+    throw InvalidArgument(
+        "leaving nodes out of a call needs a cluster of at most 64 nodes; this "
+        "one has " +
+        std::to_string(count));
+  }
+  if ((count < 64 && nodes >> count != 0) || !(nodes >> my_node() & 1)) {
+    throw InvalidArgument("the nodes taking part (mask " + std::to_string(nodes) +
+                          ") must be some of the cluster's " + std::to_string(count) +
+                          ", this PE's node " + std::to_string(my_node()) + " among them");
+  }
+  std::vector<int> members;
+  for (int node = 0; node < count; ++node) {
+    if (!(nodes >> node & 1)) continue;
+    for (int local = 0; local < node_.ranks_per_node(); ++local) {
+      members.push_back(node * node_.ranks_per_node() + local);
+    }
+  }
+  ++teams_of_nodes_;
+  return std::make_unique<Team>("nodes", kNodesIndex, std::move(members), my_pe_,
+                                node_.ranks_per_node(), teams_of_nodes_ * kEpochsPerTeamOfNodes);
 }
 
 }  // namespace symmesh

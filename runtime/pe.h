@@ -87,6 +87,14 @@ class Pe {
   std::shared_ptr<Team> team_split_strided(Team& parent, int start, int stride, int size,
                                            const std::string& name = "split");
   void team_destroy(const Team& team);
+  // The team of the PEs on the nodes whose bit is set in `nodes` (PE order), for one call that
+  // leaves the other nodes out: an elastic session's, once it has lost some. It is made without
+  // a collective (the nodes left out may be gone), on a team index of its own, and its counters
+  // start past everything any such team before it on this PE reached: a call that failed
+  // part-way on some PEs leaves nothing in the slots that the next call could pass early. Every
+  // PE of those nodes must make the same such calls in the same order. Throws InvalidArgument
+  // when `nodes` names no node, a node past the cluster's, or not this PE's.
+  std::unique_ptr<Team> team_of_nodes(uint64_t nodes);
 
   // This PE's sync slot of a team (its local address) and its team scratch.
   uint64_t* sync_slot(const Team& team, int slot_number);
@@ -117,8 +125,9 @@ class Pe {
   std::shared_ptr<Team> world_;
   std::shared_ptr<Team> node_team_;
   std::shared_ptr<Team> cross_team_;
-  uint64_t free_team_indices_;  // bit i set: team index i is free on this PE
-  uint64_t epoch_floor_ = 0;    // the highest counter a destroyed team reached
+  uint64_t free_team_indices_;   // bit i set: team index i is free on this PE
+  uint64_t epoch_floor_ = 0;     // the highest counter a destroyed team reached
+  uint64_t teams_of_nodes_ = 0;  // how many team_of_nodes() made
   PeerWaits peer_waits_;
 };
 

@@ -21,6 +21,7 @@
 #include "daemon/jobs/session_fused.h"
 #include "daemon/jobs/session_moe.h"
 #include "daemon/jobs/session_one_sided.h"
+#include "ops/moe/active_nodes.h"
 #include "runtime/barrier.h"
 #include "runtime/collectives.h"
 
@@ -133,14 +134,18 @@ class SessionServer {
   }
 
   // Every PE's call must be the same collective on the same shape: one that is not would
-  // write past a peer's smaller regions. All PEs refuse together, naming the first odd PE.
-  void check_agreement(const attach::Request& agreed) {
-    const std::vector<uint64_t> all = pe_.exchange(pe_.team_world(), digest(agreed));
+  // write past a peer's smaller regions. All PEs refuse together, naming the first odd PE. A
+  // MoE call that leaves nodes out is checked among the PEs taking part.
+  void check_agreement(attach::Request agreed) {
+    const ActiveNodes taking_part(pe_, moe_.agree_on(agreed));
+    Team& team = taking_part.team();
+    const std::vector<uint64_t> all = pe_.exchange(team, digest(agreed));
     for (size_t p = 0; p < all.size(); ++p) {
       if (all[p] == all[0]) continue;
-      throw InvalidArgument("the PEs' calls differ: PE " + std::to_string(p) +
-                            " made another call, or passed another shape, op or type, than PE 0 "
-                            "(every PE makes the same collective calls in the same order)");
+      throw InvalidArgument("the PEs' calls differ: PE " + std::to_string(team.pe(int(p))) +
+                            " made another call, or passed another shape, op or type, than PE " +
+                            std::to_string(team.pe(0)) +
+                            " (every PE makes the same collective calls in the same order)");
     }
   }
 

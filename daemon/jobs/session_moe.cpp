@@ -108,6 +108,7 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   o.hidden = bounded("hidden", r.args[0], kMaxMoeHidden);
   o.topk = int(bounded("topk", r.args[1], kMaxMoeTopk));
   o.experts = int(bounded("experts", r.args[2], kMaxMoeExperts));
+  o.active_nodes = r.args[3];
   validate(o, pe_.node().nodes(), pe_.node().ranks_per_node());
   check_handle_room(o.tokens, o.topk);
   const size_t element = dtype_size(o.x_dtype);
@@ -145,7 +146,8 @@ SessionMoe::Dispatched SessionMoe::dispatch(const attach::Request& r,
   result.topk_weights = {};
   const uint64_t handle = next_handle_++;
   const uint64_t bytes = held_by(routing, result);
-  handles_.emplace(handle, Kept{o, std::move(routing), std::move(result), bytes});
+  const uint64_t number = ++dispatches_on_[normalized(o.active_nodes)];
+  handles_.emplace(handle, Kept{o, std::move(routing), std::move(result), bytes, number});
   held_ += bytes;
   return Dispatched{handle, received};
 }
@@ -296,7 +298,8 @@ SessionMoe::Dispatched SessionMoe::low_latency_dispatch(const attach::Request& r
   const uint64_t handle = next_handle_++;
   const uint64_t received = uint64_t(d.received());
   const uint64_t bytes = held_by(d);
-  low_latency_handles_.emplace(handle, LowLatencyKept{std::move(d), low_latency_buffers_, bytes});
+  low_latency_handles_.emplace(
+      handle, LowLatencyKept{std::move(d), low_latency_buffers_, bytes, ++dispatches_on_[0]});
   held_ += bytes;
   return Dispatched{handle, received};
 }
@@ -335,6 +338,35 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
   low_latency_->combine(
       d, rows,
       output_at(r, staging, blocks.outputs(tokens * row), tokens * row, r.count * row, element));
+}
+
+uint64_t SessionMoe::normalized(uint64_t active_nodes) const {
+  const int nodes = pe_.node().nodes();
+  const uint64_t every = nodes >= 64 ? ~uint64_t{0} : (uint64_t{1} << nodes) - 1;
+  return active_nodes == every ? 0 : active_nodes;
+}
+
+uint64_t SessionMoe::agree_on(attach::Request& agreed) const {
+  switch (agreed.op) {
+    case attach::Op::kDispatch:
+      agreed.args[3] = normalized(agreed.args[3]);
+      return agreed.args[3];
+    case attach::Op::kCombine:
+      if (const auto it = handles_.find(agreed.args[0]); it != handles_.end()) {
+        agreed.args[0] = it->second.number;
+        return normalized(it->second.options.active_nodes);
+      }
+      break;
+    case attach::Op::kLowLatencyCombine:
+      if (const auto it = low_latency_handles_.find(agreed.args[0]);
+          it != low_latency_handles_.end()) {
+        agreed.args[0] = it->second.number;
+      }
+      break;
+    default:
+      break;
+  }
+  return 0;  // an unknown handle stays as it is: the call refuses it
 }
 
 void SessionMoe::release(uint64_t handle) {

@@ -50,6 +50,11 @@ class SessionMoe {
   void low_latency_combine(const attach::Request& request, attach::StagingArea& staging);
   // A dispatch's handle of either mode; a low-latency one not yet combined frees its half.
   void release(uint64_t handle);
+  // Makes `agreed`, the part of a MoE call every PE taking part passes alike, the same on each
+  // of them, and returns the nodes taking part (a bit per node; 0: all). Each PE numbers its
+  // handles itself, so they differ once some PEs dispatched without the others: a combine's
+  // handle becomes its dispatch's number among those made on the same nodes.
+  uint64_t agree_on(attach::Request& agreed) const;
 
  private:
   struct Kept {
@@ -57,6 +62,7 @@ class SessionMoe {
     Routing routing;
     DispatchResult result;  // without its tokens (the process has them)
     uint64_t bytes = 0;     // what it holds of the daemon's memory
+    uint64_t number = 0;    // among the dispatches on its nodes (agree_on)
   };
   const Kept& kept(uint64_t handle) const;
   // A call's large tensor (`what`), `bytes` at `place`: in the staging area at `staged`, or on
@@ -95,9 +101,14 @@ class SessionMoe {
     LowLatencyDispatch dispatch;
     uint64_t buffer;
     uint64_t bytes;
+    uint64_t number;  // among the dispatches on every node
   };
   std::map<uint64_t, LowLatencyKept> low_latency_handles_;
   uint64_t next_handle_ = 1;
+  // The nodes a mask names, 0 when it names every node; and per such mask, the dispatches
+  // (of either mode) made on them.
+  uint64_t normalized(uint64_t active_nodes) const;
+  std::map<uint64_t, uint64_t> dispatches_on_;
 };
 
 }  // namespace symmesh

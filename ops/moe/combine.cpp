@@ -7,6 +7,7 @@
 #include <span>
 
 #include "common/trace.h"
+#include "ops/moe/active_nodes.h"
 #include "ops/roles/comm_port.h"
 #include "ops/roles/roles.h"
 #include "ops/roles/workspace.h"
@@ -57,6 +58,7 @@ class Combiner {
         my_node_(pe.my_node()),
         local_(pe.local_rank()),
         channels_(d.paths.channels),
+        active_(pe, o),
         partial_bytes_(size_t(o.hidden) * dtype_size(o.partial_dtype)),
         out_bytes_(size_t(o.hidden) * dtype_size(o.x_dtype)) {
     if (inputs.out) {
@@ -72,14 +74,14 @@ class Combiner {
 
   CombineResult run() {
     CommPort port(pe_);
-    barrier_all(pe_);  // every region is allocated and zero, every PE's rows are lent
+    barrier(pe_, active_.team());  // every region is allocated and zero, every PE's rows lent
     const double start = now_seconds();
     communicate(port);
     if (loan_) loan_->done_using();
     result_.seconds = now_seconds() - start;
     result_.inter_node_bytes = inter_bytes_.load();
     result_.intra_node_bytes = intra_bytes_.load();
-    barrier_all(pe_);  // no PE frees a region or its rows while a peer may still use them
+    barrier(pe_, active_.team());  // no PE frees a region or its rows while a peer uses them
     if (loan_) loan_->complete();
     return std::move(result_);
   }
@@ -112,6 +114,7 @@ class Combiner {
   const Routing& routing_;
   const std::vector<const void*> biases_;
   const int n_, nodes_, ranks_, me_, my_node_, local_, channels_;
+  const ActiveNodes active_;  // the nodes the dispatch left out send and receive nothing here
   const size_t partial_bytes_;
   const size_t out_bytes_;  // a row of combined_x
   CombineResult result_;
@@ -344,7 +347,7 @@ class FlatCombiner final : public Combiner {
                const CombineInputs& inputs)
       : Combiner(pe, o, d, routing, inputs) {
     uint64_t most = routing.tokens;
-    for (uint64_t v : pe.exchange(pe.team_world(), most)) most = std::max(most, v);
+    for (uint64_t v : pe.exchange(active_.team(), most)) most = std::max(most, v);
     if (most > uint64_t(kMaxMoeTokens)) {  // exchanged through the shared heap
       throw PeerError("flat combine: a PE's tokens (" + std::to_string(most) +
                       ") are more than a PE holds (" + std::to_string(kMaxMoeTokens) +

@@ -63,7 +63,8 @@ struct CombineInputs {
   void* out = nullptr;
 };
 
-// Collective over all PEs, after dispatch() with the same options and this PE's routing.
+// Collective over the PEs of the nodes taking part (options.active_nodes), after dispatch()
+// with the same options and this PE's routing.
 CombineResult combine(Pe& pe, const MoeOptions& options, const DispatchResult& dispatched,
                       const Routing& routing, const CombineInputs& inputs);
 // The stand-in experts and options.biases bf16 tensors of [tokens][hidden], sizes checked.

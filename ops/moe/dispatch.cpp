@@ -8,6 +8,7 @@
 
 #include "common/streaming_copy.h"
 #include "common/trace.h"
+#include "ops/moe/active_nodes.h"
 #include "ops/moe/record_counts.h"
 #include "ops/pe_stats.h"
 #include "ops/roles/comm_port.h"
@@ -66,12 +67,14 @@ class Dispatcher {
         my_node_(pe.my_node()),
         local_(pe.local_rank()),
         channels_(o.channels),
+        active_(pe, o),
         format_{size_t(o.hidden) * dtype_size(o.x_dtype), o.topk},
         layout_(dispatch_layout(routing, o, shape_)),
         place_x_(place_x),
         result_(std::move(reuse)) {}
 
   DispatchResult run() {
+    check_routing_to_active();
     {
       const trace::Scope span("notify", "role");
       notify();
@@ -95,7 +98,7 @@ class Dispatcher {
     loan_->done_using();
     const trace::Scope span("receive", "role");
     receive();
-    barrier_all(pe_);  // no PE frees a region or its rows while a forwarder may still write
+    barrier(pe_, active_.team());  // no PE frees a region or its rows while a forwarder writes
     loan_->complete();
     release();
     if (placing_failed_) std::rethrow_exception(placing_failed_);  // after the collective's end
@@ -103,6 +106,20 @@ class Dispatcher {
   }
 
  private:
+  // No token may go to a node left out: nothing would receive it.
+  void check_routing_to_active() const {
+    for (size_t slot = 0; slot < routing_.experts.size(); ++slot) {
+      const int32_t expert = routing_.experts[slot];
+      if (expert < 0 || expert >= o_.experts) continue;  // the layout judges these
+      const int node = pe_.node_of(expert_pe(o_, n_, expert));
+      if (active_.has(node)) continue;
+      throw InvalidArgument("dispatch: PE " + std::to_string(me_) + "'s token " +
+                            std::to_string(slot / size_t(o_.topk)) + " goes to expert " +
+                            std::to_string(expert) + " on node " + std::to_string(node) +
+                            ", which the active nodes leave out: mask the routing first (-1)");
+    }
+  }
+
   // Step 1: tokens per (PE, channel) to each PE; per (node, channel) to the cross team.
   void notify() {
     const size_t pe_words = size_t(n_) * channels_;
@@ -111,7 +128,7 @@ class Dispatcher {
         symmetric_zeroed(pe_, pe_words * 8 + 8, "dispatch counts (PEs x channels)", kMoeShrink));
     notify_node_ = static_cast<uint64_t*>(symmetric_zeroed(
         pe_, node_words * 8 + 8, "dispatch counts (nodes x nodes x channels)", kMoeShrink));
-    barrier_all(pe_);
+    barrier(pe_, active_.team());
     std::vector<uint64_t> to_pe(pe_words, 0), to_node(size_t(nodes_) * channels_, 0);
     for (int c = 0; c < channels_; ++c) {
       const TokenRange range = channel_tokens(tokens_, channels_, c);
@@ -125,17 +142,19 @@ class Dispatcher {
     uint64_t* pe_counter = notify_pe_ + pe_words;
     uint64_t* node_counter = notify_node_ + node_words;
     for (int p = 0; p < n_; ++p) {
+      if (!active_.has(pe_.node_of(p))) continue;
       pe_.put_signal(notify_pe_ + size_t(me_) * channels_, &to_pe[size_t(p) * channels_],
                      size_t(channels_) * 8, pe_counter, 1, SignalOp::kAdd, p);
     }
     for (int b = 0; b < nodes_; ++b) {
+      if (!active_.has(b)) continue;
       pe_.put_signal(notify_node_ + size_t(my_node_) * nodes_ * channels_, to_node.data(),
                      to_node.size() * 8, node_counter, 1, SignalOp::kAdd, b * ranks_ + local_);
     }
-    pe_.signal_wait_until(pe_counter, Cmp::kGe, uint64_t(n_), pe_.deadline(),
-                          "dispatch notify: counts from every PE");
-    pe_.signal_wait_until(node_counter, Cmp::kGe, uint64_t(nodes_), pe_.deadline(),
-                          "dispatch notify: counts from every node");
+    pe_.signal_wait_until(pe_counter, Cmp::kGe, uint64_t(active_.pes()), pe_.deadline(),
+                          "dispatch notify: counts from every PE taking part");
+    pe_.signal_wait_until(node_counter, Cmp::kGe, uint64_t(active_.nodes()), pe_.deadline(),
+                          "dispatch notify: counts from every node taking part");
     // From here on the counts are the copies, checked: this PE's own rows must be what it
     // sent itself.
     const std::vector<uint64_t> pe_counts = checked_counts(
@@ -194,8 +213,9 @@ class Dispatcher {
 
   void allocate() {
     const size_t bytes = format_.bytes();
-    const uint64_t most_forwarded = max_over_pes(pe_, uint64_t(forwarded_ - own_records_));
-    const uint64_t most_received = max_over_pes(pe_, uint64_t(received_));
+    const uint64_t most_forwarded =
+        max_over(pe_, active_.team(), uint64_t(forwarded_ - own_records_));
+    const uint64_t most_received = max_over(pe_, active_.team(), uint64_t(received_));
     // Read from the shared heap: checked before they size a region (at most every PE's tokens).
     const uint64_t most = uint64_t(n_) * uint64_t(kMaxMoeTokens);
     if (most_forwarded > most || most_received > most) {
@@ -219,7 +239,7 @@ class Dispatcher {
     std::byte* rows = place_rows();
     loan_.emplace(pe_, std::span(rows, rows ? size_t(received_) * format_.x_bytes : 0),
                   rows == nullptr);
-    barrier_all(pe_);  // every region exists and is zero, every PE has its counts and rows
+    barrier(pe_, active_.team());  // every region exists and is zero, every PE has its counts
     // The receive prefix and rows of every PE on this node.
     local_rows_ = loan_->borrow_all();
     for (const LocalLoans::Borrowed& rows : local_rows_) copy_row_.emplace_back(rows.memory.size());
@@ -327,6 +347,7 @@ class Dispatcher {
     std::vector<std::byte> staging(nodes_ > 1 ? size_t(o_.chunk_tokens) * bytes : 0);
     for (int step = 1; step < nodes_; ++step) {
       const int b = (my_node_ + step) % nodes_;
+      if (!active_.has(b)) continue;
       const int forwarder = b * ranks_ + local_;
       const int64_t base = forwarder_base(my_node_, b, channel);
       const int64_t in_region = region_base(my_node_, b, channel);
@@ -378,7 +399,7 @@ class Dispatcher {
     const int first_expert_node = my_node_ * ranks_;
     std::vector<char> to(ranks_);  // the local PEs a record goes to
     for (int a = 0; a < nodes_; ++a) {
-      if (a == my_node_) continue;  // sent straight to the receivers
+      if (a == my_node_ || !active_.has(a)) continue;  // sent straight to the receivers, or none
       const int source = a * ranks_ + local_;
       const int64_t base = result_.paths.forward_prefix[size_t(a) * (channels_ + 1) + channel];
       const int64_t count =
@@ -417,6 +438,7 @@ class Dispatcher {
   // read it at notify: the counts in the heap may have been rewritten since).
   void receive() {
     for (int s = 0; s < n_; ++s) {
+      if (!active_.has(pe_.node_of(s))) continue;
       // A source of this node writes its tail itself; another node's, this node's forwarder
       // with its local rank.
       const int writer = pe_.node_of(s) == my_node_ ? s : my_node_ * ranks_ + pe_.local_rank_of(s);
@@ -470,6 +492,7 @@ class Dispatcher {
   const int64_t tokens_;  // this PE's: PEs may hold different numbers, or none
   const ClusterShape shape_;
   const int n_, nodes_, ranks_, me_, my_node_, local_, channels_;
+  const ActiveNodes active_;  // before the layout: made first, as on every PE taking part
   const RecordFormat format_;
   const DispatchLayout layout_;
   const PlaceDispatchRows& place_x_;

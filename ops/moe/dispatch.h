@@ -76,16 +76,17 @@ struct DispatchResult {
 // must not wait for other PEs.
 using PlaceDispatchRows = std::function<std::byte*(int64_t received)>;
 
-// Collective over all PEs; each passes its own tokens, x: [tokens][hidden] in options.x_dtype
-// (the routing says how many: PEs may hold different numbers, or none; options.tokens is not
-// used). With `place_x`, the received rows go where it says and the result's x stays empty.
-// `reuse`, an earlier call's result, lends its arrays' storage, so a caller dispatching
-// again and again does not reallocate (nor the kernel fault in) the result's rows; the call's
-// symmetric regions and small bookkeeping are still made per call. Throws InvalidArgument for
-// bad options or inputs of the wrong size, HeapExhausted (naming the region) when the regions
-// do not fit, PeerError when a peer's records disagree with its counts, the wait's error when a
-// peer does not come by the deadline, and whatever place_x threw (once the PE has done its part
-// of the collective).
+// Collective over the PEs of the nodes taking part (options.active_nodes: all by default; a
+// token routed to a node left out is an InvalidArgument); each passes its own tokens,
+// x: [tokens][hidden] in options.x_dtype (the routing says how many: PEs may hold different
+// numbers, or none; options.tokens is not used). With `place_x`, the received rows go where it says
+// and the result's x stays empty. `reuse`, an earlier call's result, lends its arrays' storage, so
+// a caller dispatching again and again does not reallocate (nor the kernel fault in) the result's
+// rows; the call's symmetric regions and small bookkeeping are still made per call. Throws
+// InvalidArgument for bad options or inputs of the wrong size, HeapExhausted (naming the region)
+// when the regions do not fit, PeerError when a peer's records disagree with its counts, the wait's
+// error when a peer does not come by the deadline, and whatever place_x threw (once the PE has done
+// its part of the collective).
 DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const Routing& routing,
                         DispatchResult reuse = {}, const PlaceDispatchRows& place_x = {});
 // The same with bf16 tokens, their count checked against the routing's.

@@ -2,6 +2,7 @@
 
 #include "common/check_range.h"
 #include "common/errors.h"
+#include "ops/enum_words.h"
 #include "runtime/enum_words.h"
 
 namespace symmesh {
@@ -28,6 +29,27 @@ void validate_low_latency(const MoeOptions& o) {
   }
 }
 
+// The mask names nodes of this cluster, and the modes that can leave nodes out.
+void check_active_nodes(const MoeOptions& o, int nodes) {
+  if (o.active_nodes == 0) return;
+  if (nodes > 64) {
+    throw InvalidArgument(
+        "active nodes: leaving nodes out needs a cluster of at most 64 nodes; "
+        "this one has " +
+        std::to_string(nodes));
+  }
+  if (nodes < 64 && o.active_nodes >> nodes != 0) {
+    throw InvalidArgument("active nodes (mask " + std::to_string(o.active_nodes) +
+                          ") names a node past the cluster's " + std::to_string(nodes));
+  }
+  const bool everyone =
+      nodes == 64 ? o.active_nodes == ~uint64_t{0} : o.active_nodes == (uint64_t{1} << nodes) - 1;
+  if (!everyone && o.algo != MoeAlgo::kHier) {
+    throw InvalidArgument(std::string("leaving nodes out is not available with --algo ") +
+                          wire::word(o.algo) + ": allowed hier");
+  }
+}
+
 }  // namespace
 
 void validate(const MoeOptions& o, int nodes, int ranks_per_node) {
@@ -51,6 +73,7 @@ void validate(const MoeOptions& o, int nodes, int ranks_per_node) {
                           " is not allowed: bf16 or f32");
   }
   if (o.algo == MoeAlgo::kLowLatency) validate_low_latency(o);
+  check_active_nodes(o, nodes);
   check_range("channels", o.channels, 1, 64);
   check_range("chunk_tokens", o.chunk_tokens, 1, 4096);
   // A forwarder waits while capacity - (tail - head) < chunk: a chunk above half a ring could

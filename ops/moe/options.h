@@ -43,6 +43,9 @@ struct MoeOptions {
   int channels = 1;               // threads per PE, each owning a contiguous range of tokens
   int64_t chunk_tokens = 16;      // tokens a sender moves before it publishes a tail
   int64_t rdma_ring_tokens = 64;  // per (channel, source node) symmetric RDMA ring
+  // The nodes taking part, a bit per node; 0 (or every bit): all. The PEs of a node left out do
+  // not call, and no token may be routed to their experts (ops/moe/active_nodes.h).
+  uint64_t active_nodes = 0;
 };
 
 // Throws InvalidArgument naming the first field out of range for the cluster's shape.

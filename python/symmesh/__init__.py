@@ -194,7 +194,7 @@ class DispatchHandle:
     handle, or one of another session, raises ValueError.
     """
 
-    def __init__(self, session, native, topk_idx, topk_weights, num_experts):
+    def __init__(self, session, native, topk_idx, topk_weights, num_experts, active_nodes=0):
         self._session = session
         self._native = native
         self.num_tokens = native.tokens
@@ -204,6 +204,7 @@ class DispatchHandle:
         # The routing, for a backward pass that sends gradients along the same paths.
         self.topk_idx = topk_idx
         self.topk_weights = topk_weights
+        self._active_nodes = active_nodes  # the nodes it ran on, a bit each (0: all)
         self._anchor = None  # a differentiable dispatch's output (symmesh.torch)
         # With active_ranks: the mask, and this PE's tokens it left without an expert.
         self.active_ranks = None
@@ -388,6 +389,19 @@ class Session:
         _check_topk_idx(topk_idx)  # before it is read
         return mask_routing(topk_idx, num_experts, self.world_size, active_ranks)
 
+    def _active_nodes(self, active_ranks):
+        """The nodes with an active rank, a bit each (0: all, or no mask)."""
+        if active_ranks is None:
+            return 0
+        per_node = self.local_size
+        ranks = [bool(a) for a in (active_ranks.tolist() if hasattr(active_ranks, "tolist")
+                                   else active_ranks)]
+        nodes = 0
+        for node in range(self.world_size // per_node):
+            if any(ranks[node * per_node:(node + 1) * per_node]):
+                nodes |= 1 << node
+        return 0 if nodes == (1 << (self.world_size // per_node)) - 1 else nodes
+
     @staticmethod
     def _note_mask(handle, active_ranks, dropped):
         if active_ranks is not None:
@@ -412,17 +426,20 @@ class Session:
         out: their experts' slots become -1, so nothing goes there, and a token whose experts
         all sit there combines to zeros (or just the bias). handle.dropped_tokens lists those
         tokens (int64, topk_idx's kind: a numpy array or a torch tensor), handle.active_ranks the
-        mask. Gate weights are not renormalised.
+        mask. Gate weights are not renormalised. A node all of whose ranks are left out takes
+        no part, as after an elastic session lost it: its processes do not call (one that does
+        gets ValueError), and this dispatch and its combines run on the other nodes alone.
         """
         topk_idx, dropped = self._masked(topk_idx, num_experts, active_ranks)
+        nodes = self._active_nodes(active_ranks)
         if _is_torch(x) and _torch().is_grad_enabled() and (
                 x.requires_grad or getattr(topk_weights, "requires_grad", False)):
             _no_gradients(out, "dispatch")
             from . import torch as symmesh_torch
 
-            result = symmesh_torch.dispatch(self, x, topk_idx, topk_weights, num_experts)
+            result = symmesh_torch.dispatch(self, x, topk_idx, topk_weights, num_experts, nodes)
         else:
-            result = self._dispatch(x, topk_idx, topk_weights, num_experts, out)
+            result = self._dispatch(x, topk_idx, topk_weights, num_experts, out, nodes)
         self._note_mask(result[3], active_ranks, dropped)
         return result
 
@@ -450,7 +467,7 @@ class Session:
         data = _contiguous(x.detach() if _is_torch(x) else x)
         return data, ids, weights, word, tokens, hidden
 
-    def _dispatch(self, x, topk_idx, topk_weights, num_experts, out=None):
+    def _dispatch(self, x, topk_idx, topk_weights, num_experts, out=None, active_nodes=0):
         data, ids, weights, word, tokens, hidden = self._routing_inputs(x, topk_idx, topk_weights)
         topk = int(ids.shape[1])
         room = _room(out, x, hidden, "dispatch")
@@ -466,8 +483,8 @@ class Session:
 
         native, loan = self._s().dispatch(_address(data), _address(ids), _address(weights),
                                           tokens, hidden, topk, int(num_experts), word, allocate,
-                                          *_room_words(room))
-        handle = DispatchHandle(self, native, ids, weights, int(num_experts))
+                                          *_room_words(room), active_nodes)
+        handle = DispatchHandle(self, native, ids, weights, int(num_experts), active_nodes)
         recv_x = outputs[0] if outputs[0] is not None else _lent(loan, x, (native.received, hidden))
         return recv_x, outputs[1], outputs[2], handle
 

@@ -21,9 +21,9 @@ def _padded_width(width):
 
 class _Dispatch(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, topk_weights, session, topk_idx, num_experts, handles):
-        recv_x, recv_idx, recv_weights, handle = session._dispatch(x, topk_idx, topk_weights,
-                                                                   num_experts)
+    def forward(ctx, x, topk_weights, session, topk_idx, num_experts, active_nodes, handles):
+        recv_x, recv_idx, recv_weights, handle = session._dispatch(
+            x, topk_idx, topk_weights, num_experts, active_nodes=active_nodes)
         ctx.session, ctx.handle = session, handle
         ctx.topk, ctx.x_dtype = int(topk_idx.shape[1]), x.dtype
         handles.append(handle)
@@ -43,7 +43,7 @@ class _Dispatch(torch.autograd.Function):
             if grad_weights is not None:
                 rows[:, :ctx.topk] = grad_weights
             dw = session._combine(rows, handle)[:, :ctx.topk].contiguous()
-        return dx, dw, None, None, None, None
+        return dx, dw, None, None, None, None, None
 
 
 class _Combine(torch.autograd.Function):
@@ -60,17 +60,18 @@ class _Combine(torch.autograd.Function):
         # The same routing dispatched again delivers the same tokens in the same order: row i
         # of the result is the gradient of the token this PE's row i answered.
         grad_rows, _, _, again = session._dispatch(grad_y.contiguous(), handle.topk_idx,
-                                                   handle.topk_weights, handle.num_experts)
+                                                   handle.topk_weights, handle.num_experts,
+                                                   active_nodes=handle._active_nodes)
         again.release()
         anchor = torch.zeros(ctx.anchor_shape, dtype=grad_rows.dtype)
         return grad_rows, (grad_y if ctx.has_bias else None), anchor, None, None
 
 
-def dispatch(session, x, topk_idx, topk_weights, num_experts):
+def dispatch(session, x, topk_idx, topk_weights, num_experts, active_nodes=0):
     """Session.dispatch, differentiable in x and topk_weights."""
     handles = []
     recv_x, recv_idx, recv_weights = _Dispatch.apply(x, topk_weights, session, topk_idx,
-                                                     num_experts, handles)
+                                                     num_experts, active_nodes, handles)
     handles[0]._anchor = recv_x
     return recv_x, recv_idx, recv_weights, handles[0]
 

@@ -268,6 +268,24 @@ def main():
         _, _, _, ih = s.dispatch(x, midx, weights, experts, active_ranks=int_mask)
         check(s, "active_ranks as 0 and 1", ih.dropped_tokens.tolist() == dropped)
 
+    # A node left out (all its ranks masked), as an elastic session serves once it lost one: its
+    # processes do not call (one that does gets ValueError, and the session goes on), the
+    # others' dispatch and combine run without it, and then every node serves again (below).
+    if s.local_size < w:
+        node_mask = [rank // s.local_size != 1 for rank in range(w)]
+        if s.node_rank == 1:
+            expect_value_error(s, "a process of a node left out that calls",
+                               lambda: s.dispatch(x, idx, weights, experts, active_ranks=node_mask),
+                               "the processes of a node left out do not call")
+        else:
+            nx, nidx, _, nh = s.dispatch(x, idx, weights, experts, active_ranks=node_mask)
+            nrows = (nx * (nidx >= 0).sum(axis=1, keepdims=True)).astype(numpy.float32)
+            ny = s.combine(nrows, nh, bias=numpy.ones_like(x))
+            kept = numpy.array(node_mask)[idx // 2]
+            check(s, "a node left out: combine over the other nodes' experts",
+                  numpy.array_equal(ny, x * kept.sum(axis=1, keepdims=True) + 1), f"{ny}")
+        s.barrier()
+
     # Wrong calls: ValueError naming what, and the session goes on.
     expect_value_error(s, "a stale handle", lambda: (handle.release(), s.combine(rows_out, handle)),
                        "released")

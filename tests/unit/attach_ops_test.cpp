@@ -3,8 +3,9 @@
 // expert indices; the combine's sums and bias; a backward combine of another width), tokens,
 // expert rows and combined tokens on the heap used where they lie, outputs lent where they
 // lie in the staging area, a hostile place, heap or staging offset refused, the three fused ops
-// against a plain matmul, a wrong routing refused before anything is sent, PEs whose calls
-// disagree all refused together, and the wait statistics.
+// against a plain matmul, a wrong routing or a mask of active nodes without this one refused
+// before anything is sent, PEs whose calls disagree all refused together, and the wait
+// statistics.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -938,6 +939,30 @@ TEST_F(AttachedOps, AnExpertOutOfRangeIsRefusedNamingTheTokenAndTheSessionGoesOn
   EXPECT_EQ(said,
             std::vector<std::string>(
                 2, "dispatch's topk_idx: token 1 names expert 4: allowed -1 (none) or 0 to 3"));
+  EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
+}
+
+TEST_F(AttachedOps, ActiveNodesThatLeaveThisNodeOutAreRefusedBeforeAnythingIsSent) {
+  auto pes = start_session();
+  const std::vector<std::string> said = run_processes([](Session& session, int) -> std::string {
+    std::vector<float> x(2 * kHidden), weights(2 * kTopk, 1.0f);
+    std::vector<int64_t> idx = {0, 1, 2, 3};
+    std::string error;
+    try {
+      session.dispatch(
+          x.data(), idx.data(), weights.data(), 2, kHidden, kTopk, kExperts, wire::DATA_TYPE_F32,
+          [&](int64_t) { return DispatchOutputs{}; }, {}, nullptr, /*active_nodes=*/0b10);
+    } catch (const InvalidArgument& e) {
+      error = e.what();
+    }
+    session.barrier();  // the session still serves
+    return error;
+  });
+  EXPECT_EQ(said, std::vector<std::string>(
+                      2,
+                      "dispatch: the active nodes (mask 2) must be some of the cluster's 1 (at "
+                      "most 64), this process's node 0 among them: the processes of a node "
+                      "left out do not call"));
   EXPECT_EQ(endings(pes), std::vector<std::string>(2, "ok"));
 }
 
