@@ -16,7 +16,7 @@ namespace symmesh {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr int kMaxTeams = 8;
-inline constexpr int kSlotsPerTeam = 2560;
+inline constexpr int kSlotsPerTeam = 3072;
 inline constexpr int kMaxTeamSize = 512;
 inline constexpr size_t kSyncPoolBytes = size_t{kMaxTeams} * kSlotsPerTeam * kCacheLine;
 inline constexpr size_t kTeamScratchBytes = size_t{1} << 20;
@@ -38,9 +38,13 @@ inline constexpr int kExchangeValue = 512;  // small exchanges: one value per te
 inline constexpr int kPerSource = 1024;     // one signal per team member (all-to-all)
 inline constexpr int kPerStep = 1536;       // one signal per ring step (all-gather)
 inline constexpr int kEnteredFrom = 2048;   // member i entered collective number ... (i slots)
+// Pe::team_of_nodes, in its team index's pool: per PE (its global number) the last counter
+// start it proposed to this one.
+inline constexpr int kNodesClock = 2560;
 }  // namespace slot
 static_assert(slot::kKaryEnd <= slot::kIntraArrival);
-static_assert(slot::kEnteredFrom + kMaxTeamSize <= kSlotsPerTeam);
+static_assert(slot::kEnteredFrom + kMaxTeamSize <= slot::kNodesClock);
+static_assert(slot::kNodesClock + kMaxTeamSize <= kSlotsPerTeam);
 
 inline constexpr uint64_t sync_slot_offset(int team_index, int slot_number) {
   return (uint64_t(team_index) * kSlotsPerTeam + uint64_t(slot_number)) * kCacheLine;

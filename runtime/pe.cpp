@@ -1,5 +1,7 @@
 #include "runtime/pe.h"
 
+#include <algorithm>
+
 #include "common/trace.h"
 
 #include "runtime/barrier.h"
@@ -310,9 +312,28 @@ std::unique_ptr<Team> Pe::team_of_nodes(uint64_t nodes) {
       members.push_back(node * node_.ranks_per_node() + local);
     }
   }
-  ++teams_of_nodes_;
+  // The start: one past the highest any member used, each proposing its own to the others.
+  auto clock_of = [&](int pe) {
+    return reinterpret_cast<uint64_t*>(slice_base_ +
+                                       sync_slot_offset(kNodesIndex, slot::kNodesClock + pe));
+  };
+  if (clock_read_.empty()) clock_read_.assign(size_t(n_pes()), 0);
+  const uint64_t proposal = nodes_clock_ + 1;
+  for (int pe : members) {
+    if (pe != my_pe_) signal_set(clock_of(my_pe_), proposal, pe);
+  }
+  uint64_t start = proposal;
+  for (int pe : members) {
+    if (pe == my_pe_) continue;
+    const uint64_t read =
+        signal_wait_until(clock_of(pe), Cmp::kGt, clock_read_[pe], deadline(),
+                          "a team of nodes: the counter start of PE " + std::to_string(pe), pe);
+    clock_read_[pe] = read;
+    start = std::max(start, read);
+  }
+  nodes_clock_ = start;
   return std::make_unique<Team>("nodes", kNodesIndex, std::move(members), my_pe_,
-                                node_.ranks_per_node(), teams_of_nodes_ * kEpochsPerTeamOfNodes);
+                                node_.ranks_per_node(), start * kEpochsPerTeamOfNodes);
 }
 
 }  // namespace symmesh

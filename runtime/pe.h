@@ -89,11 +89,14 @@ class Pe {
   void team_destroy(const Team& team);
   // The team of the PEs on the nodes whose bit is set in `nodes` (PE order), for one call that
   // leaves the other nodes out: an elastic session's, once it has lost some. It is made without
-  // a collective (the nodes left out may be gone), on a team index of its own, and its counters
-  // start past everything any such team before it on this PE reached: a call that failed
-  // part-way on some PEs leaves nothing in the slots that the next call could pass early. Every
-  // PE of those nodes must make the same such calls in the same order. Throws InvalidArgument
-  // when `nodes` names no node, a node past the cluster's, or not this PE's.
+  // the world (the nodes left out may be gone), on a team index of its own, and its counters
+  // start past everything any such team before it reached on any of its members: its members
+  // agree on the start with one round among themselves (a Lamport clock). So a call that failed
+  // part-way on some PEs, or members that were left out of different calls before, leave
+  // nothing in the slots that this team could pass early. Every member makes the same such
+  // teams in the same order, and every call on one waits for each member at least once (a
+  // barrier or an exchange) before a member makes its next. Throws InvalidArgument when `nodes`
+  // names a node past the cluster's, or not this PE's, or the cluster has more than 64 nodes.
   std::unique_ptr<Team> team_of_nodes(uint64_t nodes);
 
   // This PE's sync slot of a team (its local address) and its team scratch.
@@ -125,9 +128,10 @@ class Pe {
   std::shared_ptr<Team> world_;
   std::shared_ptr<Team> node_team_;
   std::shared_ptr<Team> cross_team_;
-  uint64_t free_team_indices_;   // bit i set: team index i is free on this PE
-  uint64_t epoch_floor_ = 0;     // the highest counter a destroyed team reached
-  uint64_t teams_of_nodes_ = 0;  // how many team_of_nodes() made
+  uint64_t free_team_indices_;        // bit i set: team index i is free on this PE
+  uint64_t epoch_floor_ = 0;          // the highest counter a destroyed team reached
+  uint64_t nodes_clock_ = 0;          // the highest counter start a team_of_nodes() used, / 2^24
+  std::vector<uint64_t> clock_read_;  // per PE: the last proposal read from it
   PeerWaits peer_waits_;
 };
 

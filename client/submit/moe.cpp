@@ -69,6 +69,11 @@ SubmitKind moe_kind(const std::string& op) {
                .field = "rdma_ring_tokens",
                .help = "per (channel, node) RDMA ring",
                .fallback = "64"},
+              {.flag = "--active-nodes",
+               .field = "active_nodes",
+               .help = "the nodes taking part, a bit per node (5: nodes 0 and 2; 0: all); the "
+                       "others' PEs do not call, and no token goes to their experts (hier)",
+               .fallback = "0"},
               {.flag = "--iters",
                .field = "iters",
                .help = "timed runs after a warm-up (1..1000)",

@@ -30,6 +30,7 @@ MoeJob moe_job(const wire::MoeJob& w) {
   o.algo = wire::from_wire(w.algo(), o.algo, "--algo");
   if (w.chunk_tokens()) o.chunk_tokens = w.chunk_tokens();
   if (w.rdma_ring_tokens()) o.rdma_ring_tokens = w.rdma_ring_tokens();
+  o.active_nodes = w.active_nodes();
   job.inputs.seed = w.seed() ? w.seed() : 1;
   job.inputs.dir = w.inputs();
   job.routing = parse_routing(w.routing().empty() ? "uniform" : w.routing(), job.inputs.seed);

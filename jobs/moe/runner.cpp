@@ -11,6 +11,7 @@
 #include "jobs/drill.h"
 #include "jobs/moe/low_latency_job.h"
 #include "jobs/moe/reference.h"
+#include "ops/moe/active_nodes.h"
 #include "ops/npy.h"
 #include "ops/pe_stats.h"
 #include "ops/roles/roles.h"
@@ -38,6 +39,26 @@ double dispatch_error(const MoeOptions& o, const DispatchResult& r,
   return 0;
 }
 
+bool takes_part(const MoeOptions& o, const ClusterShape& shape, int pe) {
+  return ActiveNodes::takes_part(o.active_nodes, pe / shape.ranks_per_node);
+}
+
+// PE `pe`'s routing for the job: none for a PE of a node the job leaves out (it reads no
+// inputs), and no expert on such a node for the others.
+Routing job_routing(const MoeJob& job, const ClusterShape& shape, int pe) {
+  const MoeOptions& o = job.options;
+  if (!takes_part(o, shape, pe)) return Routing{0, o.topk, {}, {}};
+  Routing routing = make_routing(o, pe, job.routing);
+  leave_out_nodes(routing, o, shape);
+  return routing;
+}
+
+// PE `pe`'s tokens: none when the job leaves its node out.
+std::vector<uint16_t> job_tokens(const MoeJob& job, const ClusterShape& shape, int pe) {
+  return takes_part(job.options, shape, pe) ? moe_tokens(job.options, pe, job.inputs)
+                                            : std::vector<uint16_t>{};
+}
+
 }  // namespace
 
 void validate(const MoeJob& job, int nodes, int ranks_per_node) {
@@ -54,10 +75,13 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   validate(job, pe.node().nodes(), pe.node().ranks_per_node());
   const int me = pe.my_pe(), n = pe.n_pes();
   const ClusterShape shape{pe.node().nodes(), pe.node().ranks_per_node()};
-  const Routing routing = make_routing(o, me, job.routing);
-  const std::vector<uint16_t> x = moe_tokens(o, me, job.inputs);
+  const Routing routing = job_routing(job, shape, me);
+  // A PE of a node the job leaves out makes no call: it only joins the job's own figures.
+  const bool taking_part = takes_part(o, shape, me);
+  const std::vector<uint16_t> x = job_tokens(job, shape, me);
   std::vector<std::vector<uint16_t>> biases;
-  for (int i = 0; i < o.biases; ++i) biases.push_back(moe_bias(o, me, i, job.inputs));
+  for (int i = 0; i < o.biases && taking_part; ++i)
+    biases.push_back(moe_bias(o, me, i, job.inputs));
 
   MoeReport report;
   std::vector<double> times;
@@ -69,7 +93,7 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   std::optional<LowLatencyCalls> calls;
   if (low_latency) {
     calls.emplace(pe, o, routing, x);
-  } else if (job.op == MoeOp::kCombine) {
+  } else if (job.op == MoeOp::kCombine && taking_part) {
     dispatched = dispatch(pe, o, x, routing);  // the handle
   }
   progress::set_total(uint32_t(job.iters));
@@ -78,7 +102,9 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
     const trace::Scope span(call_name, "iteration");
     drill_before_call(pe.my_pe());
     double seconds = 0;
-    if (low_latency) {  // LowLatencyCalls counts the timed call alone
+    if (!taking_part) {
+      if (hier_dispatch) barrier_all(pe);  // as the others start theirs
+    } else if (low_latency) {              // LowLatencyCalls counts the timed call alone
       seconds = job.op == MoeOp::kCombine ? calls->combine(last) : calls->dispatch(last);
     } else if (job.op == MoeOp::kCombine) {
       const CountedCall counted(pe.peer_waits(), call_name);
@@ -132,7 +158,8 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
   if (job.verify) {
     double error = 0, worst = 0;
     if (job.op == MoeOp::kCombine) {
-      const auto expected = reference_combine(o, routing, x, biases);
+      const auto expected =  // none for a PE left out: it combined nothing
+          taking_part ? reference_combine(o, routing, x, biases) : std::vector<uint16_t>{};
       for (size_t i = 0; i < expected.size(); ++i) {
         const double want = bf16_to_f32(expected[i]), got = load_one(last.data(), i, DType::kBF16);
         const double diff = std::isnan(got) ? INFINITY : std::fabs(got - want);
@@ -146,8 +173,8 @@ MoeReport run_moe_job(Pe& pe, const MoeJob& job) {
       std::vector<Routing> routings;
       std::vector<std::vector<uint16_t>> all_x;
       for (int p = 0; p < n; ++p) {
-        routings.push_back(make_routing(o, p, job.routing));
-        all_x.push_back(moe_tokens(o, p, job.inputs));
+        routings.push_back(job_routing(job, shape, p));
+        all_x.push_back(job_tokens(job, shape, p));
       }
       error = worst =
           low_latency

@@ -24,11 +24,17 @@ class ActiveNodes {
 
   // The world team, or the active nodes' own for this call.
   Team& team() const { return *team_; }
-  bool has(int node) const { return bits_ >> node & 1; }
+  bool has(int node) const { return every_ || takes_part(bits_, node); }
   int nodes() const { return nodes_; }  // taking part
   int pes() const { return pes_; }
 
+  // Whether mask `active_nodes` (0: all) has `node`.
+  static bool takes_part(uint64_t active_nodes, int node) {
+    return active_nodes == 0 || (node < 64 && (active_nodes >> node & 1));
+  }
+
  private:
+  bool every_;
   uint64_t bits_;
   int nodes_ = 0;
   int pes_ = 0;

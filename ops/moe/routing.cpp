@@ -7,6 +7,7 @@
 
 #include "api/topk_check.h"
 #include "common/errors.h"
+#include "ops/moe/active_nodes.h"
 #include "ops/npy.h"
 #include "ops/seeded.h"
 
@@ -114,6 +115,15 @@ RoutingSpec parse_routing(const std::string& text, uint64_t seed) {
 
 Routing make_routing(const MoeOptions& o, int pe, const RoutingSpec& spec) {
   return spec.kind == RoutingKind::kFile ? load(o, pe, spec) : generate(o, pe, spec);
+}
+
+void leave_out_nodes(Routing& routing, const MoeOptions& options, const ClusterShape& shape) {
+  if (options.active_nodes == 0) return;
+  for (int32_t& expert : routing.experts) {
+    if (expert < 0 || expert >= options.experts) continue;  // check_routing names these
+    const int node = expert_pe(options, shape.n_pes(), expert) / shape.ranks_per_node;
+    if (!ActiveNodes::takes_part(options.active_nodes, node)) expert = -1;
+  }
 }
 
 }  // namespace symmesh

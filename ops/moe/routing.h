@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/moe/options.h"
+#include "runtime/cluster_shape.h"
 
 namespace symmesh {
 
@@ -35,6 +36,10 @@ struct Routing {
 // Throws InvalidArgument (naming `what`, the token and the id) unless every id is in
 // [-1, experts) and no token names an expert twice.
 void check_routing(const Routing& routing, int experts, const std::string& what);
+
+// Every slot whose expert sits on a node options.active_nodes leaves out becomes -1 (what
+// Python's mask_routing does by rank): a call that leaves nodes out sends them nothing.
+void leave_out_nodes(Routing& routing, const MoeOptions& options, const ClusterShape& shape);
 
 // PE `pe`'s routing. A file routing is checked: shape (tokens, topk), ids in [-1, experts),
 // no id twice in a token; the error names the file, the token and the id.

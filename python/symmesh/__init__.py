@@ -396,11 +396,17 @@ class Session:
         per_node = self.local_size
         ranks = [bool(a) for a in (active_ranks.tolist() if hasattr(active_ranks, "tolist")
                                    else active_ranks)]
+        count = self.world_size // per_node
         nodes = 0
-        for node in range(self.world_size // per_node):
+        for node in range(count):
             if any(ranks[node * per_node:(node + 1) * per_node]):
                 nodes |= 1 << node
-        return 0 if nodes == (1 << (self.world_size // per_node)) - 1 else nodes
+        if nodes == (1 << count) - 1:
+            return 0
+        if count > 64:
+            raise ValueError(f"active_ranks leaves a node out: that needs a cluster of at most 64 "
+                             f"nodes; this one has {count}")
+        return nodes
 
     @staticmethod
     def _note_mask(handle, active_ranks, dropped):

@@ -1,6 +1,7 @@
 // MoE jobs through real daemons and the real CLI: dispatch and both combines verified with the
-// --json figures, the hierarchical combine's inter-node bytes against flat's, .npy inputs and
-// outputs, and bad jobs that fail naming the field or file while the daemons go on.
+// --json figures, the hierarchical combine's inter-node bytes against flat's, a node left out,
+// .npy inputs and outputs, and bad jobs that fail naming the field or file while the daemons go
+// on.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -45,6 +46,39 @@ TEST(MoeJobs, DispatchAndBothCombinesVerifyThroughTheDaemons) {
   EXPECT_EQ(flat["verified"], true) << flat.dump();
   EXPECT_LE(hier["inter_node_bytes"].get<int64_t>() * 2, flat["inter_node_bytes"].get<int64_t>());
   EXPECT_EQ(flat["inter_node_bytes"], flat["flat_inter_node_bytes"]);
+}
+
+// --active-nodes: node 1's PE makes no call, the others' dispatch and combine verify (and still
+// cross between nodes 0 and 2); what cannot leave nodes out is refused naming why; then every
+// node serves the next job.
+TEST(MoeJobs, ANodeLeftOutTakesNoPartAndTheOthersVerify) {
+  ClusterOptions options = shape(3, 1);
+  options.heap_size = "128MiB";
+  TestCluster cluster(options);
+  const std::string shape_args =
+      " --tokens 64 --hidden 64 --topk 4 --experts 12 --iters 2 --verify";
+  for (const char* op : {"dispatch", "combine --bias 1"}) {
+    const auto json = submit(cluster, std::string(op) + shape_args + " --active-nodes 5");
+    EXPECT_EQ(json["status"], "ok") << json.dump();
+    EXPECT_EQ(json["verified"], true) << json.dump();
+    EXPECT_GT(json["inter_node_bytes"].get<int64_t>(), 0) << json.dump();
+  }
+  const std::pair<const char*, const char*> refused[] = {
+      {"--active-nodes 8", "names a node past the cluster's 3"},
+      {"--active-nodes 5 --algo low-latency",
+       "leaving nodes out is not available with --algo "
+       "low-latency: allowed hier"},
+  };
+  for (const auto& [args, message] : refused) {
+    CliRun run = cli(target(cluster) +
+                     " submit combine --tokens 8 --hidden 64 --topk 4 "
+                     "--experts 12 " +
+                     args + " --json");
+    EXPECT_NE(run.exit_code, 0) << args;
+    const std::string error = nlohmann::json::parse(run.out)["error"].get<std::string>();
+    EXPECT_NE(error.find(message), std::string::npos) << args << ": " << error;
+  }
+  EXPECT_EQ(submit(cluster, "combine" + shape_args)["verified"], true);
 }
 
 // The low-latency algorithm through the CLI: dispatch and combine verified, p50 and p99 per call,

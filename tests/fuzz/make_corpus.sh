@@ -76,7 +76,7 @@ done
 # byte, the requests, then the pattern the staging areas and heaps are filled with.
 python3 - "$out/session_request" <<'PY'
 import struct, sys
-HEAP = 9699328  # the first byte a call may name (runtime/layout.h kReservedBytes)
+HEAP = 9961472  # the first byte a call may name (runtime/layout.h kReservedBytes)
 F32, BF16, SUM = 1, 2, 1
 ROOM, SPILL = 1 << 34, 1 << 20  # a staged call's inputs from 0, its outputs after them
 def req(op, dtype=0, reduce=0, inp=0, outp=0, src=0, dst=0, dst_bytes=0, count=0, args=(),

@@ -41,17 +41,6 @@ MoeOptions small(int n_pes) {
   return o;
 }
 
-// `routing` with every expert on a node outside `active` as -1 (what symmesh.mask_routing does).
-Routing without_nodes(Routing routing, const MoeOptions& o, const ClusterShape& shape,
-                      uint64_t active) {
-  for (int32_t& expert : routing.experts) {
-    if (expert < 0) continue;
-    const int node = expert_pe(o, shape.n_pes(), expert) / shape.ranks_per_node;
-    if (!(active >> node & 1)) expert = -1;
-  }
-  return routing;
-}
-
 // One call: the nodes taking part and every PE's routing for it (the others' send nothing).
 struct Call {
   uint64_t active;
@@ -62,9 +51,10 @@ Call call_on(const MoeOptions& o, const ClusterShape& shape, uint64_t active, in
   Call call{active, {}};
   for (int pe = 0; pe < shape.n_pes(); ++pe) {
     MoeOptions mine = o;
+    mine.active_nodes = active;
     if (!(active >> (pe / shape.ranks_per_node) & 1)) mine.tokens = 0;
-    call.routings.push_back(
-        without_nodes(make_routing(mine, pe, parse_routing("skewed", seed)), o, shape, active));
+    call.routings.push_back(make_routing(mine, pe, parse_routing("skewed", seed)));
+    leave_out_nodes(call.routings.back(), mine, shape);
   }
   return call;
 }
@@ -105,7 +95,7 @@ struct Shape {
 class MoeActiveNodes : public ::testing::TestWithParam<Shape> {};
 
 // In one job, so that each call meets the slots the calls before it left: every node, node 1
-// left out twice (and on 3 nodes, nodes 0 and 1), then every node again.
+// left out twice (and on 3 nodes: nodes 0 and 1, node 2, then node 0), then every node again.
 TEST_P(MoeActiveNodes, TheOthersServeWithoutANodeAndItComesBackAfter) {
   const Shape s = GetParam();
   LocalCluster cluster(cluster_options(s.nodes, s.ranks));
@@ -115,8 +105,14 @@ TEST_P(MoeActiveNodes, TheOthersServeWithoutANodeAndItComesBackAfter) {
   const uint64_t without_1 = every & ~uint64_t{2};
   std::vector<Call> calls{call_on(o, shape, every, 1), call_on(o, shape, without_1, 2),
                           call_on(o, shape, without_1, 3)};
-  if (s.nodes > 2) calls.push_back(call_on(o, shape, without_1 & ~uint64_t{1}, 4));
-  calls.push_back(call_on(o, shape, every, 5));
+  if (s.nodes > 2) {
+    calls.push_back(call_on(o, shape, without_1 & ~uint64_t{1}, 4));  // node 2 alone
+    // Node 2 out, then straight to node 0 out: node 2 joins a team of nodes after node 1 made
+    // teams it was not in.
+    calls.push_back(call_on(o, shape, 0b011, 5));
+    calls.push_back(call_on(o, shape, 0b110, 6));
+  }
+  calls.push_back(call_on(o, shape, every, 7));
   cluster.run([&](Pe& pe) {
     for (const Call& call : calls) {
       take_part(pe, o, shape, call);
@@ -184,8 +180,8 @@ TEST(MoeActiveNodes, MasksThatCannotRunAreRefusedNamingWhy) {
   try {
     cluster.run([&](Pe& pe) {
       if (pe.my_node() == 0) return;
-      const Routing routing =
-          without_nodes(make_routing(o, 1, parse_routing("uniform", 3)), o, shape, 0b01);
+      Routing routing = make_routing(o, 1, parse_routing("uniform", 3));
+      leave_out_nodes(routing, o, shape);
       dispatch(pe, o, moe_tokens(o, 1, InputSpec{3, ""}), routing);
     });
     FAIL() << "a PE of a node left out took part";
