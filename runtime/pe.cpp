@@ -287,7 +287,7 @@ std::shared_ptr<Team> Pe::team_split_strided(Team& parent, int start, int stride
 }
 
 void Pe::team_destroy(const Team& team) {
-  if (team.index() <= kCrossIndex) return;
+  if (team.index() <= kNodesIndex) return;  // the reserved teams' indices stay reserved
   epoch_floor_ = std::max(epoch_floor_, team.high_water());
   free_team_indices_ |= uint64_t{1} << team.index();
 }
@@ -323,10 +323,11 @@ std::unique_ptr<Team> Pe::team_of_nodes(uint64_t nodes) {
     if (pe != my_pe_) signal_set(clock_of(my_pe_), proposal, pe);
   }
   uint64_t start = proposal;
+  const Deadline until = deadline();
   for (int pe : members) {
     if (pe == my_pe_) continue;
     const uint64_t read =
-        signal_wait_until(clock_of(pe), Cmp::kGt, clock_read_[pe], deadline(),
+        signal_wait_until(clock_of(pe), Cmp::kGt, clock_read_[pe], until,
                           "a team of nodes: the counter start of PE " + std::to_string(pe), pe);
     clock_read_[pe] = read;
     start = std::max(start, read);

@@ -354,8 +354,7 @@ uint64_t SessionMoe::agree_on(attach::Request& agreed) const {
     case attach::Op::kCombine:
       if (const auto it = handles_.find(agreed.args[0]); it != handles_.end()) {
         agreed.args[0] = it->second.number;
-        agreed.args[3] = normalized(it->second.options.active_nodes);
-        return agreed.args[3];
+        return normalized(it->second.options.active_nodes);
       }
       break;
     case attach::Op::kLowLatencyCombine:

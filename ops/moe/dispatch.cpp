@@ -50,6 +50,21 @@ std::vector<int64_t> prefix_rows(const uint64_t* counts, int rows, int columns) 
   return out;
 }
 
+// No token may go to a node the call leaves out: nothing would receive it. Checked before the
+// call's team is made, so that after it a PE only waits or fails the whole call.
+void check_routing_to_active(Pe& pe, const MoeOptions& o, const Routing& routing) {
+  for (size_t slot = 0; slot < routing.experts.size(); ++slot) {
+    const int32_t expert = routing.experts[slot];
+    if (expert < 0 || expert >= o.experts) continue;  // the layout judges these
+    const int node = pe.node_of(expert_pe(o, pe.n_pes(), expert));
+    if (ActiveNodes::takes_part(o.active_nodes, node)) continue;
+    throw InvalidArgument("dispatch: PE " + std::to_string(pe.my_pe()) + "'s token " +
+                          std::to_string(slot / size_t(o.topk)) + " goes to expert " +
+                          std::to_string(expert) + " on node " + std::to_string(node) +
+                          ", which the active nodes leave out: mask the routing first (-1)");
+  }
+}
+
 class Dispatcher {
  public:
   Dispatcher(Pe& pe, const MoeOptions& o, const std::byte* x, const Routing& routing,
@@ -74,7 +89,6 @@ class Dispatcher {
         result_(std::move(reuse)) {}
 
   DispatchResult run() {
-    check_routing_to_active();
     {
       const trace::Scope span("notify", "role");
       notify();
@@ -106,20 +120,6 @@ class Dispatcher {
   }
 
  private:
-  // No token may go to a node left out: nothing would receive it.
-  void check_routing_to_active() const {
-    for (size_t slot = 0; slot < routing_.experts.size(); ++slot) {
-      const int32_t expert = routing_.experts[slot];
-      if (expert < 0 || expert >= o_.experts) continue;  // the layout judges these
-      const int node = pe_.node_of(expert_pe(o_, n_, expert));
-      if (active_.has(node)) continue;
-      throw InvalidArgument("dispatch: PE " + std::to_string(me_) + "'s token " +
-                            std::to_string(slot / size_t(o_.topk)) + " goes to expert " +
-                            std::to_string(expert) + " on node " + std::to_string(node) +
-                            ", which the active nodes leave out: mask the routing first (-1)");
-    }
-  }
-
   // Step 1: tokens per (PE, channel) to each PE; per (node, channel) to the cross team.
   void notify() {
     const size_t pe_words = size_t(n_) * channels_;
@@ -527,6 +527,7 @@ DispatchResult dispatch(Pe& pe, const MoeOptions& options, const void* x, const 
                           std::to_string(routing.topk) + "; the job's topk is " +
                           std::to_string(options.topk));
   }
+  check_routing_to_active(pe, options, routing);
   return Dispatcher(pe, options, static_cast<const std::byte*>(x), routing, std::move(reuse),
                     place_x)
       .run();

@@ -25,6 +25,14 @@ nlohmann::json submit(TestCluster& cluster, const std::string& args) {
   return nlohmann::json::parse(run.out);
 }
 
+// `submit ARGS` fails with an error that says `message`.
+void expect_refused(TestCluster& cluster, const std::string& args, const std::string& message) {
+  CliRun run = cli(target(cluster) + " submit " + args + " --json");
+  EXPECT_NE(run.exit_code, 0) << args;
+  const std::string error = nlohmann::json::parse(run.out)["error"].get<std::string>();
+  EXPECT_NE(error.find(message), std::string::npos) << args << ": " << error;
+}
+
 TEST(MoeJobs, DispatchAndBothCombinesVerifyThroughTheDaemons) {
   ClusterOptions options = shape(2, 2);
   options.heap_size = "128MiB";
@@ -70,13 +78,9 @@ TEST(MoeJobs, ANodeLeftOutTakesNoPartAndTheOthersVerify) {
        "low-latency: allowed hier"},
   };
   for (const auto& [args, message] : refused) {
-    CliRun run = cli(target(cluster) +
-                     " submit combine --tokens 8 --hidden 64 --topk 4 "
-                     "--experts 12 " +
-                     args + " --json");
-    EXPECT_NE(run.exit_code, 0) << args;
-    const std::string error = nlohmann::json::parse(run.out)["error"].get<std::string>();
-    EXPECT_NE(error.find(message), std::string::npos) << args << ": " << error;
+    expect_refused(cluster,
+                   std::string("combine --tokens 8 --hidden 64 --topk 4 --experts 12 ") + args,
+                   message);
   }
   EXPECT_EQ(submit(cluster, "combine" + shape_args)["verified"], true);
 }
@@ -108,20 +112,12 @@ TEST(MoeJobs, LowLatencyDispatchAndCombineVerifyAndReportTheirLatencies) {
       {"dispatch --tokens 8193", "tokens = 8193 is out of range: allowed 0 to 8192"},
   };
   for (const auto& [args, message] : refused) {
-    CliRun run = cli(target(cluster) + " submit " + args +
-                     " --algo low-latency --hidden 64 --topk 8 --experts 16 --json");
-    EXPECT_NE(run.exit_code, 0) << args;
-    const std::string error = nlohmann::json::parse(run.out)["error"].get<std::string>();
-    EXPECT_NE(error.find(message), std::string::npos) << args << ": " << error;
+    expect_refused(cluster,
+                   std::string(args) + " --algo low-latency --hidden 64 --topk 8 --experts 16",
+                   message);
   }
-  CliRun flat =
-      cli(target(cluster) +
-          " submit dispatch --algo flat --tokens 4 --hidden 8 --topk 1 --experts 4 --json");
-  EXPECT_NE(flat.exit_code, 0);
-  EXPECT_NE(nlohmann::json::parse(flat.out)["error"].get<std::string>().find(
-                "dispatch has no flat algorithm"),
-            std::string::npos)
-      << flat.out;
+  expect_refused(cluster, "dispatch --algo flat --tokens 4 --hidden 8 --topk 1 --experts 4",
+                 "dispatch has no flat algorithm");
   EXPECT_EQ(submit(cluster, "combine" + shape_args)["verified"], true);
 }
 

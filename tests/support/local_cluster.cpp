@@ -124,4 +124,14 @@ void LocalCluster::run(const std::function<void(Pe&)>& body) {
   if (first_error) std::rethrow_exception(first_error);
 }
 
+LocalClusterOptions op_test_options(int nodes, int ranks, size_t heap_per_rank) {
+  LocalClusterOptions o;
+  o.nodes = nodes;
+  o.ranks_per_node = ranks;
+  o.heap_size = size_t(ranks) * heap_per_rank;
+  o.wait_timeout = std::chrono::seconds(60);
+  o.tcp.io_threads = 1;
+  return o;
+}
+
 }  // namespace symmesh

@@ -27,6 +27,10 @@ struct LocalClusterOptions {
   std::string secret = "local-cluster";
 };
 
+// What the operator tests run on: `heap_per_rank` of heap for each of a node's `ranks`, one io
+// thread a node, and a minute before a wait gives up.
+LocalClusterOptions op_test_options(int nodes, int ranks, size_t heap_per_rank);
+
 class LocalCluster {
  public:
   explicit LocalCluster(const LocalClusterOptions& options);

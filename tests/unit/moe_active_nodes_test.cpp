@@ -19,13 +19,7 @@ namespace symmesh {
 namespace {
 
 LocalClusterOptions cluster_options(int nodes, int ranks) {
-  LocalClusterOptions o;
-  o.nodes = nodes;
-  o.ranks_per_node = ranks;
-  o.heap_size = size_t(ranks) * (24 << 20);
-  o.wait_timeout = std::chrono::seconds(60);
-  o.tcp.io_threads = 1;
-  return o;
+  return op_test_options(nodes, ranks, 24 << 20);
 }
 
 MoeOptions small(int n_pes) {

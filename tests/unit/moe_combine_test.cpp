@@ -38,13 +38,7 @@ Routing routing_for(const MoeOptions& o, int pe, const std::string& name) {
 
 Outcome run_combine(Shape shape, const MoeOptions& o, const std::string& routing_name,
                     int empty_pe = -1, size_t heap_per_rank = 24 << 20) {
-  LocalClusterOptions c;
-  c.nodes = shape.nodes;
-  c.ranks_per_node = shape.ranks;
-  c.heap_size = size_t(shape.ranks) * heap_per_rank;
-  c.wait_timeout = std::chrono::seconds(60);
-  c.tcp.io_threads = 1;
-  LocalCluster cluster(c);
+  LocalCluster cluster(op_test_options(shape.nodes, shape.ranks, heap_per_rank));
   const int n = shape.nodes * shape.ranks;
   std::vector<MoeOptions> mine(n, o);
   if (empty_pe >= 0) mine[empty_pe].tokens = 0;

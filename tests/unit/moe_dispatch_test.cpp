@@ -27,13 +27,7 @@ struct Shape {
 };
 
 LocalClusterOptions cluster_options(Shape shape, size_t heap_per_rank = 24 << 20) {
-  LocalClusterOptions o;
-  o.nodes = shape.nodes;
-  o.ranks_per_node = shape.ranks;
-  o.heap_size = size_t(shape.ranks) * heap_per_rank;
-  o.wait_timeout = std::chrono::seconds(60);
-  o.tcp.io_threads = 1;
-  return o;
+  return op_test_options(shape.nodes, shape.ranks, heap_per_rank);
 }
 
 // PE `pe`'s options: the job's, with `empty_pe` holding no tokens.

@@ -26,13 +26,7 @@ constexpr int kExperts = 12;
 constexpr int64_t kMaxTokens = 9;
 
 LocalClusterOptions cluster_options(int nodes, int ranks) {
-  LocalClusterOptions o;
-  o.nodes = nodes;
-  o.ranks_per_node = ranks;
-  o.heap_size = size_t(ranks) * (16 << 20);
-  o.wait_timeout = std::chrono::seconds(60);
-  o.tcp.io_threads = 1;
-  return o;
+  return op_test_options(nodes, ranks, 16 << 20);
 }
 
 LowLatencyShape buffer_shape() {
