@@ -341,9 +341,7 @@ void SessionMoe::low_latency_combine(const attach::Request& r, attach::StagingAr
 }
 
 uint64_t SessionMoe::normalized(uint64_t active_nodes) const {
-  const int nodes = pe_.node().nodes();
-  const uint64_t every = nodes >= 64 ? ~uint64_t{0} : (uint64_t{1} << nodes) - 1;
-  return active_nodes == every ? 0 : active_nodes;
+  return active_nodes == every_node(pe_.node().nodes()) ? 0 : active_nodes;
 }
 
 uint64_t SessionMoe::agree_on(attach::Request& agreed) const {

@@ -8,8 +8,7 @@ namespace symmesh {
 
 ActiveNodes::ActiveNodes(Pe& pe, uint64_t nodes) : team_(&pe.team_world()) {
   const int count = pe.node().nodes();
-  every_ = nodes == 0 || (count < 64 && nodes == (uint64_t{1} << count) - 1) ||
-           (count == 64 && nodes == ~uint64_t{0});
+  every_ = nodes == 0 || (count <= 64 && nodes == every_node(count));
   bits_ = nodes;
   if (every_) {
     nodes_ = count;

@@ -42,9 +42,7 @@ void check_active_nodes(const MoeOptions& o, int nodes) {
     throw InvalidArgument("active nodes (mask " + std::to_string(o.active_nodes) +
                           ") names a node past the cluster's " + std::to_string(nodes));
   }
-  const bool everyone =
-      nodes == 64 ? o.active_nodes == ~uint64_t{0} : o.active_nodes == (uint64_t{1} << nodes) - 1;
-  if (!everyone && o.algo != MoeAlgo::kHier) {
+  if (o.active_nodes != every_node(nodes) && o.algo != MoeAlgo::kHier) {
     throw InvalidArgument(std::string("leaving nodes out is not available with --algo ") +
                           wire::word(o.algo) + ": allowed hier");
   }

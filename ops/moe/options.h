@@ -48,6 +48,11 @@ struct MoeOptions {
   uint64_t active_nodes = 0;
 };
 
+// The active_nodes mask that names every one of `nodes` nodes (all 64 bits from 64 nodes on).
+inline uint64_t every_node(int nodes) {
+  return nodes >= 64 ? ~uint64_t{0} : (uint64_t{1} << nodes) - 1;
+}
+
 // Throws InvalidArgument naming the first field out of range for the cluster's shape.
 void validate(const MoeOptions& options, int nodes, int ranks_per_node);
 
